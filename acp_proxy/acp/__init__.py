@@ -1,0 +1,1 @@
+"""ACP semantics over classified frames: indexing, sessions, conformance (sans-I/O)."""

@@ -1,0 +1,149 @@
+"""Derive the recorder's index columns from frames, per connection (sans-I/O).
+
+An :class:`ConnectionIndexer` sees one connection's frames in order and returns, for each,
+the columns stored beside the raw bytes: JSON-RPC kind, exact id text, method (for a
+response: the method of the request it answers, paired **per direction**), sessionId (also
+learnt from a ``session/new`` result), the ``sessionUpdate`` variant and the entity it
+touches. It also notices connection facts: protocol version and client/agent info from
+``initialize``. Everything here is re-derivable from the raw bytes (``acp-proxy reindex``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.wire.jsonrpc import Kind, Message, classify
+
+# sessionUpdate variant -> (entity type, id field)
+ENTITY_OF_UPDATE: dict[str, tuple[str, str]] = {
+    "user_message": ("user_message", "messageId"),
+    "user_message_chunk": ("user_message", "messageId"),
+    "agent_message": ("agent_message", "messageId"),
+    "agent_message_chunk": ("agent_message", "messageId"),
+    "agent_thought": ("agent_thought", "messageId"),
+    "agent_thought_chunk": ("agent_thought", "messageId"),
+    "tool_call": ("tool_call", "toolCallId"),
+    "tool_call_update": ("tool_call", "toolCallId"),
+    "tool_call_content_chunk": ("tool_call", "toolCallId"),
+    "terminal_update": ("terminal", "terminalId"),
+    "terminal_output_chunk": ("terminal", "terminalId"),
+    "plan_update": ("plan", "planId"),
+    "compaction_update": ("compaction", "compactionId"),
+    "compaction_summary_chunk": ("compaction", "compactionId"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexColumns:
+    """The derived columns of one frame (all optional but ``kind``)."""
+
+    kind: Kind
+    rpc_id: str | None = None
+    method: str | None = None
+    session_id: str | None = None
+    update_kind: str | None = None
+    entity_type: str | None = None
+    entity_id: str | None = None
+
+
+@dataclass(slots=True)
+class ConnectionFacts:
+    """What the indexer learnt about the connection from ``initialize``."""
+
+    protocol_version: int | None = None
+    client_info: Any = None
+    agent_info: Any = None
+    client_capabilities: Any = None
+    agent_capabilities: Any = None
+    changed: bool = False
+
+
+@dataclass(slots=True)
+class ConnectionIndexer:
+    """Stateful per-connection deriver of :class:`IndexColumns`."""
+
+    facts: ConnectionFacts = field(default_factory=ConnectionFacts)
+    # (direction the request travelled, exact id text) -> (method, params)
+    _pending: dict[tuple[Direction, str], tuple[str, Any]] = field(default_factory=dict)
+
+    def index(self, direction: Direction, raw: bytes) -> IndexColumns:
+        """Classify ``raw`` sent in ``direction`` and return its index columns."""
+        return self.index_message(direction, classify(raw))
+
+    def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
+        if msg.kind == "batch":
+            for item in msg.items:
+                self.index_message(direction, item)
+            methods = {i.method for i in msg.items if i.method}
+            sessions = {s for i in msg.items if (s := _session_of(i.params)) is not None}
+            return IndexColumns(
+                "batch",
+                method=methods.pop() if len(methods) == 1 else None,
+                session_id=sessions.pop() if len(sessions) == 1 else None,
+            )
+        if msg.kind == "invalid":
+            return IndexColumns("invalid")
+        params = msg.params
+        if msg.kind == "request" and msg.id is not None and msg.method is not None:
+            self._pending[(direction, msg.id)] = (msg.method, params)
+            self._observe_request(msg.method, params)
+        if msg.kind == "response":
+            assert msg.id is not None
+            request = self._pending.pop((other_direction(direction), msg.id), None)
+            method = request[0] if request else None
+            req_params = request[1] if request else None
+            session_id = _session_of(req_params)
+            result = msg.result
+            if session_id is None and isinstance(result, dict):
+                sid = result.get("sessionId")
+                session_id = sid if isinstance(sid, str) else None
+            if method == "initialize" and isinstance(result, dict):
+                self._observe_initialize_result(result)
+            return IndexColumns("response", msg.id, method, session_id)
+        session_id = _session_of(params)
+        update_kind = entity_type = entity_id = None
+        if msg.method == "session/update" and isinstance(params, dict):
+            update = params.get("update")
+            if isinstance(update, dict):
+                variant = update.get("sessionUpdate")
+                if isinstance(variant, str):
+                    update_kind = variant
+                    entity = ENTITY_OF_UPDATE.get(variant)
+                    if entity is not None:
+                        entity_type = entity[0]
+                        eid = update.get(entity[1])
+                        entity_id = eid if isinstance(eid, str) else None
+        return IndexColumns(
+            msg.kind, msg.id, msg.method, session_id, update_kind, entity_type, entity_id
+        )
+
+    def _observe_request(self, method: str, params: Any) -> None:
+        if method == "initialize" and isinstance(params, dict):
+            version = params.get("protocolVersion")
+            if isinstance(version, int) and not isinstance(version, bool):
+                self.facts.protocol_version = version
+            self.facts.client_info = params.get("clientInfo")
+            self.facts.client_capabilities = params.get(
+                "clientCapabilities", params.get("capabilities")
+            )
+            self.facts.changed = True
+
+    def _observe_initialize_result(self, result: dict[str, Any]) -> None:
+        version = result.get("protocolVersion")
+        if isinstance(version, int) and not isinstance(version, bool):
+            self.facts.protocol_version = version
+        self.facts.agent_info = result.get("agentInfo")
+        self.facts.agent_capabilities = result.get(
+            "agentCapabilities", result.get("capabilities")
+        )
+        self.facts.changed = True
+
+
+def _session_of(params: Any) -> str | None:
+    if isinstance(params, dict):
+        sid = params.get("sessionId")
+        if isinstance(sid, str):
+            return sid
+    return None

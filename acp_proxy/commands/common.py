@@ -1,0 +1,68 @@
+"""Helpers shared by the CLI commands: opening recordings with friendly errors, formatting."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from acp_proxy.record.reader import open_recording
+from acp_proxy.record.schema import RecordingError
+
+RECORDING_ARG = click.argument(
+    "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB"
+)
+
+
+@contextmanager
+def recording(path: Path) -> Iterator[sqlite3.Connection]:
+    """Open a recording for a command; user mistakes become one-line errors (exit 1)."""
+    try:
+        db = open_recording(path)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        yield db
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise click.ClickException(f"{path}: the recording is damaged: {exc}") from None
+    finally:
+        db.close()
+
+
+def fmt_time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "running"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def fmt_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{n}B"
+
+
+def fmt_exit(status: int | None) -> str:
+    if status is None:
+        return "-"
+    if status < 0:
+        return f"signal {-status}"
+    return str(status)

@@ -1,0 +1,64 @@
+"""``acp-proxy [--record DB] -- AGENT...``: the stdio proxy an editor launches."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from acp_proxy.record.writer import Recorder
+from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.stdio import StdioProxy
+
+
+@click.command(
+    "proxy",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": False},
+)
+@click.option(
+    "--record",
+    "record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="ACP_PROXY_RECORD",
+    show_envvar=True,
+    help="SQLite file to record into (created 0600 if missing; several proxies may share one).",
+)
+@click.option("--label", help="A label stored on the connection row (e.g. the editor window).")
+@click.option(
+    "--grace",
+    type=float,
+    default=DEFAULT_GRACE_SECONDS,
+    show_default=True,
+    help="Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL).",
+)
+@click.option(
+    "--queue-mb",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Memory the recorder may queue before it drops (and counts) frames.",
+)
+@click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
+def proxy_command(
+    record: Path | None, label: str | None, grace: float, queue_mb: int, agent_command: tuple[str, ...]
+) -> None:
+    """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
+
+    Launch this instead of the agent. Every byte passes through unchanged in both
+    directions (and the agent's stderr to ours); with --record a copy goes to SQLite off
+    the forwarding path. The proxy exits with the agent's exit code.
+
+    \b
+    Examples:
+      acp-proxy --record session.db -- claude-code-acp
+      ACP_PROXY_RECORD=session.db acp-proxy -- python my_agent.py --verbose
+      acp-proxy ls session.db
+    """
+    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    code = 1
+    try:
+        code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()
+    finally:
+        recorder.close()
+    sys.exit(code)

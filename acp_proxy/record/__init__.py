@@ -1,0 +1,1 @@
+"""Recording to SQLite: schema and migrations, the writer thread, and reading back."""

@@ -1,0 +1,172 @@
+"""The recording database: schema, versioned migrations and opening a file safely.
+
+The schema version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` are applied in
+order inside one transaction each. The raw bytes (``frames.raw``) are the one truth;
+every other ``frames`` column is derived and can be rebuilt by ``acp-proxy reindex``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE connections (
+        id INTEGER PRIMARY KEY,
+        started_at REAL NOT NULL,          -- unix time (seconds)
+        ended_at REAL,
+        transport TEXT NOT NULL,           -- stdio | websocket | ws-upstream | connect | replay
+        agent_command TEXT,                -- JSON array of argv
+        cwd TEXT,
+        pid INTEGER,                       -- the agent process id
+        proxy_pid INTEGER,
+        exit_status INTEGER,               -- agent exit code; negative: killed by that signal
+        protocol_version INTEGER,          -- from initialize
+        client_info TEXT,                  -- JSON, from initialize params
+        agent_info TEXT,                   -- JSON, from initialize result
+        label TEXT,
+        peer TEXT,                         -- remote address (WebSocket)
+        headers TEXT,                      -- JSON object of handshake headers worth keeping
+        frames_dropped INTEGER NOT NULL DEFAULT 0,
+        bytes_dropped INTEGER NOT NULL DEFAULT 0,
+        meta TEXT                          -- JSON object, free-form
+    );
+    CREATE TABLE frames (
+        id INTEGER PRIMARY KEY,
+        connection_id INTEGER NOT NULL REFERENCES connections(id),
+        seq INTEGER NOT NULL,              -- 1, 2, ... per connection, both directions
+        ts REAL NOT NULL,                  -- wall clock, unix seconds
+        mono_ns INTEGER NOT NULL,          -- monotonic clock, nanoseconds
+        direction TEXT NOT NULL,           -- c2a (client to agent) | a2c (agent to client)
+        raw BLOB NOT NULL,                 -- exactly the bytes that crossed, terminator included
+        size INTEGER NOT NULL,
+        binary INTEGER NOT NULL DEFAULT 0, -- 1: a WebSocket binary message
+        kind TEXT,                         -- request | response | notification | batch | invalid
+        rpc_id TEXT,                       -- the id as its exact JSON text
+        method TEXT,                       -- for responses: the method of the answered request
+        session_id TEXT,
+        update_kind TEXT,                  -- params.update.sessionUpdate
+        entity_type TEXT,
+        entity_id TEXT,
+        UNIQUE (connection_id, seq)
+    );
+    CREATE INDEX frames_method ON frames (method);
+    CREATE INDEX frames_session ON frames (session_id, connection_id, seq);
+    CREATE INDEX frames_rpc_id ON frames (connection_id, rpc_id);
+    CREATE INDEX frames_update_kind ON frames (update_kind);
+    CREATE TABLE stderr_lines (
+        id INTEGER PRIMARY KEY,
+        connection_id INTEGER NOT NULL REFERENCES connections(id),
+        seq INTEGER NOT NULL,              -- 1, 2, ... per connection
+        ts REAL NOT NULL,
+        mono_ns INTEGER NOT NULL,
+        raw BLOB NOT NULL,
+        UNIQUE (connection_id, seq)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        connection_id INTEGER REFERENCES connections(id),
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,                -- e.g. recorder_drop, websocket_close, signal
+        detail TEXT                        -- JSON
+    );
+    """,
+]
+
+
+class RecordingError(Exception):
+    """A recording cannot be opened or read; the message is meant for the user."""
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` with mode 0600 if it does not exist (SQLite reuses the mode for -wal)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def connect(path: str | os.PathLike[str], *, create: bool, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open a recording for writing (``create=True``) or reading, migrating it if needed.
+
+    Raises :class:`RecordingError` with a user-facing message for a missing file, a file
+    that is not a SQLite database, or a recording from a newer acp-proxy.
+    """
+    p = Path(path)
+    if create:
+        if p.parent and not p.parent.exists():
+            raise RecordingError(f"cannot create {p}: directory {p.parent} does not exist")
+        if p.exists() and p.is_dir():
+            raise RecordingError(f"cannot record to {p}: it is a directory")
+        create_private_file(p)
+    elif not p.exists():
+        raise RecordingError(f"no such recording: {p}")
+    elif p.is_dir():
+        raise RecordingError(f"{p} is a directory, not a recording")
+    try:
+        conn = sqlite3.connect(p, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
+        migrate(conn, readonly=not create)
+        if create:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from exc
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, *, readonly: bool = False) -> int:
+    """Bring the schema to :data:`SCHEMA_VERSION`; return the version found before.
+
+    Migrations are additive, so an older recording opened for reading is migrated too.
+    ``readonly`` only refuses to turn an empty file into a recording.
+    """
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise RecordingError(
+            f"this recording has schema version {version}; this acp-proxy understands up to "
+            f"{SCHEMA_VERSION} (upgrade acp-proxy)"
+        )
+    if version == SCHEMA_VERSION:
+        return version
+    if version == 0:
+        if readonly and not sqlite_utils.Database(conn).table_names():
+            raise RecordingError("the file is empty, not a recording")
+        tables = sqlite_utils.Database(conn).table_names()
+        if tables and "frames" not in tables:
+            raise RecordingError("the database has tables but none of acp-proxy's")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for number in range(current, SCHEMA_VERSION):
+            for statement in _statements(MIGRATIONS[number]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return version
+
+
+def _statements(script: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines():
+        code = line.split("--", 1)[0]
+        buf += code + "\n"
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out

@@ -1,0 +1,1 @@
+"""Transports: thin adapters that move bytes and hand copies to the recorder."""

@@ -1,0 +1,70 @@
+"""Shared fixtures: the real ``acp-proxy`` executable, test agents and temporary recordings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ECHO_AGENT = [sys.executable, str(FIXTURES / "echo_agent.py")]
+
+
+def proxy_exe() -> list[str]:
+    """The installed console script, as a user runs it."""
+    exe = shutil.which("acp-proxy")
+    assert exe is not None, "acp-proxy is not installed: pip install -e '.[test]'"
+    return [exe]
+
+
+@pytest.fixture
+def acp_proxy() -> list[str]:
+    return proxy_exe()
+
+
+@pytest.fixture
+def echo_agent() -> list[str]:
+    return list(ECHO_AGENT)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "session.db"
+
+
+def run_proxy(
+    args: list[str], stdin: bytes = b"", timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``acp-proxy ARGS`` to completion with ``stdin``; returns the completed process."""
+    return subprocess.run(
+        [*proxy_exe(), *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def frames_of(db: Path, connection_id: int | None = None) -> list[tuple[str, bytes]]:
+    """(direction, raw) of every recorded frame, in order."""
+    conn = sqlite3.connect(db)
+    try:
+        query = "SELECT direction, raw FROM frames"
+        args: tuple[object, ...] = ()
+        if connection_id is not None:
+            query += " WHERE connection_id = ?"
+            args = (connection_id,)
+        return [(d, bytes(r)) for d, r in conn.execute(query + " ORDER BY connection_id, seq", args)]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def sqlite_rows() -> Iterator[object]:
+    yield frames_of

@@ -60,7 +60,9 @@ def frames_of(db: Path, connection_id: int | None = None) -> list[tuple[str, byt
         if connection_id is not None:
             query += " WHERE connection_id = ?"
             args = (connection_id,)
-        return [(d, bytes(r)) for d, r in conn.execute(query + " ORDER BY connection_id, seq", args)]
+        return [
+            (d, bytes(r)) for d, r in conn.execute(query + " ORDER BY connection_id, seq", args)
+        ]
     finally:
         conn.close()
 

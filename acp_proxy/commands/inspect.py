@@ -46,12 +46,29 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
         if not rows:
             click.echo(f"{recording_path}: no connections recorded yet")
             return
-        header = ("#", "started", "duration", "transport", "v", "agent", "frames", "bytes", "exit", "dropped")
+        header = (
+            "#",
+            "started",
+            "duration",
+            "transport",
+            "v",
+            "agent",
+            "frames",
+            "bytes",
+            "exit",
+            "dropped",
+        )
         table = [
             (
-                str(r.id), fmt_time(r.started_at), fmt_duration(r.duration), r.transport,
-                str(r.protocol_version or "-"), _agent_name(r.agent_command, r.agent_info)[:40],
-                str(r.frame_count), fmt_bytes(r.byte_count), fmt_exit(r.exit_status),
+                str(r.id),
+                fmt_time(r.started_at),
+                fmt_duration(r.duration),
+                r.transport,
+                str(r.protocol_version or "-"),
+                _agent_name(r.agent_command, r.agent_info)[:40],
+                str(r.frame_count),
+                fmt_bytes(r.byte_count),
+                fmt_exit(r.exit_status),
                 str(r.frames_dropped),
             )
             for r in rows
@@ -62,14 +79,14 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
             click.echo("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)))
 
 
-
-
 @click.command("dump")
 @RECORDING_ARG
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--full", is_flag=True, help="Print whole frames instead of one line each.")
 @click.option("--stderr", "with_stderr", is_flag=True, help="Include the agent's stderr lines.")
-def dump_command(recording_path: Path, connection_id: int | None, full: bool, with_stderr: bool) -> None:
+def dump_command(
+    recording_path: Path, connection_id: int | None, full: bool, with_stderr: bool
+) -> None:
     """Print frames in order with direction arrows (-> client to agent, <- agent to client)."""
     width = shutil.get_terminal_size((160, 20)).columns
     with recording(recording_path) as db:
@@ -82,7 +99,10 @@ def dump_command(recording_path: Path, connection_id: int | None, full: bool, wi
             if connection_id is not None:
                 query += " WHERE connection_id = ?"
                 args.append(connection_id)
-            stderr_rows = [(r[0], r[1], r[2], bytes(r[3])) for r in db.execute(query + " ORDER BY connection_id, seq", args)]
+            stderr_rows = [
+                (r[0], r[1], r[2], bytes(r[3]))
+                for r in db.execute(query + " ORDER BY connection_id, seq", args)
+            ]
         current = None
         t0 = 0
         si = 0
@@ -91,7 +111,10 @@ def dump_command(recording_path: Path, connection_id: int | None, full: bool, wi
                 current = f.connection_id
                 t0 = f.mono_ns
                 click.echo(f"== connection {current}")
-            while si < len(stderr_rows) and (stderr_rows[si][0], stderr_rows[si][2]) <= (f.connection_id, f.mono_ns):
+            while si < len(stderr_rows) and (stderr_rows[si][0], stderr_rows[si][2]) <= (
+                f.connection_id,
+                f.mono_ns,
+            ):
                 s = stderr_rows[si]
                 click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")
                 si += 1
@@ -115,5 +138,3 @@ def dump_command(recording_path: Path, connection_id: int | None, full: bool, wi
                 click.echo(f"{prefix}  {body}")
         for s in stderr_rows[si:]:
             click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")
-
-

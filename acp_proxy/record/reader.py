@@ -102,8 +102,24 @@ def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
     ).fetchall()
     return [
         ConnectionRow(
-            r[0], r[1], r[2], r[3], _loads(r[4]), r[5], r[6], r[7], r[8], _loads(r[9]),
-            _loads(r[10]), r[11], r[12], _loads(r[13]), r[14], r[15], r[16], r[17],
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            _loads(r[4]),
+            r[5],
+            r[6],
+            r[7],
+            r[8],
+            _loads(r[9]),
+            _loads(r[10]),
+            r[11],
+            r[12],
+            _loads(r[13]),
+            r[14],
+            r[15],
+            r[16],
+            r[17],
         )
         for r in rows
     ]
@@ -139,6 +155,20 @@ def iter_frames(
     )
     for r in cur:
         yield FrameRow(
-            r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6]), r[7], bool(r[8]), r[9], r[10],
-            r[11], r[12], r[13], r[14], r[15],
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            bytes(r[6]),
+            r[7],
+            bool(r[8]),
+            r[9],
+            r[10],
+            r[11],
+            r[12],
+            r[13],
+            r[14],
+            r[15],
         )

@@ -94,7 +94,9 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-def connect(path: str | os.PathLike[str], *, create: bool, timeout: float = 30.0) -> sqlite3.Connection:
+def connect(
+    path: str | os.PathLike[str], *, create: bool, timeout: float = 30.0
+) -> sqlite3.Connection:
     """Open a recording for writing (``create=True``) or reading, migrating it if needed.
 
     Raises :class:`RecordingError` with a user-facing message for a missing file, a file
@@ -113,7 +115,7 @@ def connect(path: str | os.PathLike[str], *, create: bool, timeout: float = 30.0
         raise RecordingError(f"{p} is a directory, not a recording")
     try:
         conn = sqlite3.connect(p, timeout=timeout, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         migrate(conn, readonly=not create)
         if create:
             conn.execute("PRAGMA journal_mode = WAL")

@@ -51,8 +51,8 @@ class Message:
 
     @property
     def is_error_response(self) -> bool:
-        return self.kind == "response" and isinstance(self.payload, dict) and (
-            "error" in self.payload
+        return (
+            self.kind == "response" and isinstance(self.payload, dict) and ("error" in self.payload)
         )
 
 

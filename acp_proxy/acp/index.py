@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from acp_proxy.wire.frame import Direction, other_direction
 from acp_proxy.wire.jsonrpc import Kind, Message, classify
 
-# sessionUpdate variant -> (entity type, id field)
+# sessionUpdate variant -> (entity type, id field); ``plan_update`` ids live in ``plan.planId``
 ENTITY_OF_UPDATE: dict[str, tuple[str, str]] = {
     "user_message": ("user_message", "messageId"),
     "user_message_chunk": ("user_message", "messageId"),
@@ -30,6 +32,8 @@ ENTITY_OF_UPDATE: dict[str, tuple[str, str]] = {
     "terminal_update": ("terminal", "terminalId"),
     "terminal_output_chunk": ("terminal", "terminalId"),
     "plan_update": ("plan", "planId"),
+    "plan_removed": ("plan", "planId"),
+    "plan": ("plan", ""),
     "compaction_update": ("compaction", "compactionId"),
     "compaction_summary_chunk": ("compaction", "compactionId"),
 }
@@ -70,6 +74,16 @@ class ConnectionIndexer:
 
     def index(self, direction: Direction, raw: bytes) -> IndexColumns:
         """Classify ``raw`` sent in ``direction`` and return its index columns."""
+        # Performance only (the recorder's hot loop; same result as classify()): a JSON
+        # object with a string "method" and no "id" is a notification whatever else it
+        # holds, so the bulk of the traffic (session/update) skips the general checks.
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = None
+        if type(value) is dict and "id" not in value and type(value.get("method")) is str:
+            msg = Message("notification", method=value["method"], payload=value)
+            return self.index_message(direction, msg)
         return self.index_message(direction, classify(raw))
 
     def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
@@ -112,8 +126,12 @@ class ConnectionIndexer:
                     update_kind = variant
                     entity = ENTITY_OF_UPDATE.get(variant)
                     if entity is not None:
-                        entity_type = entity[0]
-                        eid = update.get(entity[1])
+                        entity_type, id_field = entity
+                        if variant == "plan_update":
+                            plan = update.get("plan")
+                            eid = plan.get("planId") if isinstance(plan, dict) else None
+                        else:
+                            eid = update.get(id_field) if id_field else ""
                         entity_id = eid if isinstance(eid, str) else None
         return IndexColumns(
             msg.kind, msg.id, msg.method, session_id, update_kind, entity_type, entity_id
@@ -124,7 +142,7 @@ class ConnectionIndexer:
             version = params.get("protocolVersion")
             if isinstance(version, int) and not isinstance(version, bool):
                 self.facts.protocol_version = version
-            self.facts.client_info = params.get("clientInfo")
+            self.facts.client_info = params.get("clientInfo", params.get("info"))
             self.facts.client_capabilities = params.get(
                 "clientCapabilities", params.get("capabilities")
             )
@@ -134,10 +152,8 @@ class ConnectionIndexer:
         version = result.get("protocolVersion")
         if isinstance(version, int) and not isinstance(version, bool):
             self.facts.protocol_version = version
-        self.facts.agent_info = result.get("agentInfo")
-        self.facts.agent_capabilities = result.get(
-            "agentCapabilities", result.get("capabilities")
-        )
+        self.facts.agent_info = result.get("agentInfo", result.get("info"))
+        self.facts.agent_capabilities = result.get("agentCapabilities", result.get("capabilities"))
         self.facts.changed = True
 
 

@@ -10,6 +10,7 @@ import click
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio import StdioProxy
+from acp_proxy.web.cli import start_ui, ui_options
 
 
 @click.command(
@@ -35,13 +36,21 @@ from acp_proxy.transport.stdio import StdioProxy
 @click.option(
     "--queue-mb",
     type=int,
-    default=256,
+    default=32,
     show_default=True,
-    help="Memory the recorder may queue before it drops (and counts) frames.",
+    help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
+    "(and counted), forwarding never waits.",
 )
+@ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
-    record: Path | None, label: str | None, grace: float, queue_mb: int, agent_command: tuple[str, ...]
+    record: Path | None,
+    label: str | None,
+    grace: float,
+    queue_mb: int,
+    agent_command: tuple[str, ...],
+    ui: tuple[str, int] | None = None,
+    ui_token: str | None = None,
 ) -> None:
     """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
 
@@ -55,10 +64,13 @@ def proxy_command(
       ACP_PROXY_RECORD=session.db acp-proxy -- python my_agent.py --verbose
       acp-proxy ls session.db
     """
+    inspector = start_ui(ui, ui_token, record)
     recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()
     finally:
         recorder.close()
+        if inspector is not None:
+            inspector.stop()
     sys.exit(code)

@@ -1,17 +1,27 @@
-"""The recorder: a bounded queue feeding one writer thread that commits in batches.
+"""The recorder: a bounded queue feeding a two-stage writer that commits in batches.
 
-Transports call :meth:`ConnectionRecorder.frames` from their forwarding loops; that only
-timestamps, numbers and enqueues (no parsing, no SQLite). The writer thread classifies
-frames (:class:`~acp_proxy.acp.index.ConnectionIndexer`), inserts whatever has queued up
-since its last commit in one transaction, and commits (WAL), so it is at most one batch
-behind. When the queue is over its byte budget or SQLite fails (disk full, read-only
-file, a lock held too long), frames are dropped, counted on the connection row and
-reported once per incident; forwarding never waits.
+Transports hand the recorder copies of what they forwarded and return at once:
+:meth:`ConnectionRecorder.stream` takes a raw chunk of a byte stream (stdio), and
+:meth:`ConnectionRecorder.frame` one whole message (WebSocket). Producers only timestamp
+and append to a deque under a lock; no splitting, parsing or SQLite happens on the
+forwarding path.
+
+Two threads do the rest. The *indexer* cuts streams into lines
+(:class:`~acp_proxy.wire.framing.LineFramer`), numbers frames, derives the index columns
+(:class:`~acp_proxy.acp.index.ConnectionIndexer`) and builds rows; the *SQLite writer*
+inserts a batch per transaction and commits (WAL). SQLite releases the GIL while it works,
+so both stages overlap. A batch is at most :data:`BATCH_FRAMES` frames or
+:data:`BATCH_BYTES` bytes, so the recording is at most about one batch behind.
+
+When the queue is over its byte budget or SQLite fails (disk full, read-only file, a lock
+held longer than the retry window), frames are dropped, counted on the connection row
+(``frames_dropped``/``bytes_dropped``) and reported with one warning line per incident;
+forwarding never waits.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import os
 import sqlite3
 import sys
@@ -19,7 +29,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +36,36 @@ import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import A2C, C2A, Direction
+from acp_proxy.wire.framing import LineFramer
 
-DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
-"""Frames waiting for the writer may hold at most this many bytes before new ones drop."""
+DEFAULT_QUEUE_BYTES = 32 * 1024 * 1024
+"""Bytes that may wait for the writer before new ones are dropped (and counted).
 
-LOCK_RETRY_SECONDS = 30.0
-"""How long a batch is retried while another process holds the database lock."""
+The trade-off: a bigger queue absorbs longer writer stalls (a slow disk, a checkpoint,
+another process holding the lock) without losing frames, at the price of that much
+memory in the worst case. 32 MiB is about a second of a saturated stream of small frames.
+"""
+
+BATCH_FRAMES = 20_000
+"""Most queue items taken for one transaction."""
+
+BATCH_BYTES = 4 * 1024 * 1024
+"""Most raw bytes taken from the queue for one transaction (a bigger single frame still goes)."""
+
+LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
+DEFAULT_LOCK_RETRY_SECONDS = 30.0
+
+
+def lock_retry_seconds() -> float:
+    """How long a batch is retried while another process holds the database lock.
+
+    ``ACP_PROXY_LOCK_RETRY_SECONDS`` overrides the default of 30 seconds.
+    """
+    try:
+        return max(0.0, float(os.environ.get(LOCK_RETRY_ENV, DEFAULT_LOCK_RETRY_SECONDS)))
+    except ValueError:
+        return DEFAULT_LOCK_RETRY_SECONDS
 
 
 def warn_stderr(message: str) -> None:
@@ -45,80 +77,92 @@ def warn_stderr(message: str) -> None:
         pass
 
 
-@dataclass(slots=True)
-class _FrameItem:
-    conn: ConnectionRecorder
-    seq: int
-    direction: Direction
-    ts: float
-    mono_ns: int
-    raw: bytes
-    binary: bool
+# Queue items are plain tuples, cheapest to build on the forwarding threads:
+#   (_CHUNK, conn, stream, ts, mono_ns, data)    a piece of a byte stream
+#   (_FRAME, conn, direction, ts, mono_ns, raw, binary)   one whole message
+#   (_GAP, conn, stream)                         bytes of ``stream`` were dropped here
+#   (_END, conn, stream, ts, mono_ns)            end of ``stream``: flush its last line
+#   (_CONTROL, conn, op, fields)                 open | update | event | close
+_CHUNK, _FRAME, _GAP, _END, _CONTROL = range(5)
+STDERR = "stderr"
+"""The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""
 
-
-@dataclass(slots=True)
-class _StderrItem:
-    conn: ConnectionRecorder
-    seq: int
-    ts: float
-    mono_ns: int
-    raw: bytes
-
-
-@dataclass(slots=True)
-class _Control:
-    conn: ConnectionRecorder
-    op: str  # open | update | event | close
-    fields: dict[str, Any]
-
-
-_Item = _FrameItem | _StderrItem | _Control
+_FRAME_SQL = (
+    "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
+    "kind, rpc_id, method, session_id, update_kind, entity_type, entity_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_STDERR_SQL = (
+    "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) VALUES (?, ?, ?, ?, ?)"
+)
 
 
 class ConnectionRecorder:
     """One recorded connection: the handle a transport writes frames through.
 
     Thread-safe: both forwarding directions and the stderr pump may call it at once.
+    Frames are numbered in the order they reach the recorder's queue.
     """
 
     def __init__(self, recorder: Recorder, fields: dict[str, Any]) -> None:
         self._recorder = recorder
-        self._seq = itertools.count(1)
-        self._stderr_seq = itertools.count(1)
-        self.db_id: int | None = None  # set by the writer thread once the row exists
+        self.db_id: int | None = None  # set by the SQLite writer once the row exists
         self.frames_dropped = 0
         self.bytes_dropped = 0
         self.frames_recorded = 0
         self.indexer = ConnectionIndexer()
         self.closed = False
-        recorder._put_control(_Control(self, "open", fields))
+        # indexer-thread state
+        self._seq = 0
+        self._stderr_seq = 0
+        self._framers: dict[str, LineFramer] = {}
+        self._skip_partial: set[str] = set()
+        # producer-side state (under the recorder's lock)
+        self._gapped: set[str] = set()
+        recorder._put_control((_CONTROL, self, "open", fields))
+
+    def stream(self, direction: Direction | str, data: bytes) -> None:
+        """Record a chunk of a newline-framed byte stream that was just forwarded.
+
+        ``direction`` is ``c2a``, ``a2c`` or :data:`STDERR`. Lines are cut by the writer;
+        call :meth:`stream_end` at end of stream so a last line without a newline counts.
+        """
+        if data:
+            self._recorder._put_chunk(self, direction, data)
+
+    def stream_end(self, direction: Direction | str) -> None:
+        """The stream ended: its last unterminated line (if any) becomes a frame."""
+        self._recorder._put_control((_END, self, direction, time.time(), time.monotonic_ns()))
 
     def frame(self, direction: Direction, raw: bytes, *, binary: bool = False) -> None:
-        """Record one frame that was just forwarded."""
-        self.frames(direction, (raw,), binary=binary)
+        """Record one whole frame (a WebSocket message) that was just forwarded."""
+        self._recorder._put_frames(
+            self, [(_FRAME, self, direction, time.time(), time.monotonic_ns(), raw, binary)]
+        )
 
     def frames(self, direction: Direction, raws: Iterable[bytes], *, binary: bool = False) -> None:
         """Record frames that arrived together (same timestamps, consecutive numbers)."""
         ts = time.time()
         mono = time.monotonic_ns()
-        seq = self._seq
-        self._recorder._put_frames(
-            [_FrameItem(self, next(seq), direction, ts, mono, raw, binary) for raw in raws]
-        )
+        items = [(_FRAME, self, direction, ts, mono, raw, binary) for raw in raws]
+        if items:
+            self._recorder._put_frames(self, items)
 
     def stderr(self, raw: bytes) -> None:
-        """Record one line the agent wrote to stderr."""
+        """Record one whole line the agent wrote to stderr."""
         self._recorder._put_frames(
-            [_StderrItem(self, next(self._stderr_seq), time.time(), time.monotonic_ns(), raw)]
+            self, [(_FRAME, self, STDERR, time.time(), time.monotonic_ns(), raw, False)]
         )
 
     def update(self, **fields: Any) -> None:
         """Set columns of the connection row (pid, label, exit_status...)."""
-        self._recorder._put_control(_Control(self, "update", fields))
+        self._recorder._put_control((_CONTROL, self, "update", fields))
 
     def event(self, kind: str, detail: Any = None) -> None:
         """Record a connection-level event (a signal, a close code...)."""
-        self._recorder._put_control(_Control(self, "event", {"kind": kind, "detail": detail}))
+        self._recorder._put_control(
+            (_CONTROL, self, "event", {"kind": kind, "detail": detail, "ts": time.time()})
+        )
 
     def close(self, **fields: Any) -> None:
         """The connection ended: record ``ended_at`` and any final fields."""
@@ -126,11 +170,11 @@ class ConnectionRecorder:
             return
         self.closed = True
         fields.setdefault("ended_at", time.time())
-        self._recorder._put_control(_Control(self, "close", fields))
+        self._recorder._put_control((_CONTROL, self, "close", fields))
 
 
 class Recorder:
-    """Owns the writer thread and the queue for one database file.
+    """Owns the queue and the writer threads for one database file.
 
     ``path=None`` makes a recorder that records nothing (pass-through mode) but keeps the
     same interface, so transports have one code path.
@@ -142,25 +186,33 @@ class Recorder:
         *,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
         warn: Callable[[str], None] = warn_stderr,
+        lock_retry: float | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.queue_bytes = queue_bytes
         self.warn = warn
-        self._queue: deque[_Item] = deque()
+        self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
+        self._queue: deque[tuple[Any, ...]] = deque()
         self._queued_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._stop = False
-        self._dropping = False  # inside a drop incident (warned once)
+        self._dropping = False  # inside a "queue full" incident (warned once)
         self._db: sqlite3.Connection | None = None
         self._failed: str | None = None
         self._connections: list[ConnectionRecorder] = []
-        self._thread: threading.Thread | None = None
+        # indexer -> SQLite writer hand-off (one batch waits while one is written)
+        self._batches: deque[list[tuple[Any, ...]] | None] = deque()
+        self._batch_cond = threading.Condition(threading.Lock())
+        self._threads: list[threading.Thread] = []
         self.batches_committed = 0
+        self.frames_written = 0
         if self.path is not None:
-            self._thread = threading.Thread(
-                target=self._run, name="acp-proxy-recorder", daemon=True
-            )
-            self._thread.start()
+            self._threads = [
+                threading.Thread(target=self._index_loop, name="acp-proxy-indexer", daemon=True),
+                threading.Thread(target=self._sqlite_loop, name="acp-proxy-sqlite", daemon=True),
+            ]
+            for t in self._threads:
+                t.start()
 
     @property
     def enabled(self) -> bool:
@@ -176,30 +228,61 @@ class Recorder:
 
     # -- producer side (forwarding threads) --------------------------------------------
 
-    def _put_frames(self, items: list[_FrameItem] | list[_StderrItem]) -> None:
+    def _over_budget(self, size: int) -> bool:
+        return self._failed is not None or (
+            bool(self._queue) and self._queued_bytes + size > self.queue_bytes
+        )
+
+    def _start_incident(self) -> None:
+        if not self._dropping:
+            self._dropping = True
+            reason = self._failed or "the recorder is behind (queue full)"
+            self.warn(f"recording: dropping frames, {reason}; forwarding continues")
+
+    def _put_chunk(self, conn: ConnectionRecorder, stream: str, data: bytes) -> None:
         if self.path is None:
             return
-        size = sum(len(i.raw) for i in items)
+        size = len(data)
+        ts = time.time()
+        mono = time.monotonic_ns()
         with self._cond:
-            if self._failed is not None or (
-                self._queue and self._queued_bytes + size > self.queue_bytes
-            ):
-                for item in items:
-                    if isinstance(item, _FrameItem):
-                        item.conn.frames_dropped += 1
-                        item.conn.bytes_dropped += len(item.raw)
-                if not self._dropping:
-                    self._dropping = True
-                    reason = self._failed or "the recorder is behind (queue full)"
-                    self.warn(f"recording: dropping frames, {reason}; forwarding continues")
+            if self._over_budget(size):
+                lines = data.count(b"\n")
+                if stream != STDERR:
+                    conn.frames_dropped += lines
+                    conn.bytes_dropped += size
+                if stream not in conn._gapped:
+                    conn._gapped.add(stream)
+                    self._queue.append((_GAP, conn, stream))
+                self._start_incident()
                 return
-            if self._dropping and self._queued_bytes < self.queue_bytes // 2:
-                self._dropping = False
+            self._resume_if_drained()
+            conn._gapped.discard(stream)
+            self._queue.append((_CHUNK, conn, stream, ts, mono, data))
+            self._queued_bytes += size
+            self._cond.notify()
+
+    def _put_frames(self, conn: ConnectionRecorder, items: list[tuple[Any, ...]]) -> None:
+        if self.path is None:
+            return
+        size = sum(len(i[5]) for i in items)
+        with self._cond:
+            if self._over_budget(size):
+                if items[0][2] != STDERR:
+                    conn.frames_dropped += len(items)
+                    conn.bytes_dropped += size
+                self._start_incident()
+                return
+            self._resume_if_drained()
             self._queue.extend(items)
             self._queued_bytes += size
             self._cond.notify()
 
-    def _put_control(self, item: _Control) -> None:
+    def _resume_if_drained(self) -> None:
+        if self._dropping and self._queued_bytes < self.queue_bytes // 2:
+            self._dropping = False
+
+    def _put_control(self, item: tuple[Any, ...]) -> None:
         if self.path is None:
             return
         with self._cond:
@@ -208,69 +291,222 @@ class Recorder:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float = 60.0) -> None:
         """Flush everything queued, close open connections and stop the writer."""
         for conn in self._connections:
             conn.close()
-        if self._thread is None:
+        if not self._threads:
             return
         with self._cond:
             self._stop = True
             self._cond.notify()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
             self.warn("recording: the writer did not finish in time; the last frames may be lost")
         dropped = sum(c.frames_dropped for c in self._connections)
         if dropped:
             self.warn(f"recording: {dropped} frame(s) were not recorded (see frames_dropped)")
 
-    # -- writer thread ---------------------------------------------------------------------
+    # -- stage 1: the indexer thread ---------------------------------------------------------
 
-    def _run(self) -> None:
+    def _take(self) -> list[tuple[Any, ...]] | None:
+        """Wait for queued items and take up to one batch's worth; None when stopping."""
+        with self._cond:
+            while not self._queue and not self._stop:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            out: list[tuple[Any, ...]] = []
+            taken = 0
+            queue = self._queue
+            while queue and taken < BATCH_BYTES and len(out) < BATCH_FRAMES:
+                item = queue.popleft()
+                out.append(item)
+                if item[0] == _CHUNK:
+                    taken += len(item[5])
+                elif item[0] == _FRAME:
+                    taken += len(item[5])
+            self._queued_bytes -= taken
+            return out
+
+    def _index_loop(self) -> None:
+        try:
+            while True:
+                items = self._take()
+                if items is None:
+                    break
+                ops = self._index(items)
+                with self._batch_cond:
+                    while self._batches:
+                        self._batch_cond.wait()
+                    self._batches.append(ops)
+                    self._batch_cond.notify_all()
+        finally:
+            with self._batch_cond:
+                self._batches.append(None)
+                self._batch_cond.notify_all()
+
+    def _index(self, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Turn queue items into write operations, in order.
+
+        Operations: ``("rows", conn, frame_rows, stderr_rows)``, ``("control", conn, op,
+        fields)`` and ``("facts", conn, (version, client_info, agent_info))``. Rows lack the
+        connection id, which the SQLite writer knows once the connection row exists.
+        """
+        ops: list[tuple[Any, ...]] = []
+        cur_conn: ConnectionRecorder | None = None
+        frame_rows: list[tuple[Any, ...]] = []
+        stderr_rows: list[tuple[Any, ...]] = []
+        touched: dict[ConnectionRecorder, None] = {}
+
+        def flush() -> None:
+            nonlocal frame_rows, stderr_rows
+            if cur_conn is not None and (frame_rows or stderr_rows):
+                ops.append(("rows", cur_conn, frame_rows, stderr_rows))
+                frame_rows, stderr_rows = [], []
+
+        for item in items:
+            tag = item[0]
+            conn: ConnectionRecorder = item[1]
+            if conn is not cur_conn:
+                flush()
+                cur_conn = conn
+            if tag == _CHUNK:
+                stream = item[2]
+                framer = conn._framers.get(stream)
+                if framer is None:
+                    framer = conn._framers[stream] = LineFramer()
+                lines = framer.feed(item[5])
+                if lines and stream in conn._skip_partial:
+                    # The start of this line was dropped: the rest is lost too.
+                    conn._skip_partial.discard(stream)
+                    lost = lines.pop(0)
+                    with self._cond:
+                        conn.frames_dropped += 1
+                        conn.bytes_dropped += len(lost)
+                if lines:
+                    self._rows(conn, stream, item[3], item[4], lines, frame_rows, stderr_rows)
+            elif tag == _FRAME:
+                self._rows(conn, item[2], item[3], item[4], [item[5]], frame_rows, stderr_rows,
+                           binary=item[6])
+            elif tag == _GAP:
+                framer = conn._framers.get(item[2])
+                if framer is not None:
+                    framer.close()  # its line's end was in the dropped bytes: counted there
+                conn._skip_partial.add(item[2])
+            elif tag == _END:
+                framer = conn._framers.pop(item[2], None)
+                last = framer.close() if framer is not None else None
+                if last is not None:
+                    if item[2] in conn._skip_partial:
+                        with self._cond:
+                            conn.frames_dropped += 1
+                            conn.bytes_dropped += len(last)
+                    else:
+                        self._rows(conn, item[2], item[3], item[4], [last], frame_rows,
+                                   stderr_rows)
+                conn._skip_partial.discard(item[2])
+            else:  # _CONTROL
+                flush()
+                ops.append(("control", conn, item[2], item[3]))
+            if conn.indexer.facts.changed:
+                touched[conn] = None
+        flush()
+        for conn in touched:
+            facts = conn.indexer.facts
+            facts.changed = False
+            ops.append(
+                ("facts", conn, (facts.protocol_version, _json(facts.client_info),
+                                 _json(facts.agent_info)))
+            )
+        return ops
+
+    @staticmethod
+    def _rows(
+        conn: ConnectionRecorder,
+        stream: str,
+        ts: float,
+        mono: int,
+        lines: list[bytes],
+        frame_rows: list[tuple[Any, ...]],
+        stderr_rows: list[tuple[Any, ...]],
+        *,
+        binary: bool = False,
+    ) -> None:
+        if stream == STDERR:
+            for raw in lines:
+                conn._stderr_seq += 1
+                stderr_rows.append((conn.db_id, conn._stderr_seq, ts, mono, raw))
+            return
+        index = conn.indexer.index
+        direction: Direction = C2A if stream == C2A else A2C
+        append = frame_rows.append
+        seq = conn._seq
+        bin_flag = int(binary)
+        cid = conn.db_id  # None until the row exists; the SQLite stage fills it in then
+        for raw in lines:
+            seq += 1
+            c = index(direction, raw)
+            append(
+                (cid, seq, ts, mono, direction, raw, len(raw), bin_flag, c.kind, c.rpc_id,
+                 c.method, c.session_id, c.update_kind, c.entity_type, c.entity_id)
+            )
+        conn._seq = seq
+
+    # -- stage 2: the SQLite writer thread -------------------------------------------------
+
+    def _sqlite_loop(self) -> None:
         assert self.path is not None
         try:
             self._db = connect(self.path, create=True)
+            self._db.execute("PRAGMA cache_size = -16384")  # 16 MiB
         except RecordingError as exc:
             self._fail(str(exc))
         except (sqlite3.Error, OSError) as exc:
             self._fail(f"cannot open {self.path}: {exc}")
         while True:
-            with self._cond:
-                while not self._queue and not self._stop:
-                    self._cond.wait()
-                if not self._queue and self._stop:
-                    break
-                batch = list(self._queue)
-                self._queue.clear()
-                self._queued_bytes = 0
+            with self._batch_cond:
+                while not self._batches:
+                    self._batch_cond.wait()
+                ops = self._batches.popleft()
+                self._batch_cond.notify_all()
+            if ops is None:
+                break
             if self._db is None:
-                continue  # failed: items are counted as dropped when they arrive
-            self._write_batch(batch)
+                self._count_lost(ops)
+                continue
+            self._write_batch(ops)
         if self._db is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 self._db.close()
-            except sqlite3.Error:
-                pass
 
     def _fail(self, reason: str) -> None:
         with self._cond:
             self._failed = f"recording disabled: {reason}"
-            dropped_now = [i for i in self._queue if isinstance(i, _FrameItem)]
-            for item in dropped_now:
-                item.conn.frames_dropped += 1
-                item.conn.bytes_dropped += len(item.raw)
-            self._queue.clear()
-            self._queued_bytes = 0
+            self._dropping = True
         self.warn(f"{self._failed}; forwarding continues")
 
-    def _write_batch(self, batch: list[_Item]) -> None:
+    def _count_lost(self, ops: list[tuple[Any, ...]]) -> int:
+        lost = 0
+        with self._cond:
+            for op in ops:
+                if op[0] == "rows":
+                    conn: ConnectionRecorder = op[1]
+                    conn.frames_dropped += len(op[2])
+                    conn.bytes_dropped += sum(r[6] for r in op[2])
+                    lost += len(op[2])
+        return lost
+
+    def _write_batch(self, ops: list[tuple[Any, ...]]) -> None:
         assert self._db is not None
-        deadline = time.monotonic() + LOCK_RETRY_SECONDS
+        deadline = time.monotonic() + self.lock_retry
         delay = 0.01
         while True:
             try:
-                self._apply(batch)
+                self._apply(ops)
                 self.batches_committed += 1
                 return
             except sqlite3.OperationalError as exc:
@@ -279,120 +515,95 @@ class Recorder:
                     time.sleep(delay)
                     delay = min(delay * 2, 0.5)
                     continue
-                self._lose(batch, text)
+                self._lose(ops, text)
                 return
             except sqlite3.Error as exc:
-                self._lose(batch, str(exc))
+                self._lose(ops, str(exc))
                 return
 
-    def _lose(self, batch: list[_Item], reason: str) -> None:
-        frames = [i for i in batch if isinstance(i, _FrameItem)]
-        for item in frames:
-            item.conn.frames_dropped += 1
-            item.conn.bytes_dropped += len(item.raw)
-        self.warn(f"recording: lost {len(frames)} frame(s): {reason}; forwarding continues")
+    def _lose(self, ops: list[tuple[Any, ...]], reason: str) -> None:
+        lost = self._count_lost(ops)
+        self.warn(f"recording: lost {lost} frame(s): {reason}; forwarding continues")
         # Connection rows and their updates are small: keep them for the next attempt.
-        controls = [i for i in batch if isinstance(i, _Control)]
-        with self._cond:
-            self._queue.extendleft(reversed(controls))
+        keep = [op for op in ops if op[0] != "rows"]
+        if keep:
+            with self._batch_cond:
+                self._batches.appendleft(keep)
         time.sleep(0.2)  # a failing disk is not retried in a busy loop
 
-    def _apply(self, batch: list[_Item]) -> None:
+    def _apply(self, ops: list[tuple[Any, ...]]) -> None:
         db = self._db
         assert db is not None
-        frame_rows: list[tuple[Any, ...]] = []
-        stderr_rows: list[tuple[Any, ...]] = []
         db.execute("BEGIN IMMEDIATE")
         try:
-            touched: set[ConnectionRecorder] = set()
-            for item in batch:
-                if isinstance(item, _FrameItem):
-                    conn = item.conn
-                    if conn.db_id is None:  # its row could not be written
-                        conn.frames_dropped += 1
-                        conn.bytes_dropped += len(item.raw)
+            seen: dict[ConnectionRecorder, None] = {}
+            written = 0
+            for op in ops:
+                conn: ConnectionRecorder = op[1]
+                seen[conn] = None
+                if op[0] == "rows":
+                    cid = conn.db_id
+                    if cid is None:  # its row could not be written
+                        with self._cond:
+                            conn.frames_dropped += len(op[2])
+                            conn.bytes_dropped += sum(r[6] for r in op[2])
                         continue
-                    cols = conn.indexer.index(item.direction, item.raw)
-                    frame_rows.append(
-                        (
-                            conn.db_id, item.seq, item.ts, item.mono_ns, item.direction,
-                            item.raw, len(item.raw), int(item.binary), cols.kind, cols.rpc_id,
-                            cols.method, cols.session_id, cols.update_kind, cols.entity_type,
-                            cols.entity_id,
-                        )
+                    if op[2]:
+                        db.executemany(_FRAME_SQL, _with_id(op[2], cid))
+                        written += len(op[2])
+                    if op[3]:
+                        db.executemany(_STDERR_SQL, _with_id(op[3], cid))
+                elif op[0] == "control":
+                    self._control(db, conn, op[2], op[3])
+                elif conn.db_id is not None:  # facts
+                    db.execute(
+                        "UPDATE connections SET protocol_version = ?, client_info = ?, "
+                        "agent_info = ? WHERE id = ?",
+                        (*op[2], conn.db_id),
                     )
-                    if conn.indexer.facts.changed:
-                        touched.add(conn)
-                elif isinstance(item, _StderrItem):
-                    if item.conn.db_id is not None:
-                        stderr_rows.append(
-                            (item.conn.db_id, item.seq, item.ts, item.mono_ns, item.raw)
-                        )
-                else:
-                    if frame_rows:
-                        self._insert(db, frame_rows, stderr_rows)
-                        frame_rows, stderr_rows = [], []
-                    self._control(db, item)
-            self._insert(db, frame_rows, stderr_rows)
-            for conn in touched:
-                facts = conn.indexer.facts
-                facts.changed = False
-                db.execute(
-                    "UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ? "
-                    "WHERE id = ?",
-                    (facts.protocol_version, _json(facts.client_info), _json(facts.agent_info),
-                     conn.db_id),
-                )
-            for conn in {i.conn for i in batch}:
+            for conn in seen:
                 if conn.frames_dropped and conn.db_id is not None:
                     db.execute(
                         "UPDATE connections SET frames_dropped = ?, bytes_dropped = ? WHERE id = ?",
                         (conn.frames_dropped, conn.bytes_dropped, conn.db_id),
                     )
             db.execute("COMMIT")
+            self.frames_written += written
+            for op in ops:
+                if op[0] == "rows":
+                    op[1].frames_recorded += len(op[2])
         except BaseException:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+            if any(op[0] == "control" and op[2] == "open" for op in ops):
+                for op in ops:
+                    if op[0] == "control" and op[2] == "open":
+                        op[1].db_id = None
             raise
 
     @staticmethod
-    def _insert(
-        db: sqlite3.Connection, frame_rows: list[tuple[Any, ...]], stderr_rows: list[tuple[Any, ...]]
+    def _control(
+        db: sqlite3.Connection, conn: ConnectionRecorder, op: str, raw_fields: dict[str, Any]
     ) -> None:
-        if frame_rows:
-            db.executemany(
-                "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
-                "kind, rpc_id, method, session_id, update_kind, entity_type, entity_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                frame_rows,
-            )
-        if stderr_rows:
-            db.executemany(
-                "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) VALUES (?, ?, ?, ?, ?)",
-                stderr_rows,
-            )
-
-    def _control(self, db: sqlite3.Connection, item: _Control) -> None:
-        conn = item.conn
-        fields = {k: _column_value(v) for k, v in item.fields.items()}
-        if item.op == "open":
+        fields = {k: _column_value(v) for k, v in raw_fields.items()}
+        if op == "open":
             if conn.db_id is not None:
                 return
             cols = ", ".join(fields)
             marks = ", ".join("?" for _ in fields)
-            cur = db.execute(f"INSERT INTO connections ({cols}) VALUES ({marks})", list(fields.values()))
+            cur = db.execute(
+                f"INSERT INTO connections ({cols}) VALUES ({marks})", list(fields.values())
+            )
             conn.db_id = int(cur.lastrowid or 0)
         elif conn.db_id is None:
             return
-        elif item.op == "event":
+        elif op == "event":
             db.execute(
                 "INSERT INTO events (connection_id, ts, kind, detail) VALUES (?, ?, ?, ?)",
-                (conn.db_id, time.time(), fields["kind"], _json(item.fields.get("detail"))),
+                (conn.db_id, raw_fields["ts"], raw_fields["kind"], _json(raw_fields["detail"])),
             )
         else:  # update | close
-            if item.op == "close":
+            if op == "close":
                 fields["frames_dropped"] = conn.frames_dropped
                 fields["bytes_dropped"] = conn.bytes_dropped
             if fields:
@@ -400,6 +611,13 @@ class Recorder:
                 db.execute(
                     f"UPDATE connections SET {sets} WHERE id = ?", [*fields.values(), conn.db_id]
                 )
+
+
+def _with_id(rows: list[tuple[Any, ...]], cid: int) -> list[tuple[Any, ...]]:
+    """``rows`` with their first column set to the connection id (usually already is)."""
+    if rows[0][0] == cid and rows[-1][0] == cid:
+        return rows
+    return [(cid, *r[1:]) for r in rows]
 
 
 def _json(value: Any) -> str | None:

@@ -2,13 +2,20 @@
 
 Three pump threads move bytes with blocking ``os.read``/``os.write`` (the GIL is released
 while they wait): client stdin -> agent stdin, agent stdout -> client stdout, agent stderr
--> proxy stderr. Each chunk is written on *before* a copy is cut into lines for the
-recorder, so forwarding never waits for a newline, parsing or SQLite. Back-pressure is
-the OS pipe's: a client that stops reading slows the agent, never the proxy's memory.
+-> proxy stderr. Each chunk is written on *before* the same chunk is handed to the
+recorder, which cuts lines on its own thread, so forwarding never waits for a newline,
+parsing or SQLite. Back-pressure is the OS pipe's: a client that stops reading slows the
+agent, never grows the proxy's memory.
+
+Lifecycle: the client closing stdin closes the agent's stdin, then the agent gets a grace
+period, SIGTERM, another grace period, SIGKILL. The agent exiting first ends the proxy
+once the agent's pipes are drained. SIGINT/SIGTERM/SIGHUP to the proxy are passed on.
+The proxy's exit code is the agent's (128+N for a signal N).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.record.writer import STDERR, ConnectionRecorder, Recorder
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,
     AgentStartError,
@@ -25,8 +32,7 @@ from acp_proxy.transport.process import (
     spawn_agent,
     terminate,
 )
-from acp_proxy.wire.frame import A2C, C2A, Direction
-from acp_proxy.wire.framing import LineFramer
+from acp_proxy.wire.frame import A2C, C2A
 
 CHUNK = 256 * 1024
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -43,19 +49,20 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 def pump(
     src: int,
     dst: int,
-    on_lines: Callable[[list[bytes]], None] | None,
+    on_data: Callable[[bytes], None] | None,
     on_dst_error: Callable[[OSError], None] | None = None,
 ) -> None:
-    """Copy ``src`` to ``dst`` until EOF, handing complete lines to ``on_lines``.
+    """Copy ``src`` to ``dst`` until EOF, handing each forwarded chunk to ``on_data``.
 
     A failed write (the reader went away) stops forwarding but keeps draining ``src`` so
-    the writer on the other side is never blocked, and lines are still recorded.
+    the writer on the other side is never blocked, and what it sends is still recorded.
     """
-    framer = LineFramer() if on_lines is not None else None
     dst_ok = True
     while True:
         try:
             data = os.read(src, CHUNK)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
         except OSError:
             break
         if not data:
@@ -67,14 +74,8 @@ def pump(
                 dst_ok = False
                 if on_dst_error is not None:
                     on_dst_error(exc)
-        if framer is not None and on_lines is not None:
-            lines = framer.feed(data)
-            if lines:
-                on_lines(lines)
-    if framer is not None and on_lines is not None:
-        last = framer.close()
-        if last is not None:
-            on_lines([last])
+        if on_data is not None:
+            on_data(data)
 
 
 class StdioProxy:
@@ -100,85 +101,116 @@ class StdioProxy:
         self.stderr_fd = stderr_fd
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: ConnectionRecorder | None = None
-        self._closing = threading.Event()
+        self._closing = False
+        self._lock = threading.Lock()
+        self._pending_signals: list[int] = []
 
     def run(self) -> int:
         """Proxy until the agent exits; return the exit code the proxy should exit with."""
+        # Handlers first: a signal arriving while the agent starts is kept and passed on.
+        previous = self._install_signal_handlers()
+        try:
+            return self._run()
+        finally:
+            self._restore_signal_handlers(previous)
+
+    def _run(self) -> int:
         try:
             proc = spawn_agent(self.argv)
         except AgentStartError as exc:
             sys.stderr.write(f"acp-proxy: {exc}\n")
+            sys.stderr.flush()
             return exc.exit_code
-        self.proc = proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         conn = self.conn = self.recorder.connection(
             "stdio", agent_command=self.argv, cwd=os.getcwd(), pid=proc.pid, label=self.label
         )
-        previous = self._install_signal_handlers()
+        with self._lock:
+            self.proc = proc
+            pending, self._pending_signals = self._pending_signals, []
+        for signum in pending:
+            self._forward_signal(signum, None)
+        record = self.recorder.enabled
         threads = [
             threading.Thread(target=self._client_to_agent, name="c2a", daemon=True),
             threading.Thread(
-                target=pump,
-                args=(proc.stdout.fileno(), self.stdout_fd, self._recorder_for(A2C),
-                      self._client_gone),
+                target=self._agent_out,
+                args=(proc.stdout.fileno(), self.stdout_fd, A2C, self._client_gone),
                 name="a2c",
                 daemon=True,
             ),
             threading.Thread(
-                target=pump,
-                args=(proc.stderr.fileno(), self.stderr_fd, self._stderr_lines),
+                target=self._agent_out,
+                args=(proc.stderr.fileno(), self.stderr_fd, STDERR, None),
                 name="stderr",
                 daemon=True,
             ),
         ]
         for t in threads:
             t.start()
-        try:
-            returncode = proc.wait()
-            # The agent is gone: forward what it left in its pipes (a grandchild holding
-            # them open must not keep the proxy alive forever).
-            for t in threads[1:]:
-                t.join(timeout=self.grace)
-        finally:
-            self._restore_signal_handlers(previous)
-        conn.close(exit_status=returncode)
+        returncode = proc.wait()
+        # The agent is gone: forward what it left in its pipes (a grandchild holding
+        # them open must not keep the proxy alive forever).
+        for t in threads[1:]:
+            t.join(timeout=max(self.grace, 1.0))
+        if record:
+            conn.close(exit_status=returncode)
         return exit_code_of(returncode)
 
-    def _recorder_for(self, direction: Direction) -> Callable[[list[bytes]], None] | None:
-        if not self.recorder.enabled:
-            return None
+    def _agent_out(
+        self,
+        src: int,
+        dst: int,
+        stream: str,
+        on_error: Callable[[OSError], None] | None,
+    ) -> None:
         conn = self.conn
         assert conn is not None
-        return lambda lines: conn.frames(direction, lines)
+        if not self.recorder.enabled:
+            pump(src, dst, None, on_error)
+            return
 
-    def _stderr_lines(self, lines: list[bytes]) -> None:
-        assert self.conn is not None
-        for line in lines:
-            self.conn.stderr(line)
+        def record(data: bytes) -> None:
+            conn.stream(stream, data)
+
+        pump(src, dst, record, on_error)
+        conn.stream_end(stream)
 
     def _client_to_agent(self) -> None:
         proc = self.proc
-        assert proc is not None and proc.stdin is not None
-        pump(self.stdin_fd, proc.stdin.fileno(), self._recorder_for(C2A))
-        # The client closed our stdin: close the agent's and let it finish, then insist.
-        if self.conn is not None:
-            self.conn.event("client_eof")
-        self._shutdown("client closed stdin")
+        conn = self.conn
+        assert proc is not None and proc.stdin is not None and conn is not None
+        if self.recorder.enabled:
+
+            def record(data: bytes) -> None:
+                conn.stream(C2A, data)
+
+            pump(self.stdin_fd, proc.stdin.fileno(), record)
+            conn.stream_end(C2A)
+            conn.event("client_eof")
+        else:
+            pump(self.stdin_fd, proc.stdin.fileno(), None)
+        # The client closed our stdin: close the agent's (this thread owns that fd, so
+        # nothing else can be writing to it), let it finish, then insist.
+        self._shutdown(close_stdin=True)
 
     def _client_gone(self, exc: OSError) -> None:
-        if self.conn is not None:
+        if self.conn is not None and self.recorder.enabled:
             self.conn.event("client_gone", {"error": str(exc)})
+        # The client stopped reading our stdout: nobody can hear the agent any more.
+        # Agent stdin stays with the c2a thread (closing it here could race with a write).
         threading.Thread(
-            target=self._shutdown, args=("client stopped reading",), daemon=True
+            target=self._shutdown, kwargs={"close_stdin": False}, daemon=True
         ).start()
 
-    def _shutdown(self, why: str) -> None:
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        proc = self.proc
+    def _shutdown(self, *, close_stdin: bool) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            proc = self.proc
         assert proc is not None
-        terminate(proc, self.grace)
+        terminate(proc, self.grace, close_stdin=close_stdin)
 
     def _install_signal_handlers(self) -> dict[int, object]:
         previous: dict[int, object] = {}
@@ -193,10 +225,13 @@ class StdioProxy:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
     def _forward_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.conn is not None:
+        proc = self.proc
+        if proc is None:
+            # Not started yet (or failed to): remember it for when it exists.
+            self._pending_signals.append(signum)
+            return
+        if self.conn is not None and self.recorder.enabled:
             self.conn.event("signal", {"signal": signal.Signals(signum).name})
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signum)
-            except ProcessLookupError:
-                pass
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)

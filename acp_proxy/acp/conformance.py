@@ -1,0 +1,1233 @@
+"""The conformance engine behind ``acp-proxy check`` (sans-I/O, streaming).
+
+Feed a :class:`ConnectionChecker` one connection's frames in order and call
+:meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding` objects
+it produced. :class:`RecordingChecker` does the same for the frames of many connections
+(ordered by connection, then sequence number). Rules are the table in
+:mod:`acp_proxy.acp.rules`; the checker keeps only open state (pending requests, sessions'
+current work, entity ids) so memory does not grow with the length of a recording, and at
+most ``max_per_rule`` findings per rule and connection (the rest are only counted).
+
+Per-direction pairing: both peers number their own requests, so a response travelling
+agent-to-client answers a client request, and vice versa. Version-specific rules follow the
+protocol version negotiated by ``initialize`` (the result's version wins; no initialize
+means v1).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
+from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
+from acp_proxy.wire.jsonrpc import Message, classify, id_json_text
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Lines above this size get a ``framing.size`` info finding (the conformance kit's limit)."""
+
+EARLY_WINDOW = 64
+"""A response with no request is held this many frames in case its request was recorded
+just after it (the proxy forwards before it records, so two pump threads can swap close
+frames); then it is reported as answering nothing."""
+
+ANSWERED_MEMORY = 4096
+"""How many answered request ids per connection are remembered to spot duplicate responses."""
+
+KNOWN_VARIANTS_V1 = _words(
+    "user_message_chunk agent_message_chunk agent_thought_chunk tool_call tool_call_update plan "
+    "available_commands_update current_mode_update config_option_update session_info_update "
+    "usage_update "
+    # unstable in v1
+    "plan_update plan_removed notice compaction_update compaction_summary_chunk"
+)
+KNOWN_VARIANTS_V2 = _words(
+    "user_message_chunk user_message agent_message_chunk agent_message agent_thought_chunk "
+    "agent_thought state_update tool_call_content_chunk tool_call_update terminal_update "
+    "terminal_output_chunk plan_update plan_removed available_commands_update "
+    "config_option_update session_info_update usage_update notice compaction_update "
+    "compaction_summary_chunk"
+)
+MESSAGE_VARIANTS = _words(
+    "user_message user_message_chunk agent_message agent_message_chunk agent_thought "
+    "agent_thought_chunk"
+)
+ENTITY_OF_VARIANT: dict[str, tuple[str, str]] = {
+    "user_message": ("user_message", "messageId"),
+    "user_message_chunk": ("user_message", "messageId"),
+    "agent_message": ("agent_message", "messageId"),
+    "agent_message_chunk": ("agent_message", "messageId"),
+    "agent_thought": ("agent_thought", "messageId"),
+    "agent_thought_chunk": ("agent_thought", "messageId"),
+    "tool_call": ("tool_call", "toolCallId"),
+    "tool_call_update": ("tool_call", "toolCallId"),
+    "tool_call_content_chunk": ("tool_call", "toolCallId"),
+    "terminal_update": ("terminal", "terminalId"),
+    "terminal_output_chunk": ("terminal", "terminalId"),
+    "plan_update": ("plan", "planId"),
+    "compaction_update": ("compaction", "compactionId"),
+    "compaction_summary_chunk": ("compaction", "compactionId"),
+}
+HISTORY_VARIANTS = MESSAGE_VARIANTS | _words(
+    "tool_call tool_call_update tool_call_content_chunk terminal_update terminal_output_chunk "
+    "plan plan_update compaction_update compaction_summary_chunk"
+)
+"""Variants that are conversation history (what a replay sends)."""
+V1_TURN_VARIANTS = _words(
+    "user_message_chunk agent_message_chunk agent_thought_chunk tool_call tool_call_update plan"
+)
+"""v1 variants that belong to a prompt turn (the others are session state, sent any time)."""
+
+STOP_REASONS_V1 = _words("end_turn max_tokens max_turn_requests refusal cancelled")
+STOP_REASONS_V2 = STOP_REASONS_V1 | {"error"}
+STATES = frozenset({"running", "idle", "requires_action"})
+SEVERITIES = frozenset({"info", "warning", "error"})
+COMPACTION_STATUSES = frozenset({"in_progress", "completed", "failed", "cancelled"})
+COMPACTION_DONE = frozenset({"completed", "failed", "cancelled"})
+TOOL_STATUSES_V1 = frozenset({"pending", "in_progress", "completed", "failed"})
+TOOL_STATUSES_V2 = TOOL_STATUSES_V1 | {"cancelled"}
+TOOL_DONE = frozenset({"completed", "failed", "cancelled"})
+TOOL_KINDS = _words("read edit delete move search execute think fetch switch_mode other")
+NULL_ID_ERROR_CODES = frozenset({-32700, -32600})
+"""Error responses that may carry ``"id": null`` (the request could not be read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One conformance finding: which rule, how bad, where (connection, frame seqs) and why."""
+
+    rule: str
+    tier: Tier
+    connection_id: int
+    seqs: tuple[int, ...]
+    reason: str
+    session_id: str | None = None
+
+    @property
+    def rule_text(self) -> str:
+        return RULE_BY_ID[self.rule].text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "tier": self.tier,
+            "connection": self.connection_id,
+            "seqs": list(self.seqs),
+            "session": self.session_id,
+            "reason": self.reason,
+            "rule_text": self.rule_text,
+        }
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    seq: int
+    session_id: str | None
+    cancel_seq: int | None = None  # $/cancel_request
+    must_cancel_seq: int | None = None  # session/cancel while a permission request was open
+    replay: str | None = None  # load | replay | plain (session/load, session/resume)
+
+
+@dataclass(slots=True)
+class _Session:
+    sid: str
+    # replay windows
+    window: str | None = None  # load | replay | plain, between request and response
+    window_seq: int = 0
+    after: str | None = None  # the same, after a successful response until the next prompt
+    after_seq: int = 0
+    # prompts
+    prompts_pending: int = 0
+    turn_ended_seq: int | None = None  # v1: last prompt response with no prompt pending
+    v1_cancel_seq: int | None = None
+    # v2 foreground work
+    state: str | None = None
+    activity_seq: int | None = None  # evidence of foreground work since the last idle
+    cancel_seq: int | None = None
+    work_entities: set[tuple[str, str]] = field(default_factory=set)
+    tool_status: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    cancelled_entities: set[tuple[str, str]] = field(default_factory=set)
+    cancelled_idle_seq: int = 0
+    # entities
+    user_ids_seen: set[str] = field(default_factory=set)
+    prompt_message_ids: dict[str, int] = field(default_factory=dict)
+    awaiting_user: dict[str, int] = field(default_factory=dict)
+    v1_tool_calls: set[str] = field(default_factory=set)
+    compactions_open: dict[str, int] = field(default_factory=dict)
+    compactions_done: set[str] = field(default_factory=set)
+
+
+class ConnectionChecker:
+    """Checks one connection's frames against the rule table, streaming.
+
+    ``transport`` (``stdio``, ``websocket``...) enables the line-ending rules for stdio;
+    ``frames_dropped`` (from the connection row) adds a ``recording.incomplete`` note.
+    """
+
+    def __init__(
+        self,
+        connection_id: int,
+        *,
+        transport: str | None = None,
+        frames_dropped: int = 0,
+        max_per_rule: int = 100,
+    ) -> None:
+        self.connection_id = connection_id
+        self.transport = transport
+        self.max_per_rule = max_per_rule
+        self.frames = 0
+        self.counts: dict[str, int] = dict.fromkeys(TIERS, 0)
+        self.per_rule: dict[str, int] = {}
+        self.suppressed: dict[str, int] = {}
+        self.version: int | None = None
+        self._requested_version: int | None = None
+        self._client_caps: dict[str, Any] | None = None
+        self._agent_caps: dict[str, Any] | None = None
+        self._auth_methods: Any = None
+        self._first_seen = False
+        self._pending: dict[tuple[Direction, str], _Pending] = {}
+        self._early: dict[tuple[Direction, str], tuple[int, Message, int]] = {}
+        self._answered: OrderedDict[tuple[Direction, str], int] = OrderedDict()
+        self._sessions: dict[str, _Session] = {}
+        self._out: list[Finding] = []
+        self._finished = False
+        if frames_dropped:
+            self._report(
+                "recording.incomplete",
+                (),
+                f"{frames_dropped} frame(s) of this connection were not recorded",
+            )
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def effective_version(self) -> int:
+        return self.version if self.version is not None else (self._requested_version or 1)
+
+    def feed(
+        self, seq: int, direction: Direction, raw: bytes, mono_ns: int = 0, *, binary: bool = False
+    ) -> list[Finding]:
+        """Check one frame; return the findings it produced (possibly none)."""
+        self.frames += 1
+        if binary:
+            self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
+            return self._take()
+        if len(raw) > MAX_LINE_BYTES:
+            self._report("framing.size", (seq,), f"frame of {len(raw)} bytes (over 64 MiB)")
+        if self.transport == "stdio":
+            if raw.endswith(b"\r\n"):
+                self._report("framing.crlf", (seq,), "line ends with \\r\\n")
+            elif not raw.endswith(b"\n"):
+                self._report("framing.unterminated", (seq,), "last line has no newline")
+        msg = classify(raw)
+        if msg.kind == "invalid":
+            self._invalid(seq, msg)
+        elif msg.kind == "batch":
+            if self.effective_version < 2:
+                self._report(
+                    "jsonrpc.batch", (seq,), f"a batch of {len(msg.items)} on a v1 connection"
+                )
+            for item in msg.items:
+                if item.kind == "invalid":
+                    self._invalid(seq, item)
+                else:
+                    self._message(seq, direction, item)
+        else:
+            self._message(seq, direction, msg)
+        if self._early:
+            self._expire_early()
+        return self._take()
+
+    def finish(self) -> list[Finding]:
+        """End of the connection: report what never completed."""
+        if self._finished:
+            return []
+        self._finished = True
+        self._expire_early(everything=True)
+        for (direction, rid), req in self._pending.items():
+            who = "agent" if direction == C2A else "client"
+            if req.method.startswith("_"):
+                self._report(
+                    "jsonrpc.extension-answered",
+                    (req.seq,),
+                    f"extension request {req.method} id {rid} was never answered by the {who}",
+                    req.session_id,
+                )
+                continue
+            extra = ""
+            if req.cancel_seq is not None:
+                extra = (
+                    f" (cancelled by $/cancel_request #{req.cancel_seq}: still needs a response)"
+                )
+            self._report(
+                "jsonrpc.request-answered",
+                (req.seq,) if req.cancel_seq is None else (req.seq, req.cancel_seq),
+                f"{req.method} id {rid} got no response from the {who} before the recording "
+                f"ended{extra}",
+                req.session_id,
+            )
+        for s in self._sessions.values():
+            for mid, seq in s.awaiting_user.items():
+                self._report(
+                    "v2.prompt-user-message",
+                    (seq,),
+                    f"no user_message/user_message_chunk with messageId {mid!r} (returned by "
+                    "session/prompt)",
+                    s.sid,
+                )
+            if s.cancel_seq is not None:
+                self._report(
+                    "v2.cancel-idle",
+                    (s.cancel_seq,),
+                    "session/cancel was never followed by an idle state_update",
+                    s.sid,
+                )
+            elif s.state in ("running", "requires_action"):
+                self._report(
+                    "v2.work-left-running",
+                    (s.activity_seq,) if s.activity_seq else (),
+                    f"session still {s.state} when the recording ended",
+                    s.sid,
+                )
+            for cid, seq in s.compactions_open.items():
+                self._report(
+                    "compaction.terminal-status",
+                    (seq,),
+                    f"compaction {cid!r} never reached completed/failed/cancelled",
+                    s.sid,
+                )
+        return self._take()
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _report(
+        self, rule_id: str, seqs: tuple[int, ...], reason: str, session_id: str | None = None
+    ) -> None:
+        rule = RULE_BY_ID[rule_id]
+        if not rule.applies_to(self.effective_version):
+            return
+        self.counts[rule.tier] += 1
+        n = self.per_rule.get(rule_id, 0) + 1
+        self.per_rule[rule_id] = n
+        if n > self.max_per_rule:
+            self.suppressed[rule_id] = self.suppressed.get(rule_id, 0) + 1
+            return
+        self._out.append(Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id))
+
+    def drain(self) -> list[Finding]:
+        """Findings reported but not yet returned (e.g. ``recording.incomplete``)."""
+        return self._take()
+
+    def _take(self) -> list[Finding]:
+        out, self._out = self._out, []
+        return out
+
+    def _session(self, sid: str) -> _Session:
+        s = self._sessions.get(sid)
+        if s is None:
+            s = self._sessions[sid] = _Session(sid)
+        return s
+
+    # -- JSON-RPC layer --------------------------------------------------------------------
+
+    def _invalid(self, seq: int, msg: Message) -> None:
+        reason = msg.reason or "invalid"
+        if not self._first_seen:
+            self._first_seen = True
+            self._report(
+                "lifecycle.initialize-first",
+                (seq,),
+                f"the first frame is not initialize ({reason})",
+            )
+        if reason == "blank line":
+            self._report("framing.blank-line", (seq,), "blank line")
+        elif reason == "not valid UTF-8":
+            self._report("framing.utf8", (seq,), "frame is not valid UTF-8")
+        elif reason.startswith("not JSON"):
+            self._report("framing.json", (seq,), reason)
+        elif reason == "empty batch":
+            self._report("jsonrpc.batch", (seq,), "empty batch []")
+        elif (
+            reason == "neither a call nor a response"
+            and isinstance(msg.payload, dict)
+            and "id" in msg.payload
+        ):
+            self._report(
+                "jsonrpc.result-xor-error", (seq,), "response has neither result nor error"
+            )
+        else:
+            self._report("jsonrpc.envelope", (seq,), reason)
+
+    def _message(self, seq: int, direction: Direction, msg: Message) -> None:
+        for problem in msg.problems:
+            rule = (
+                "jsonrpc.result-xor-error"
+                if problem == "response has both result and error"
+                else "jsonrpc.envelope"
+            )
+            self._report(rule, (seq,), problem)
+        if msg.id is not None and msg.id[:1] in ("{", "[", "t", "f"):
+            self._report("jsonrpc.envelope", (seq,), f"id {msg.id} is not a string or number")
+        if not self._first_seen:
+            self._first_seen = True
+            if not (direction == C2A and msg.kind == "request" and msg.method == "initialize"):
+                what = msg.method or f"a response id {msg.id}"
+                who = "client" if direction == C2A else "agent"
+                self._report(
+                    "lifecycle.initialize-first",
+                    (seq,),
+                    f"the first message is {what} from the {who}, not the client's initialize",
+                )
+        if msg.kind == "request":
+            assert msg.id is not None and msg.method is not None
+            params = msg.params
+            sid = _str(params, "sessionId")
+            req = _Pending(msg.method, seq, sid)
+            self._pending[(direction, msg.id)] = req
+            if direction == C2A:
+                self._client_request(seq, msg.method, params, req)
+            else:
+                self._agent_request(seq, msg.method, params)
+            if self._early and (direction, msg.id) in self._early:
+                self._early_response(seq, (direction, msg.id), req)
+        elif msg.kind == "notification":
+            assert msg.method is not None
+            self._notification(seq, direction, msg.method, msg.params)
+        elif msg.kind == "response":
+            assert msg.id is not None
+            self._response(seq, direction, msg)
+
+    def _expire_early(self, everything: bool = False) -> None:
+        """Responses that found no request within :data:`EARLY_WINDOW` frames are orphans."""
+        for key, (seq, msg, at) in list(self._early.items()):
+            if everything or self.frames - at >= EARLY_WINDOW:
+                del self._early[key]
+                peer = "client" if key[0] == C2A else "agent"
+                self._report(
+                    "jsonrpc.response-id-echo",
+                    (seq,),
+                    f"response id {msg.id} answers no request of the {peer}",
+                )
+
+    def _same_value(self, direction: Direction, id_text: str) -> tuple[Direction, str] | None:
+        value = _id_value(id_text)
+        if value is None:
+            return None
+        for key in self._pending:
+            if key[0] == direction and _id_value(key[1]) == value:
+                return key
+        return None
+
+    def _early_response(self, seq: int, key: tuple[Direction, str], req: _Pending) -> None:
+        """A request whose response was recorded before it: pair them, note the order."""
+        rseq, msg, _ = self._early.pop(key)
+        del self._pending[key]
+        self._report(
+            "recording.order",
+            (rseq, seq),
+            f"response #{rseq} was recorded before its request #{seq} ({req.method})",
+            req.session_id,
+        )
+        self._answered_now(rseq, key, req, msg)
+
+    def _response(self, seq: int, direction: Direction, msg: Message) -> None:
+        assert msg.id is not None
+        key = (other_direction(direction), msg.id)
+        req = self._pending.pop(key, None)
+        if req is None:
+            if msg.id == "null":
+                err = msg.error
+                code = err.get("code") if isinstance(err, dict) else None
+                if code not in NULL_ID_ERROR_CODES:
+                    self._report(
+                        "jsonrpc.notification-answered",
+                        (seq,),
+                        "a response with id null that is not a parse/invalid-request error "
+                        "(answering a notification?)",
+                    )
+                return
+            first = self._answered.get(key)
+            if first is not None:
+                self._report(
+                    "jsonrpc.one-response",
+                    (first, seq),
+                    f"second response to request id {msg.id} (first answered at #{first})",
+                )
+                return
+            same = self._same_value(key[0], msg.id)
+            if same is not None:  # the same id value spelled differently ("a\u0062", "ab")
+                key = same
+                req = self._pending.pop(key)
+                self._answered_now(seq, key, req, msg)
+                return
+            loose = _loose_id(msg.id)
+            near = next(
+                (
+                    (k, p)
+                    for k, p in self._pending.items()
+                    if k[0] == key[0] and _loose_id(k[1]) == loose
+                ),
+                None,
+            )
+            if near is not None:
+                self._report(
+                    "jsonrpc.response-id-echo",
+                    (near[1].seq, seq),
+                    f"response id {msg.id} does not echo the request id {near[0][1]} exactly",
+                    near[1].session_id,
+                )
+                del self._pending[near[0]]
+                key, req = near
+            else:
+                # Perhaps recorded just before its request (a recorder race): wait a little.
+                self._early[key] = (seq, msg, self.frames)
+                return
+        self._answered_now(seq, key, req, msg)
+
+    def _answered_now(
+        self, seq: int, key: tuple[Direction, str], req: _Pending, msg: Message
+    ) -> None:
+        self._answered[key] = seq
+        if len(self._answered) > ANSWERED_MEMORY:
+            self._answered.popitem(last=False)
+        if key[0] == C2A:
+            self._client_request_answered(seq, req, msg)
+        else:
+            self._agent_request_answered(seq, req, msg)
+
+    # -- capabilities ----------------------------------------------------------------------
+
+    def _needs(self, seq: int, ok: bool | None, what: str, sid: str | None = None) -> None:
+        if ok is False:
+            self._report("lifecycle.capabilities", (seq,), what, sid)
+
+    def _agent_cap(self, *path: str) -> Any:
+        return _dig(self._agent_caps, *path) if self._agent_caps is not None else _UNKNOWN
+
+    def _client_cap(self, *path: str) -> Any:
+        return _dig(self._client_caps, *path) if self._client_caps is not None else _UNKNOWN
+
+    def _client_request(self, seq: int, method: str, params: Any, req: _Pending) -> None:
+        v2 = self.effective_version >= 2
+        sid = req.session_id
+        if method == "initialize":
+            version = _int(params, "protocolVersion")
+            if version is not None:
+                self._requested_version = version
+            caps = _get(params, "clientCapabilities")
+            if caps is None:
+                caps = _get(params, "capabilities")
+            self._client_caps = caps if isinstance(caps, dict) else {}
+            return
+        if method in (
+            "session/new",
+            "session/load",
+            "session/resume",
+            "session/list",
+            "session/fork",
+        ):
+            self._paths(seq, sid, ("cwd", _get(params, "cwd")))
+            dirs = _get(params, "additionalDirectories")
+            if isinstance(dirs, list):
+                self._paths(seq, sid, *(("additionalDirectories[]", d) for d in dirs))
+        if v2 and method.startswith("session/") and method != "session/cancel":
+            cap = self._agent_cap("session")
+            if cap is not _UNKNOWN and cap is None:
+                self._needs(
+                    seq, False, f"{method}: the agent did not advertise capabilities.session", sid
+                )
+        if method == "session/load":
+            if v2:
+                self._needs(seq, False, "session/load is not a v2 method (use session/resume)", sid)
+            else:
+                cap = self._agent_cap("loadSession")
+                self._needs(
+                    seq, _flag(cap), "session/load without agentCapabilities.loadSession", sid
+                )
+            if sid is not None:
+                req.replay = "load"
+                self._open_window(sid, "load", seq)
+        elif method == "session/resume":
+            if not v2:
+                cap = self._agent_cap("sessionCapabilities", "resume")
+                self._needs(
+                    seq,
+                    _present(cap),
+                    "session/resume without agentCapabilities.sessionCapabilities.resume",
+                    sid,
+                )
+            replay_from = _get(params, "replayFrom")
+            kind = "replay" if v2 and replay_from is not None else "plain"
+            if sid is not None:
+                req.replay = kind
+                self._open_window(sid, kind, seq)
+        elif method in ("session/list", "session/close", "session/delete") and not v2:
+            name = method.split("/")[1]
+            cap = self._agent_cap("sessionCapabilities", name)
+            self._needs(
+                seq,
+                _present(cap),
+                f"{method} without agentCapabilities.sessionCapabilities.{name}",
+                sid,
+            )
+        elif method == "session/delete":
+            cap = self._agent_cap("session", "delete")
+            self._needs(
+                seq, _present(cap), "session/delete without capabilities.session.delete", sid
+            )
+        elif method == "session/prompt" and sid is not None:
+            self._prompt_content(seq, sid, _get(params, "prompt"))
+            s = self._session(sid)
+            s.prompts_pending += 1
+            s.after = None
+            s.turn_ended_seq = None
+            if s.activity_seq is None:
+                s.activity_seq = seq
+        elif method in ("auth/login", "auth/logout") and v2 and self._agent_caps is not None:
+            methods = self._auth_methods
+            self._needs(
+                seq,
+                isinstance(methods, list) and len(methods) > 0,
+                f"{method} but the agent advertised no authMethods",
+                sid,
+            )
+
+    def _prompt_content(self, seq: int, sid: str, prompt: Any) -> None:
+        if not isinstance(prompt, list) or self._agent_caps is None:
+            return
+        v2 = self.effective_version >= 2
+        need = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+        for block in prompt:
+            btype = _str(block, "type")
+            if btype not in need:
+                continue
+            name = need[btype]
+            if v2:
+                ok = _present(self._agent_cap("session", "prompt", name))
+                where = f"capabilities.session.prompt.{name}"
+            else:
+                ok = _flag(self._agent_cap("promptCapabilities", name))
+                where = f"agentCapabilities.promptCapabilities.{name}"
+            if ok is False:
+                self._report(
+                    "lifecycle.capabilities",
+                    (seq,),
+                    f"session/prompt sends {btype} content without {where}",
+                    sid,
+                )
+
+    def _agent_request(self, seq: int, method: str, params: Any) -> None:
+        v2 = self.effective_version >= 2
+        sid = _str(params, "sessionId")
+        if method.startswith("fs/") or method.startswith("terminal/"):
+            if v2:
+                self._needs(
+                    seq,
+                    False,
+                    f"{method} is not a v2 method (v2 has no client fs or terminal capabilities)",
+                    sid,
+                )
+            elif method == "fs/read_text_file":
+                self._needs(
+                    seq,
+                    _flag(self._client_cap("fs", "readTextFile")),
+                    "fs/read_text_file without clientCapabilities.fs.readTextFile",
+                    sid,
+                )
+            elif method == "fs/write_text_file":
+                self._needs(
+                    seq,
+                    _flag(self._client_cap("fs", "writeTextFile")),
+                    "fs/write_text_file without clientCapabilities.fs.writeTextFile",
+                    sid,
+                )
+            elif method.startswith("terminal/"):
+                self._needs(
+                    seq,
+                    _flag(self._client_cap("terminal")),
+                    f"{method} without clientCapabilities.terminal",
+                    sid,
+                )
+            if method.startswith("fs/"):
+                self._paths(seq, sid, ("path", _get(params, "path")))
+            elif method == "terminal/create":
+                self._paths(seq, sid, ("cwd", _get(params, "cwd")))
+        elif method == "elicitation/create":
+            cap = self._client_cap("elicitation")
+            self._needs(
+                seq, _present(cap), "elicitation/create without client elicitation capability", sid
+            )
+
+    def _paths(self, seq: int, sid: str | None, *named: tuple[str, Any]) -> None:
+        for name, value in named:
+            if isinstance(value, str) and not _is_absolute(value):
+                self._report(
+                    "lifecycle.absolute-path", (seq,), f"{name} {value!r} is not absolute", sid
+                )
+
+    # -- responses -------------------------------------------------------------------------
+
+    def _client_request_answered(self, seq: int, req: _Pending, msg: Message) -> None:
+        result = msg.result
+        ok = not msg.is_error_response
+        sid = req.session_id
+        if req.method == "initialize":
+            if ok and isinstance(result, dict):
+                version = _int(result, "protocolVersion")
+                if version is not None:
+                    self.version = version
+                caps = result.get("agentCapabilities")
+                if caps is None:
+                    caps = result.get("capabilities")
+                self._agent_caps = caps if isinstance(caps, dict) else {}
+                self._auth_methods = result.get("authMethods")
+            return
+        if req.method in ("session/new", "session/fork") and ok:
+            new_sid = _str(result, "sessionId")
+            if new_sid is not None:
+                self._session(new_sid)
+            return
+        if req.replay is not None and sid is not None:
+            s = self._session(sid)
+            s.window = None
+            if ok:
+                s.after = req.replay
+                s.after_seq = seq
+            return
+        if req.method == "session/prompt" and sid is not None:
+            self._prompt_answered(seq, req.seq, sid, ok, result)
+
+    def _prompt_answered(self, seq: int, req_seq: int, sid: str, ok: bool, result: Any) -> None:
+        s = self._session(sid)
+        s.prompts_pending = max(0, s.prompts_pending - 1)
+        if self.effective_version < 2:
+            stop = _get(result, "stopReason") if ok else None
+            if ok:
+                self._enum(seq, sid, "stopReason", stop, STOP_REASONS_V1)
+            if s.v1_cancel_seq is not None and stop != "cancelled":
+                got = f"stopReason {stop!r}" if ok else "an error response"
+                self._report(
+                    "v1.cancel-stop-reason",
+                    (s.v1_cancel_seq, seq),
+                    f"prompt answered with {got} after session/cancel #{s.v1_cancel_seq}",
+                    sid,
+                )
+            if s.prompts_pending == 0:
+                s.turn_ended_seq = seq
+                s.v1_cancel_seq = None
+            return
+        if not ok:
+            if s.activity_seq == req_seq and s.state not in ("running", "requires_action"):
+                s.activity_seq = None  # rejected before insertion: no work started
+            return
+        mid = _get(result, "messageId")
+        if not isinstance(mid, str) or not mid:
+            self._report(
+                "v2.prompt-message-id",
+                (seq,),
+                f"session/prompt result has no messageId string (got {_short(result)})",
+                sid,
+            )
+            return
+        first = s.prompt_message_ids.get(mid)
+        if first is not None:
+            self._report(
+                "entity.id-reuse",
+                (first, seq),
+                f"two session/prompt responses returned the same messageId {mid!r}",
+                sid,
+            )
+            return
+        s.prompt_message_ids[mid] = seq
+        if mid not in s.user_ids_seen:
+            s.awaiting_user[mid] = seq
+
+    def _agent_request_answered(self, seq: int, req: _Pending, msg: Message) -> None:
+        if req.method == "session/request_permission" and req.must_cancel_seq is not None:
+            outcome = _dig(msg.result, "outcome", "outcome")
+            if outcome != "cancelled":
+                got = f"outcome {outcome!r}" if not msg.is_error_response else "an error"
+                self._report(
+                    "turn.permission-cancelled",
+                    (req.must_cancel_seq, seq),
+                    f"permission request answered with {got} after session/cancel "
+                    f"#{req.must_cancel_seq}",
+                    req.session_id,
+                )
+
+    # -- notifications ---------------------------------------------------------------------
+
+    def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
+        if method == "$/cancel_request":
+            rid = _get(params, "requestId")
+            if rid is not None:
+                req = self._pending.get((direction, id_json_text(rid, None)))
+                if req is not None:
+                    req.cancel_seq = seq
+            return
+        if direction == C2A and method == "session/cancel":
+            sid = _str(params, "sessionId")
+            if sid is None:
+                return
+            s = self._session(sid)
+            if self.effective_version < 2:
+                if s.prompts_pending:
+                    s.v1_cancel_seq = seq
+            elif s.state in ("running", "requires_action"):
+                s.cancel_seq = seq
+            for (d, _rid), req in self._pending.items():
+                if (
+                    d == A2C
+                    and req.method == "session/request_permission"
+                    and (req.session_id == sid)
+                ):
+                    req.must_cancel_seq = seq
+            return
+        if direction == A2C and method == "session/update":
+            sid = _str(params, "sessionId")
+            update = _get(params, "update")
+            if sid is not None and isinstance(update, dict):
+                self._update(seq, self._session(sid), update)
+
+    # -- session/update --------------------------------------------------------------------
+
+    def _update(self, seq: int, s: _Session, update: dict[str, Any]) -> None:
+        variant = update.get("sessionUpdate")
+        if not isinstance(variant, str):
+            return
+        v2 = self.effective_version >= 2
+        sid = s.sid
+        self._enum(
+            seq, sid, "sessionUpdate", variant, KNOWN_VARIANTS_V2 if v2 else KNOWN_VARIANTS_V1
+        )
+        entity = self._entity_key(variant, update)
+        if v2 and variant in MESSAGE_VARIANTS:
+            mid = update.get("messageId")
+            if not isinstance(mid, str) or not mid:
+                self._report("v2.message-id", (seq,), f"{variant} without a messageId", sid)
+        if variant in ("user_message", "user_message_chunk"):
+            mid = update.get("messageId")
+            if isinstance(mid, str):
+                s.user_ids_seen.add(mid)
+                s.awaiting_user.pop(mid, None)
+        self._fields(seq, s, variant, update)
+        # replay windows
+        replaying = False
+        if s.window is not None:
+            replaying = s.window != "plain"
+            if variant == "notice" and replaying:
+                self._report(
+                    "replay.no-notice",
+                    (s.window_seq, seq),
+                    f"notice inside the replay window of request #{s.window_seq}",
+                    sid,
+                )
+            elif s.window == "plain" and variant in HISTORY_VARIANTS:
+                self._report(
+                    "replay.plain-resume",
+                    (s.window_seq, seq),
+                    f"{variant} replayed during a session/resume without replayFrom",
+                    sid,
+                )
+            if replaying:
+                return
+        elif s.after is not None and self._late_history(variant, s):
+            if s.after == "plain":
+                self._report(
+                    "replay.plain-resume",
+                    (s.after_seq, seq),
+                    f"{variant} after the session/resume response #{s.after_seq} and before any "
+                    "new work: resume without replayFrom must not replay",
+                    sid,
+                )
+            else:
+                self._report(
+                    "replay.before-response",
+                    (s.after_seq, seq),
+                    f"{variant} arrives after the replay response #{s.after_seq}, before any new "
+                    "prompt",
+                    sid,
+                )
+            return
+        if not v2:
+            if (
+                variant in V1_TURN_VARIANTS
+                and s.prompts_pending == 0
+                and (s.turn_ended_seq is not None)
+            ):
+                self._report(
+                    "v1.updates-after-turn",
+                    (s.turn_ended_seq, seq),
+                    f"{variant} after the prompt response #{s.turn_ended_seq} ended the turn",
+                    sid,
+                )
+            return
+        self._v2_work(seq, s, variant, update, entity)
+
+    def _late_history(self, variant: str, s: _Session) -> bool:
+        if self.effective_version >= 2:
+            # v2 agents may start work on their own (state running) or report background
+            # tool activity while idle; only messages are unambiguous history.
+            return variant in MESSAGE_VARIANTS and s.state != "running"
+        return variant in V1_TURN_VARIANTS or variant in MESSAGE_VARIANTS
+
+    def _entity_key(self, variant: str, update: dict[str, Any]) -> tuple[str, str] | None:
+        spec = ENTITY_OF_VARIANT.get(variant)
+        if spec is None:
+            return None
+        if variant == "plan_update":
+            plan = update.get("plan")
+            eid = plan.get("planId") if isinstance(plan, dict) else update.get("planId")
+        else:
+            eid = update.get(spec[1])
+        return (spec[0], eid) if isinstance(eid, str) else None
+
+    def _fields(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
+        sid = s.sid
+        v2 = self.effective_version >= 2
+        if variant == "notice":
+            title = update.get("title")
+            severity = update.get("severity")
+            if not isinstance(title, str) or not title.strip():
+                self._report("notice.fields", (seq,), f"notice title is {_short(title)}", sid)
+            if not isinstance(severity, str):
+                self._report("notice.fields", (seq,), f"notice severity is {_short(severity)}", sid)
+            else:
+                self._enum(seq, sid, "severity", severity, SEVERITIES)
+        elif variant == "compaction_update":
+            cid = update.get("compactionId")
+            status = update.get("status")
+            if not isinstance(cid, str) or not cid or not isinstance(status, str):
+                self._report(
+                    "compaction.fields",
+                    (seq,),
+                    f"compaction_update with compactionId {_short(cid)}, status {_short(status)}",
+                    sid,
+                )
+                return
+            self._enum(seq, sid, "compaction status", status, COMPACTION_STATUSES)
+            if status == "in_progress":
+                if cid in s.compactions_done:
+                    self._report(
+                        "entity.id-reuse",
+                        (seq,),
+                        f"compactionId {cid!r} restarts after it ended: IDs MUST NOT be reused "
+                        "for another compaction",
+                        sid,
+                    )
+                    s.compactions_done.discard(cid)
+                s.compactions_open.setdefault(cid, seq)
+            elif status in COMPACTION_DONE:
+                s.compactions_open.pop(cid, None)
+                s.compactions_done.add(cid)
+            elif cid not in s.compactions_done:
+                s.compactions_open.setdefault(cid, seq)
+        elif variant == "compaction_summary_chunk":
+            cid = update.get("compactionId")
+            if not isinstance(cid, str) or not cid or update.get("content") is None:
+                self._report(
+                    "compaction.fields",
+                    (seq,),
+                    f"compaction_summary_chunk with compactionId {_short(cid)} and content "
+                    f"{_short(update.get('content'))}",
+                    sid,
+                )
+            elif cid not in s.compactions_done:
+                s.compactions_open.setdefault(cid, seq)
+        elif variant in ("tool_call", "tool_call_update"):
+            tid = update.get("toolCallId")
+            status = update.get("status")
+            if status is not None:
+                self._enum(
+                    seq,
+                    sid,
+                    "tool call status",
+                    status,
+                    TOOL_STATUSES_V2 if v2 else TOOL_STATUSES_V1,
+                )
+            kind = update.get("kind")
+            if kind is not None:
+                self._enum(seq, sid, "tool kind", kind, TOOL_KINDS)
+            locations = update.get("locations")
+            if isinstance(locations, list):
+                self._paths(
+                    seq, sid, *(("locations[].path", _get(loc, "path")) for loc in locations)
+                )
+            if variant == "tool_call" and isinstance(tid, str):
+                if tid in s.v1_tool_calls:
+                    self._report(
+                        "entity.id-reuse",
+                        (seq,),
+                        f"a second tool_call creates toolCallId {tid!r} again (updates use "
+                        "tool_call_update)",
+                        sid,
+                    )
+                s.v1_tool_calls.add(tid)
+        elif variant == "terminal_update":
+            self._paths(seq, sid, ("cwd", update.get("cwd")))
+
+    def _v2_work(
+        self,
+        seq: int,
+        s: _Session,
+        variant: str,
+        update: dict[str, Any],
+        entity: tuple[str, str] | None,
+    ) -> None:
+        sid = s.sid
+        if variant == "state_update":
+            state = update.get("state")
+            if not isinstance(state, str):
+                return
+            self._enum(seq, sid, "state", state, STATES)
+            if state == "running":
+                s.state = "running"
+                s.after = None
+                s.cancelled_entities = set()
+                if s.activity_seq is None:
+                    s.activity_seq = seq
+            elif state == "requires_action":
+                s.state = state
+            elif state == "idle":
+                self._idle(seq, s, update)
+            return
+        if entity is not None and entity in s.cancelled_entities:
+            self._report(
+                "v2.nothing-after-cancel",
+                (s.cancelled_idle_seq, seq),
+                f"{variant} for {entity[0]} {entity[1]!r} of the cancelled work arrives after "
+                f"the idle #{s.cancelled_idle_seq} that reported cancellation",
+                sid,
+            )
+        if entity is not None:
+            if s.activity_seq is None and entity[0] in ("agent_message", "agent_thought"):
+                s.activity_seq = seq
+            if s.state in ("running", "requires_action") and entity is not None:
+                s.work_entities.add(entity)
+                if variant == "tool_call_update":
+                    status = update.get("status")
+                    previous = s.tool_status.get(entity[1])
+                    if isinstance(status, str) or previous is None:
+                        s.tool_status[entity[1]] = (
+                            status if isinstance(status, str) else None,
+                            seq,
+                        )
+
+    def _idle(self, seq: int, s: _Session, update: dict[str, Any]) -> None:
+        sid = s.sid
+        stop = update.get("stopReason")
+        was_working = s.state in ("running", "requires_action")
+        if not was_working and s.activity_seq is not None:
+            self._report(
+                "v2.running-before-idle",
+                (s.activity_seq, seq),
+                f"idle ends work (from #{s.activity_seq}) that never reported running",
+                sid,
+            )
+        if was_working or s.activity_seq is not None:
+            if stop is None:
+                self._report("v2.stop-reason", (seq,), "idle without a stopReason", sid)
+            elif not isinstance(stop, str):
+                self._report("v2.stop-reason", (seq,), f"stopReason is {_short(stop)}", sid)
+            else:
+                self._enum(seq, sid, "stopReason", stop, STOP_REASONS_V2)
+        if s.cancel_seq is not None:
+            if stop != "cancelled":
+                self._report(
+                    "v2.cancel-idle",
+                    (s.cancel_seq, seq),
+                    f"idle after session/cancel #{s.cancel_seq} has stopReason {_short(stop)}",
+                    sid,
+                )
+            s.cancelled_entities = set(s.work_entities)
+            s.cancelled_idle_seq = seq
+            s.cancel_seq = None
+        elif stop == "cancelled":
+            s.cancelled_entities = set(s.work_entities)
+            s.cancelled_idle_seq = seq
+        if stop == "error":
+            unfinished = [
+                (tid, st, tseq) for tid, (st, tseq) in s.tool_status.items() if st not in TOOL_DONE
+            ]
+            if unfinished:
+                names = ", ".join(f"{tid!r} ({st or 'no status'})" for tid, st, _ in unfinished)
+                self._report(
+                    "v2.error-idle-tools",
+                    (*(t for _, _, t in unfinished), seq),
+                    f"error idle leaves tool call(s) unfinished: {names}",
+                    sid,
+                )
+        s.state = "idle"
+        s.activity_seq = None
+        s.work_entities = set()
+        s.tool_status = {}
+
+    def _enum(
+        self, seq: int, sid: str | None, name: str, value: Any, known: frozenset[str]
+    ) -> None:
+        if isinstance(value, str) and value not in known and not value.startswith("_"):
+            self._report(
+                "enum.reserved",
+                (seq,),
+                f"{name} {value!r} is neither a known value nor a _-prefixed extension "
+                "(reserved for future ACP versions)",
+                sid,
+            )
+
+    def _open_window(self, sid: str, kind: str, seq: int) -> None:
+        s = self._session(sid)
+        s.window = kind
+        s.window_seq = seq
+        s.after = None
+        s.turn_ended_seq = None
+
+
+class RecordingChecker:
+    """Checks the frames of many connections, ordered by connection then sequence number."""
+
+    def __init__(self, *, max_per_rule: int = 100) -> None:
+        self.max_per_rule = max_per_rule
+        self.current: ConnectionChecker | None = None
+        self.done: list[ConnectionChecker] = []
+
+    def start(
+        self, connection_id: int, *, transport: str | None = None, frames_dropped: int = 0
+    ) -> list[Finding]:
+        """Begin a connection explicitly (finishing the previous one)."""
+        out = self._close()
+        self.current = ConnectionChecker(
+            connection_id,
+            transport=transport,
+            frames_dropped=frames_dropped,
+            max_per_rule=self.max_per_rule,
+        )
+        return out + self.current.drain()
+
+    def feed(
+        self,
+        connection_id: int,
+        seq: int,
+        direction: Direction,
+        raw: bytes,
+        mono_ns: int = 0,
+        *,
+        binary: bool = False,
+    ) -> list[Finding]:
+        out: list[Finding] = []
+        if self.current is None or self.current.connection_id != connection_id:
+            out = self.start(connection_id)
+        assert self.current is not None
+        return out + self.current.feed(seq, direction, raw, mono_ns, binary=binary)
+
+    def finish(self) -> list[Finding]:
+        return self._close()
+
+    def _close(self) -> list[Finding]:
+        if self.current is None:
+            return []
+        out = self.current.finish()
+        self.done.append(self.current)
+        self.current = None
+        return out
+
+
+def check_frames(
+    frames: Iterable[tuple[int, int, Direction, bytes]], *, transport: str | None = None
+) -> Iterator[Finding]:
+    """Convenience: findings for ``(connection_id, seq, direction, raw)`` tuples, in order."""
+    checker = RecordingChecker()
+    for connection_id, seq, direction, raw in frames:
+        if checker.current is None or checker.current.connection_id != connection_id:
+            yield from checker.start(connection_id, transport=transport)
+        yield from checker.feed(connection_id, seq, direction, raw)
+    yield from checker.finish()
+
+
+# -- small helpers -----------------------------------------------------------------------
+
+_UNKNOWN: Any = object()
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def _str(obj: Any, key: str) -> str | None:
+    value = _get(obj, key)
+    return value if isinstance(value, str) else None
+
+
+def _int(obj: Any, key: str) -> int | None:
+    value = _get(obj, key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _dig(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean capability: ``None`` when unknown (no initialize seen)."""
+    if value is _UNKNOWN:
+        return None
+    return value is True
+
+
+def _present(value: Any) -> bool | None:
+    """An object capability (``{}`` advertises it; omitted or null does not)."""
+    if value is _UNKNOWN:
+        return None
+    return value is not None and value is not False
+
+
+def _is_absolute(path: str) -> bool:
+    if path.startswith("/") or path.startswith("\\\\"):
+        return True
+    return len(path) >= 3 and path[0].isalpha() and path[1] == ":" and path[2] in "\\/"
+
+
+def _id_value(text: str) -> tuple[str, Any] | None:
+    """An id's JSON value with its type, so that 1 and 1.0 and "1" stay different."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return (type(value).__name__, value)
+
+
+def _loose_id(text: str) -> str:
+    """Ids that a sloppy peer might confuse (1, 1.0, "1") map to the same key."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return text
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        return str(int(number)) if number.is_integer() else repr(number)
+    return text
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "missing or null"
+    text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

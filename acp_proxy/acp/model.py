@@ -1,0 +1,386 @@
+"""The ACP model of one connection: frames in, sessions, exchanges and turns out (sans-I/O).
+
+:class:`ConnectionModel` is fed a connection's frames in order (direction, raw bytes,
+sequence number, monotonic nanoseconds) and maintains:
+
+- ``protocol_version`` from ``initialize`` (request and result; v1 and v2 field names);
+- requests paired with their responses **per direction** (the client's id 1 and the
+  agent's id 1 are different requests) as :class:`~acp_proxy.acp.timeline.Exchange` items
+  with latency;
+- one :class:`~acp_proxy.acp.timeline.SessionTimeline` per sessionId (learnt from params and
+  from ``session/new`` / ``session/fork`` results; ``session/load`` and ``session/resume``
+  carry it in their params), plus :attr:`ConnectionModel.connection` for what belongs to no
+  session (``initialize``, invalid frames, orphan responses);
+- replay windows: updates between a ``session/load`` (or a v2 ``session/resume`` with
+  ``replayFrom``) request and its response are marked ``replayed``;
+- turns (:class:`Turn`): from ``session/prompt`` (or an agent-initiated ``running``) to the
+  v1 prompt result or the v2 ``idle`` state update, with stop reason and duration.
+
+:meth:`ConnectionModel.feed` returns the sessions that just reached a boundary (a turn
+ended, a replay window closed) so renderers can print and :meth:`drain` them as they go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_proxy.acp.timeline import Event, Exchange, SessionTimeline
+from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.wire.jsonrpc import Message, classify
+
+SESSION_RESULT_METHODS = frozenset({"session/new", "session/fork", "session/create"})
+"""Methods whose result carries a new ``sessionId``."""
+
+
+def protocol_version_of(payload: Any) -> int | None:
+    """``protocolVersion`` of an initialize params/result object, when it is an integer."""
+    if isinstance(payload, dict):
+        version = payload.get("protocolVersion")
+        if isinstance(version, int) and not isinstance(version, bool):
+            return version
+    return None
+
+
+def client_info_of(params: Any) -> Any:
+    """Client info from initialize params: v1 ``clientInfo``, v2 ``info``."""
+    if isinstance(params, dict):
+        return params.get("clientInfo", params.get("info"))
+    return None
+
+
+def agent_info_of(result: Any) -> Any:
+    """Agent info from an initialize result: v1 ``agentInfo``, v2 ``info``."""
+    if isinstance(result, dict):
+        return result.get("agentInfo", result.get("info"))
+    return None
+
+
+def session_id_of(params: Any) -> str | None:
+    if isinstance(params, dict):
+        sid = params.get("sessionId")
+        if isinstance(sid, str):
+            return sid
+    return None
+
+
+def replays_history(method: str, params: Any, version: int | None) -> bool:
+    """Whether the agent replays history before answering this request."""
+    if method == "session/load":
+        return True
+    if method == "session/resume" and version != 1 and isinstance(params, dict):
+        return params.get("replayFrom") is not None
+    return False
+
+
+@dataclass(slots=True)
+class Turn:
+    """One stretch of foreground work in a session.
+
+    ``origin`` is ``prompt`` (started by ``session/prompt``) or ``agent`` (started by a
+    ``running`` state update without a pending prompt). ``end_ns`` stays ``None`` for a turn
+    that never ended in the recording.
+    """
+
+    session_id: str
+    origin: str
+    start_seq: int | None
+    start_ns: int
+    prompt_id: str | None = None
+    message_id: str | None = None
+    end_seq: int | None = None
+    end_ns: int | None = None
+    stop_reason: Any = None
+    error: Any = None
+    cancelled: bool = False
+    running: bool = False
+    """Whether a ``running`` state update was seen for this turn."""
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+    def to_json(self) -> dict[str, Any]:
+        duration = self.duration_ns
+        return {
+            "sessionId": self.session_id,
+            "origin": self.origin,
+            "startSeq": self.start_seq,
+            "endSeq": self.end_seq,
+            "promptId": self.prompt_id,
+            "messageId": self.message_id,
+            "stopReason": self.stop_reason,
+            "error": self.error,
+            "cancelled": self.cancelled,
+            "durationMs": None if duration is None else round(duration / 1e6, 3),
+        }
+
+
+@dataclass(slots=True)
+class TurnTracker:
+    """Turn boundaries from prompts, prompt results and state updates (v1 and v2).
+
+    v1: a prompt's result (``stopReason``) ends its turn. v2: the prompt result only carries
+    the inserted ``messageId``; the ``idle`` state update ends the work. A ``running``
+    without an open turn starts an agent-initiated one.
+    """
+
+    version: int | None = None
+    open: dict[str, Turn] = field(default_factory=dict)
+    _by_prompt: dict[str, Turn] = field(default_factory=dict)
+
+    def prompt(self, session_id: str, prompt_id: str, seq: int | None, ns: int) -> None:
+        turn = self.open.get(session_id)
+        if turn is None or turn.prompt_id is not None:
+            turn = Turn(session_id, "prompt", seq, ns)
+            self.open[session_id] = turn
+        else:  # a running state preceded the prompt's insertion
+            turn.origin = "prompt"
+        turn.prompt_id = prompt_id
+        self._by_prompt[prompt_id] = turn
+
+    def prompt_result(self, prompt_id: str, response: Any, seq: int | None, ns: int) -> Turn | None:
+        """Handle the prompt's response; return the turn if it ended there (v1 or error)."""
+        turn = self._by_prompt.pop(prompt_id, None)
+        if turn is None:
+            return None
+        result = response.get("result") if isinstance(response, dict) else None
+        error = response.get("error") if isinstance(response, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("messageId"), str):
+            turn.message_id = result["messageId"]
+        v1_end = self.version == 1 or (
+            self.version is None and isinstance(result, dict) and "stopReason" in result
+        )
+        if v1_end or (error is not None and self.version == 1):
+            turn.stop_reason = result.get("stopReason") if isinstance(result, dict) else None
+            turn.error = error
+            return self._end(turn, seq, ns)
+        if error is not None:
+            turn.error = error
+            turn.stop_reason = None
+            # v2: a prompt rejected before insertion; the turn ends unless work is running.
+            if not turn.running:
+                return self._end(turn, seq, ns)
+        return None
+
+    def state(
+        self, session_id: str, state: Any, update: dict[str, Any], seq: int | None, ns: int
+    ) -> Turn | None:
+        """Handle a state update; return the turn it ended, if any."""
+        turn = self.open.get(session_id)
+        if state == "running":
+            if turn is None:
+                turn = Turn(session_id, "agent", seq, ns)
+                self.open[session_id] = turn
+            turn.running = True
+            return None
+        if state == "idle" and turn is not None:
+            turn.stop_reason = update.get("stopReason")
+            turn.error = update.get("error")
+            return self._end(turn, seq, ns)
+        return None
+
+    def cancel(self, session_id: str) -> None:
+        turn = self.open.get(session_id)
+        if turn is not None:
+            turn.cancelled = True
+
+    def _end(self, turn: Turn, seq: int | None, ns: int) -> Turn:
+        turn.end_seq = seq
+        turn.end_ns = ns
+        if self.open.get(turn.session_id) is turn:
+            del self.open[turn.session_id]
+        if turn.prompt_id is not None:
+            self._by_prompt.pop(turn.prompt_id, None)
+        return turn
+
+    def unfinished(self) -> list[Turn]:
+        return list(self.open.values())
+
+
+@dataclass(slots=True)
+class _Pending:
+    exchange: Exchange
+    timeline: SessionTimeline
+
+
+class ConnectionModel:
+    """Feed one connection's frames in order; read sessions, exchanges and turns."""
+
+    def __init__(self, connection_id: int | None = None) -> None:
+        self.connection_id = connection_id
+        self.protocol_version: int | None = None
+        self.client_info: Any = None
+        self.agent_info: Any = None
+        self.connection = SessionTimeline(None)
+        self.sessions: dict[str, SessionTimeline] = {}
+        self.turns: list[Turn] = []
+        """Turns that ended, in the order they ended."""
+        self.tracker = TurnTracker()
+        self.frames = 0
+        self._pending: dict[tuple[str, str], _Pending] = {}
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionTimeline:
+        tl = self.sessions.get(session_id)
+        if tl is None:
+            tl = SessionTimeline(session_id)
+            self.sessions[session_id] = tl
+        return tl
+
+    def feed(
+        self, direction: Direction, raw: bytes, *, seq: int | None = None, mono_ns: int = 0
+    ) -> list[str | None]:
+        """Fold one frame; return the sessions (``None``: the connection) at a boundary."""
+        self.frames += 1
+        msg = classify(raw)
+        if msg.kind == "batch":
+            out: list[str | None] = []
+            for item in msg.items:
+                out.extend(self._message(direction, item, seq, mono_ns, raw))
+            return out
+        return self._message(direction, msg, seq, mono_ns, raw)
+
+    def _message(
+        self, direction: Direction, msg: Message, seq: int | None, ns: int, raw: bytes
+    ) -> list[str | None]:
+        if msg.kind == "invalid":
+            text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+            self.connection.add_event(
+                Event("invalid", text, seq, extra={"reason": msg.reason, "direction": direction})
+            )
+            return [None]
+        if msg.kind == "request":
+            return self._request(direction, msg, seq, ns)
+        if msg.kind == "response":
+            return self._response(direction, msg, seq, ns)
+        return self._notification(direction, msg, seq, ns)
+
+    def _request(
+        self, direction: Direction, msg: Message, seq: int | None, ns: int
+    ) -> list[str | None]:
+        assert msg.id is not None and msg.method is not None
+        method, params = msg.method, msg.params
+        sid = session_id_of(params)
+        tl = self.session(sid) if sid is not None else self.connection
+        if method == "initialize":
+            version = protocol_version_of(params)
+            if version is not None:
+                self.protocol_version = self.tracker.version = version
+            self.client_info = client_info_of(params)
+        ex = Exchange(direction, msg.id, method, params, seq, ns)
+        tl.add_event(ex)
+        key = (direction, msg.id)
+        if key in self._pending:
+            ex.extra["problem"] = "request id reused while an earlier request is pending"
+        self._pending[key] = _Pending(ex, tl)
+        if sid is not None and method == "session/prompt" and direction == "c2a":
+            self.tracker.prompt(sid, msg.id, seq, ns)
+        if sid is not None and replays_history(method, params, self.protocol_version):
+            tl.replaying = True
+        return []
+
+    def _response(
+        self, direction: Direction, msg: Message, seq: int | None, ns: int
+    ) -> list[str | None]:
+        assert msg.id is not None
+        pending = self._pending.pop((other_direction(direction), msg.id), None)
+        if pending is None:
+            self.connection.add_event(
+                Event(
+                    "orphan_response",
+                    msg.payload,
+                    seq,
+                    extra={"direction": direction, "id": msg.id},
+                )
+            )
+            return [None]
+        ex, tl = pending.exchange, pending.timeline
+        ex.response = msg.payload
+        ex.response_seq = seq
+        ex.response_mono_ns = ns
+        ex.answered = True
+        result = msg.result
+        boundaries: list[str | None] = [tl.session_id]
+        if ex.method == "initialize":
+            version = protocol_version_of(result)
+            if version is not None:
+                self.protocol_version = self.tracker.version = version
+            self.agent_info = agent_info_of(result)
+        if ex.method in SESSION_RESULT_METHODS or (
+            tl is self.connection and isinstance(result, dict)
+        ):
+            sid = session_id_of(result)
+            if sid is not None:
+                ex.extra["sessionId"] = sid
+                self.session(sid)
+        if tl.replaying and replays_history(ex.method, ex.params, self.protocol_version):
+            tl.replaying = False
+        if ex.method == "session/prompt" and ex.direction == "c2a":
+            turn = self.tracker.prompt_result(ex.id, msg.payload, seq, ns)
+            if turn is not None:
+                self.turns.append(turn)
+        return boundaries
+
+    def _notification(
+        self, direction: Direction, msg: Message, seq: int | None, ns: int
+    ) -> list[str | None]:
+        params = msg.params
+        sid = session_id_of(params)
+        tl = self.session(sid) if sid is not None else self.connection
+        if msg.method == "session/update" and isinstance(params, dict) and "update" in params:
+            update = params["update"]
+            item = tl.apply(update, seq=seq)
+            if tl.replaying:
+                item.replayed = True
+            if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
+                if sid is None:
+                    return []
+                turn = self.tracker.state(sid, update.get("state"), update, seq, ns)
+                if turn is not None:
+                    self.turns.append(turn)
+                    return [sid]
+            return []
+        event = Event(
+            "notification",
+            params,
+            seq,
+            extra={"method": msg.method, "direction": direction},
+        )
+        tl.add_event(event)
+        if msg.method == "session/cancel" and sid is not None:
+            self.tracker.cancel(sid)
+        return [tl.session_id] if tl is self.connection else []
+
+    # -- reading -------------------------------------------------------------------------
+
+    def timelines(self) -> Iterator[SessionTimeline]:
+        """The connection-level timeline, then each session in order of first appearance."""
+        yield self.connection
+        yield from self.sessions.values()
+
+    def pending_exchanges(self) -> list[Exchange]:
+        return [p.exchange for p in self._pending.values()]
+
+    def to_json(self, session_ids: set[str] | None = None) -> dict[str, Any]:
+        """Plain data for ``show --json`` and the web inspector."""
+        sessions = [
+            tl.to_json()
+            for sid, tl in self.sessions.items()
+            if session_ids is None or sid in session_ids
+        ]
+        turns = [*self.turns, *self.tracker.unfinished()]
+        return {
+            "connectionId": self.connection_id,
+            "protocolVersion": self.protocol_version,
+            "clientInfo": self.client_info,
+            "agentInfo": self.agent_info,
+            "frames": self.frames,
+            "items": [item.to_json() for item in self.connection.items],
+            "sessions": sessions,
+            "turns": [
+                t.to_json() for t in turns if session_ids is None or t.session_id in session_ids
+            ],
+        }

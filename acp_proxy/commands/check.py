@@ -1,0 +1,226 @@
+"""``acp-proxy check``: conformance findings for a recording, as text or JSON (a CI gate).
+
+A thin layer over :mod:`acp_proxy.acp.conformance`: frames are streamed from the database
+one connection at a time, findings are grouped by connection, and the exit code is 1 when
+any error-tier finding exists (whatever ``--min-tier`` hides), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from acp_proxy.acp.conformance import ConnectionChecker, Finding
+from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
+from acp_proxy.commands.common import recording
+from acp_proxy.record.reader import get_connection, list_connections
+from acp_proxy.wire.frame import Direction
+
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+@dataclass(slots=True)
+class ConnectionReport:
+    """The findings of one connection plus its counts (including findings beyond the cap)."""
+
+    connection_id: int
+    transport: str
+    protocol_version: int | None
+    frames: int
+    findings: list[Finding] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    suppressed: dict[str, int] = field(default_factory=dict)
+
+
+def check_connection(
+    db: sqlite3.Connection,
+    connection_id: int,
+    *,
+    transport: str | None,
+    frames_dropped: int,
+    max_per_rule: int,
+) -> ConnectionReport:
+    """Stream one connection's frames through a :class:`ConnectionChecker`."""
+    checker = ConnectionChecker(
+        connection_id,
+        transport=transport,
+        frames_dropped=frames_dropped,
+        max_per_rule=max_per_rule,
+    )
+    findings = checker.drain()
+    cur = db.execute(
+        "SELECT seq, direction, raw, mono_ns, binary FROM frames WHERE connection_id = ? "
+        "ORDER BY seq",
+        (connection_id,),
+    )
+    for seq, direction, raw, mono_ns, binary in cur:
+        d: Direction = "a2c" if direction == "a2c" else "c2a"
+        findings.extend(checker.feed(seq, d, bytes(raw), mono_ns, binary=bool(binary)))
+    findings.extend(checker.finish())
+    return ConnectionReport(
+        connection_id,
+        transport or "-",
+        checker.version if checker.version is not None else checker.effective_version,
+        checker.frames,
+        findings,
+        dict(checker.counts),
+        dict(checker.suppressed),
+    )
+
+
+def _fmt_seqs(seqs: tuple[int, ...]) -> str:
+    if not seqs:
+        return "-"
+    return ",".join(f"#{s}" for s in seqs)
+
+
+@click.command("check")
+@click.argument(
+    "recording_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="DB",
+    required=False,
+)
+@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for tools.")
+@click.option(
+    "--min-tier",
+    type=click.Choice(["info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Hide findings below this tier (the exit code still counts errors).",
+)
+@click.option(
+    "--max-per-rule",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Show at most this many findings per rule and connection; the rest are counted.",
+)
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
+def check_command(
+    recording_path: Path | None,
+    connection_id: int | None,
+    as_json: bool,
+    min_tier: str,
+    max_per_rule: int,
+    list_rules: bool,
+) -> None:
+    """Check a recording against the ACP rules; exit code 1 when a MUST is broken.
+
+    \b
+    Tiers: error = a MUST is broken, warning = a SHOULD, info = worth knowing.
+    Each finding names the rule, the connection and frame numbers (#seq, as in
+    `acp-proxy dump`), and quotes the rule. Examples:
+      acp-proxy check session.db
+      acp-proxy check session.db --connection 2 --min-tier warning
+      acp-proxy check session.db --json | jq '.summary'
+      acp-proxy check --rules
+    """
+    if list_rules:
+        _print_rules(as_json)
+        return
+    if recording_path is None:
+        raise click.UsageError("missing argument DB (the recording to check)")
+    threshold = TIER_RANK[min_tier]
+    reports: list[ConnectionReport] = []
+    with recording(recording_path) as db:
+        if connection_id is not None:
+            connections = [get_connection(db, connection_id)]
+        else:
+            connections = list_connections(db)
+        for conn in connections:
+            reports.append(
+                check_connection(
+                    db,
+                    conn.id,
+                    transport=conn.transport,
+                    frames_dropped=conn.frames_dropped,
+                    max_per_rule=max_per_rule,
+                )
+            )
+    totals: dict[str, int] = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
+    frames = sum(r.frames for r in reports)
+    if as_json:
+        doc: dict[str, Any] = {
+            "recording": str(recording_path),
+            "connections": [
+                {
+                    "id": r.connection_id,
+                    "transport": r.transport,
+                    "protocol_version": r.protocol_version,
+                    "frames": r.frames,
+                    "counts": r.counts,
+                    "suppressed": r.suppressed,
+                    "findings": [f.to_json() for f in r.findings if TIER_RANK[f.tier] >= threshold],
+                }
+                for r in reports
+            ],
+            "summary": {
+                **totals,
+                "connections": len(reports),
+                "frames": frames,
+                "passed": totals["error"] == 0,
+            },
+        }
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _print_text(reports, threshold, totals, frames)
+    if totals["error"]:
+        sys.exit(1)
+
+
+def _print_text(
+    reports: list[ConnectionReport], threshold: int, totals: dict[str, int], frames: int
+) -> None:
+    colour = sys.stdout.isatty()
+
+    def style(text: str, tier: str) -> str:
+        return click.style(text, fg=_COLOURS[tier], bold=tier == "error") if colour else text
+
+    if not reports:
+        click.echo("no connections recorded")
+    for r in reports:
+        counts = ", ".join(f"{r.counts.get(t, 0)} {t}" for t in TIERS)
+        version = f"v{r.protocol_version}" if r.protocol_version is not None else "v?"
+        click.echo(
+            f"== connection {r.connection_id} ({r.transport}, {version}, {r.frames} frames): "
+            f"{counts}"
+        )
+        shown = [f for f in r.findings if TIER_RANK[f.tier] >= threshold]
+        shown.sort(key=lambda f: (f.seqs[-1] if f.seqs else 0, -TIER_RANK[f.tier]))
+        if shown:
+            width = max(len(f.rule) for f in shown)
+            for f in shown:
+                where = _fmt_seqs(f.seqs)
+                session = f" [{f.session_id}]" if f.session_id else ""
+                click.echo(
+                    f"  {style(f.tier.ljust(7), f.tier)} {f.rule.ljust(width)}  {where}{session}  "
+                    f"{f.reason}"
+                )
+                click.echo(f"  {'':7} {'':{width}}  rule: {f.rule_text}")
+        for rule_id, n in sorted(r.suppressed.items()):
+            click.echo(
+                f"  ... and {n} more {rule_id} finding(s) (raise --max-per-rule to see them)"
+            )
+    verdict = "FAIL" if totals["error"] else "ok"
+    click.echo(
+        f"summary: {totals['error']} error(s), {totals['warning']} warning(s), "
+        f"{totals['info']} info in {len(reports)} connection(s), {frames} frames: {verdict}"
+    )
+
+
+def _print_rules(as_json: bool) -> None:
+    if as_json:
+        rows = [{"rule": r.id, "tier": r.tier, "applies": r.applies, "text": r.text} for r in RULES]
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    width = max(len(r.id) for r in RULES)
+    for r in RULES:
+        click.echo(f"{r.tier:7} {r.id.ljust(width)}  {r.applies:3}  {r.text}")

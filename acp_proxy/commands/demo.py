@@ -1,0 +1,233 @@
+"""``acp-proxy demo``: the bundled demo agent and scripted client, through the real proxy.
+
+The scripted client (:mod:`acp_proxy.demo.client`) launches
+``acp-proxy --record DB -- python -m acp_proxy.demo.agent`` exactly as an editor would,
+plays a conversation (and reconnects to take the session back), then this command prints
+what was recorded and which commands to try next.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from acp_proxy.commands.common import fmt_exit, recording
+from acp_proxy.demo.client import ClientError, run_scenario
+from acp_proxy.record.reader import list_connections, open_recording
+from acp_proxy.record.schema import RecordingError
+
+DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
+
+
+def _is_demo_only(path: Path) -> bool:
+    """Whether ``path`` is a recording made only by ``acp-proxy demo`` (safe to replace)."""
+    try:
+        db = open_recording(path)
+    except RecordingError:
+        return False
+    try:
+        rows = list_connections(db)
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        db.close()
+    return all(DEMO_AGENT_MODULE in (r.agent_command or []) for r in rows)
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _prepare(db: Path, keep: bool, force: bool) -> None:
+    if db.is_dir():
+        raise click.ClickException(f"{db} is a directory; give --db a file name")
+    if not db.parent.is_dir():
+        raise click.ClickException(f"cannot create {db}: {db.parent} is not a directory")
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    if keep:
+        with recording(db):
+            return
+    if force or _is_demo_only(db):
+        _remove(db)
+        return
+    raise click.ClickException(
+        f"{db} already exists and is not a recording made by 'acp-proxy demo'; "
+        "use --keep to add to it, --force to replace it, or --db for another file"
+    )
+
+
+def _agent_command(state: Path, delay: float) -> list[str]:
+    command = [sys.executable, "-m", DEMO_AGENT_MODULE, "--state", str(state)]
+    if delay > 0:
+        command += ["--delay", f"{delay:g}"]
+    return command
+
+
+def _summary(db_path: Path, first_id: int) -> None:
+    with recording(db_path) as db:
+        rows = [r for r in list_connections(db) if r.id > first_id]
+        ids = [r.id for r in rows]
+        if not ids:
+            raise click.ClickException(f"nothing was recorded in {db_path}")
+        marks = ",".join("?" * len(ids))
+        click.echo(f"\nRecorded into {db_path}:")
+        for r in rows:
+            per_dir = dict(
+                db.execute(
+                    "SELECT direction, count(*) FROM frames WHERE connection_id = ? "
+                    "GROUP BY direction",
+                    (r.id,),
+                ).fetchall()
+            )
+            click.echo(
+                f"  connection {r.id}  {r.label or '-':<14} protocol v{r.protocol_version or '?'}"
+                f"  {r.frame_count} frames ({per_dir.get('c2a', 0)} client->agent,"
+                f" {per_dir.get('a2c', 0)} agent->client)  exit {fmt_exit(r.exit_status)}"
+            )
+        methods: Counter[str] = Counter()
+        for method, count in db.execute(
+            f"SELECT method, count(*) FROM frames WHERE connection_id IN ({marks}) "
+            "AND method IS NOT NULL AND kind IN ('request', 'notification') GROUP BY method",
+            ids,
+        ):
+            methods[method] += count
+        click.echo("  methods:  " + ", ".join(f"{m} x{n}" for m, n in sorted(methods.items())))
+        variants = db.execute(
+            f"SELECT update_kind, count(*) FROM frames WHERE connection_id IN ({marks}) "
+            "AND update_kind IS NOT NULL GROUP BY update_kind ORDER BY update_kind",
+            ids,
+        ).fetchall()
+        click.echo("  updates:  " + ", ".join(f"{k} x{n}" for k, n in variants))
+        click.echo(f"  sessions: {len(_sessions(db, ids))}   stderr lines: {_stderr(db, ids)}")
+    _next_steps(db_path, ids[-1])
+
+
+def _sessions(db: sqlite3.Connection, ids: list[int]) -> set[str]:
+    marks = ",".join("?" * len(ids))
+    return {
+        s
+        for (s,) in db.execute(
+            f"SELECT DISTINCT session_id FROM frames WHERE connection_id IN ({marks}) "
+            "AND session_id IS NOT NULL",
+            ids,
+        )
+    }
+
+
+def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
+    marks = ",".join("?" * len(ids))
+    (n,) = db.execute(
+        f"SELECT count(*) FROM stderr_lines WHERE connection_id IN ({marks})", ids
+    ).fetchone()
+    return int(n)
+
+
+def _next_steps(db_path: Path, last_id: int) -> None:
+    from acp_proxy.cli import cli  # here, not at import time: cli imports this module
+
+    db = shlex.quote(str(db_path))
+    hints = [
+        ("ls", f"acp-proxy ls {db}", "the connections, frame counts, durations, exit codes"),
+        ("dump", f"acp-proxy dump {db} -c {last_id}", "every frame of the last connection"),
+        ("show", f"acp-proxy show {db}", "the conversation rebuilt from the updates"),
+        ("check", f"acp-proxy check {db}", "protocol rules checked against the recording"),
+        ("replay", "acp-proxy replay --help", "serve the recording back as a fake agent"),
+        ("web", f"acp-proxy web {db}", "browse the recording in a browser"),
+    ]
+    available = [(cmd, why) for name, cmd, why in hints if name in cli.commands]
+    if not available:
+        return
+    width = max(len(cmd) for cmd, _ in available)
+    click.echo("\nNext, try:")
+    for cmd, why in available:
+        click.echo(f"  {cmd.ljust(width)}   # {why}")
+
+
+@click.command("demo")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=Path("acp-demo.db"),
+    show_default=True,
+    help="Recording to write.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["1", "2", "both"]),
+    default="both",
+    show_default=True,
+    help="ACP protocol version the client asks for.",
+)
+@click.option("--keep", is_flag=True, help="Add the demo connections to an existing recording.")
+@click.option("--force", is_flag=True, help="Replace --db even if it is not a demo recording.")
+@click.option(
+    "--delay",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds the demo agent pauses between the steps of a turn.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary, not the transcript.")
+def demo_command(
+    db_path: Path, protocol: str, keep: bool, force: bool, delay: float, quiet: bool
+) -> None:
+    """Record a scripted conversation with the bundled demo agent, then show what to do next.
+
+    A scripted client starts `acp-proxy --record DB -- python -m acp_proxy.demo.agent`
+    (the real proxy, as an editor would), sends two prompts (one permission allowed, one
+    turn cancelled), then reconnects with a new agent process and takes the session back
+    (v1 session/load, v2 session/resume with replay from the start) for a third prompt
+    whose permission is rejected. Each protocol version gives two connections.
+
+    The demo agent is deterministic (ids from counters, no timestamps) and stdlib-only;
+    run it yourself with `python -m acp_proxy.demo.agent --help`.
+
+    DB handling: a missing file is created; an existing recording made only by
+    `acp-proxy demo` is replaced; anything else is left alone unless you pass --keep
+    (append to it) or --force (replace it).
+
+    \b
+    Examples:
+      acp-proxy demo
+      acp-proxy demo --db /tmp/v1.db --protocol 1 --quiet
+    """
+    _prepare(db_path, keep, force)
+    first_id = 0
+    if keep and db_path.exists() and db_path.stat().st_size > 0:
+        with recording(db_path) as db:
+            first_id = max((r.id for r in list_connections(db)), default=0)
+    versions = [1, 2] if protocol == "both" else [int(protocol)]
+
+    def out(line: str) -> None:
+        if not quiet:
+            click.echo(line)
+
+    for version in versions:
+        with tempfile.TemporaryDirectory(prefix="acp-demo-") as tmp:
+            command = [
+                sys.executable,
+                "-m",
+                "acp_proxy",
+                "--record",
+                str(db_path),
+                "--label",
+                f"demo v{version}",
+                "--",
+                *_agent_command(Path(tmp) / "state.json", delay),
+            ]
+            out(f"### protocol v{version}: the scripted client talks to the demo agent")
+            try:
+                run_scenario(command, protocol=version, reconnect=True, out=out)
+            except ClientError as exc:
+                raise click.ClickException(f"the demo failed: {exc}") from None
+            out("")
+    _summary(db_path, first_id)

@@ -1,0 +1,113 @@
+"""``acp-proxy replay RECORDING``: serve a recording as an agent, or diff a real agent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from acp_proxy.record.schema import RecordingError
+from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
+from acp_proxy.replay.load import load_script
+from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
+
+
+@click.command(
+    "replay",
+    context_settings={"allow_interspersed_args": True},
+)
+@click.argument(
+    "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="RECORDING"
+)
+@click.option("--connection", "-c", "connection_id", type=int,
+              help="Replay only this recorded connection (default: all, in order).")
+@click.option("--session", "session_id",
+              help="Replay only the connections in which this sessionId appears.")
+@click.option("--match", "match", type=click.Choice(["loose", "sequential", "strict"]),
+              default="loose", show_default=True,
+              help="loose: any unconsumed recorded request with the same method and params "
+                   "(repeats first-in-first-out); sequential: never go back in the recording; "
+                   "strict: exactly the next recorded client message.")
+@click.option("--pace", type=click.Choice(["fast", "recorded"]), default="fast",
+              show_default=True, help="Send at once, or with the recorded gaps between frames.")
+@click.option("--max-delay", type=float, default=None,
+              help="With --pace recorded: never wait longer than this many seconds.")
+@click.option("--ignore", "ignores", multiple=True, metavar="PATH",
+              help="Ignore this member when matching (e.g. params.cwd, prompt.*.text); "
+                   "repeatable. params.cwd is ignored by default.")
+@click.option("--no-default-ignores", is_flag=True, help="Do not ignore params.cwd.")
+@click.option("--advertise-load", is_flag=True,
+              help="Answer initialize with agentCapabilities.loadSession: true.")
+@click.option("--answer-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for the client's answer to a replayed agent request.")
+@click.option("--client", "client_mode", is_flag=True,
+              help="Play the recorded CLIENT against a real agent (after --) and report how "
+                   "the agent's messages differ from the recording; exit 1 on differences.")
+@click.option("--step-timeout", type=float, default=10.0, show_default=True,
+              help="With --client: how long to wait for the agent to catch up at each step.")
+@click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
+def replay_command(
+    recording_path: Path,
+    connection_id: int | None,
+    session_id: str | None,
+    match: str,
+    pace: str,
+    max_delay: float | None,
+    ignores: tuple[str, ...],
+    no_default_ignores: bool,
+    advertise_load: bool,
+    answer_timeout: float,
+    client_mode: bool,
+    step_timeout: float,
+    agent_command: tuple[str, ...],
+) -> None:
+    """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
+
+    Each client request is answered with the matching recorded response (ids rewritten,
+    sessionIds mapped), preceded and followed by the recorded agent frames. Unmatched
+    requests get a JSON-RPC error naming the nearest recorded candidate and the
+    differences (also on stderr). session/load and session/resume with replayFrom
+    re-emit the session's recorded history first.
+
+    \b
+    Examples:
+      acp-proxy replay session.db                      # editors launch this as the agent
+      acp-proxy replay session.db --match strict --ignore prompt.*.text
+      acp-proxy replay session.db --client -- python my_agent.py   # agent regression
+    """
+    paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
+    try:
+        parsed = [parse_path(p) for p in paths]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    if client_mode and not agent_command:
+        raise click.UsageError("--client needs the agent command after --")
+    if agent_command and not client_mode:
+        raise click.UsageError(
+            "unexpected arguments after the recording (an agent command needs --client)"
+        )
+    try:
+        script = load_script(recording_path, connection_id=connection_id, session_id=session_id)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    if client_mode:
+        from acp_proxy.replay.agent_check import run_check
+
+        conn = connection_id
+        if conn is None:
+            conn = next(s.connection_id for s in script.steps if s.trigger.is_request)
+        frames = script.connection_frames.get(conn, [])
+        sys.exit(run_check(frames, agent_command, ignores=parsed, step_timeout=step_timeout))
+    from acp_proxy.replay.stdio import serve_stdio
+
+    options = ReplayOptions(
+        match=match,  # type: ignore[arg-type]
+        pace=pace,  # type: ignore[arg-type]
+        ignore=paths,
+        advertise_load=advertise_load,
+        max_delay=max_delay,
+    )
+    engine = ReplayEngine(script, options)
+    sys.exit(serve_stdio(engine, answer_timeout=answer_timeout))
+

@@ -1,0 +1,512 @@
+"""``acp-proxy show DB``: a recording as a conversation a person can read.
+
+Frames are streamed from the recording through :class:`~acp_proxy.acp.model.ConnectionModel`;
+in text mode each session's timeline is printed and forgotten at every turn boundary, so
+memory stays flat however long the recording is. ``--json`` prints the reconstructed state
+(one document; it holds one connection's state at a time).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from acp_proxy.acp.model import ConnectionModel
+from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
+from acp_proxy.commands.common import RECORDING_ARG, fmt_time, recording
+from acp_proxy.record.reader import ConnectionRow, FrameRow, iter_frames, list_connections
+from acp_proxy.record.schema import RecordingError
+
+MAX_BUFFERED_ITEMS = 2000
+"""A session without turn boundaries is printed in slices of at most this many items."""
+
+INDENT = "    "
+
+
+def use_colour() -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return repr(value)
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else _json(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ms(ns: int | None) -> str:
+    if ns is None:
+        return "pending"
+    ms = ns / 1e6
+    return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
+
+
+def _name(info: Any) -> str | None:
+    if isinstance(info, dict):
+        name = info.get("title") or info.get("name")
+        if name:
+            version = info.get("version")
+            return f"{name} {version}" if version else str(name)
+    return None
+
+
+def _indent_block(text: str, prefix: str = INDENT + "  ") -> list[str]:
+    return [prefix + line for line in text.rstrip("\n").split("\n")] if text else []
+
+
+def _content_lines(blocks: list[Any] | None) -> list[str]:
+    """Content blocks as text: text verbatim, other blocks as a short tag."""
+    out: list[str] = []
+    for block in blocks or ():
+        out.extend(_block_lines(block))
+    return out
+
+
+def _block_lines(block: Any) -> list[str]:
+    if not isinstance(block, dict):
+        return [_short(block)]
+    btype = block.get("type")
+    if btype == "text" and isinstance(block.get("text"), str):
+        return str(block["text"]).split("\n")
+    if btype == "content":  # a tool call content item wrapping a content block
+        return _block_lines(block.get("content"))
+    if btype == "diff":
+        return [f"[diff {block.get('path')}]"]
+    if btype == "terminal":
+        return [f"[terminal {block.get('terminalId')}]"]
+    if btype == "resource_link":
+        return [f"[link {block.get('uri')}]"]
+    if btype == "resource":
+        res = block.get("resource")
+        uri = res.get("uri") if isinstance(res, dict) else None
+        return [f"[resource {uri}]"]
+    if btype in ("image", "audio"):
+        return [f"[{btype} {block.get('mimeType', '')}]".replace(" ]", "]")]
+    return [_short(block)]
+
+
+class Renderer:
+    """Turns timeline items into styled lines (plain when colour is off)."""
+
+    def __init__(self, colour: bool, show_sessions: bool = True) -> None:
+        self.colour = colour
+        self.show_sessions = show_sessions
+        self.t0 = 0
+        self.protocol_version: int | None = None
+
+    def s(self, text: str, **style: Any) -> str:
+        return click.style(text, **style) if self.colour else text
+
+    def echo(self, line: str = "") -> None:
+        click.echo(line, color=self.colour)
+
+    def connection_header(self, row: ConnectionRow) -> None:
+        parts = [f"connection {row.id}", row.transport, fmt_time(row.started_at)]
+        if row.protocol_version is not None:
+            parts.append(f"protocol v{row.protocol_version}")
+        agent = _name(row.agent_info) or (" ".join(row.agent_command) if row.agent_command else None)
+        if agent:
+            parts.append(f"agent: {agent}")
+        client = _name(row.client_info)
+        if client:
+            parts.append(f"client: {client}")
+        if row.label:
+            parts.append(f"label: {row.label}")
+        self.echo(self.s("== " + " · ".join(parts), bold=True))
+
+    def session_header(self, sid: str) -> None:
+        self.echo(self.s(f"-- session {sid}", fg="cyan", bold=True))
+
+    def items(self, items: list[Item]) -> None:
+        for item in items:
+            for line in self.item_lines(item):
+                self.echo(line)
+
+    def item_lines(self, item: Item) -> list[str]:
+        if isinstance(item, Entity):
+            lines = self.entity_lines(item)
+        elif isinstance(item, Exchange):
+            lines = self.exchange_lines(item)
+        else:
+            lines = self.event_lines(item)
+        if item.replayed and lines:
+            lines[0] += self.s("  (replayed)", dim=True)
+        return lines
+
+    def _seq(self, seq: int | None) -> str:
+        return self.s(f"{seq if seq is not None else '':>6} ", dim=True)
+
+    def entity_lines(self, e: Entity) -> list[str]:
+        head = self._seq(e.first_seq)
+        ident = "" if e.synthetic_id else self.s(f" [{e.id}]", dim=True)
+        more = self.s(" (continued)", dim=True) if e.continued else ""
+        body = _content_lines(e.content)
+        if e.type == "user_message":
+            first = head + self.s("user", fg="green", bold=True) + ident + more
+            return [first, *(INDENT + "  " + line for line in body)]
+        if e.type == "agent_message":
+            first = head + self.s("agent", fg="blue", bold=True) + ident + more
+            return [first, *(INDENT + "  " + line for line in body)]
+        if e.type == "agent_thought":
+            first = head + self.s("thought", fg="magenta", italic=True) + ident + more
+            return [first, *(INDENT + "  " + self.s("│ " + line, dim=True) for line in body)]
+        if e.type == "tool_call":
+            f = e.fields
+            status = str(f.get("status", "?"))
+            colour = {"completed": "green", "failed": "red", "in_progress": "yellow"}.get(status)
+            title = f.get("title") or f.get("name") or ""
+            kind = f" ({f['kind']})" if f.get("kind") else ""
+            first = (
+                head
+                + self.s("tool", fg="yellow", bold=True)
+                + ident
+                + f" {title}{kind} "
+                + self.s(status, fg=colour)
+                + more
+            )
+            lines = [first]
+            for loc in f.get("locations") or ():
+                if isinstance(loc, dict):
+                    lines.append(INDENT + "  @ " + str(loc.get("path")))
+            lines.extend(INDENT + "  " + self.s("> ", dim=True) + line for line in body)
+            return lines
+        if e.type == "terminal":
+            f = e.fields
+            exit_status = f.get("exitStatus")
+            state = "running"
+            if isinstance(exit_status, dict):
+                code = exit_status.get("exitCode")
+                sig = exit_status.get("signal")
+                state = f"exit {code}" if code is not None else (f"killed {sig}" if sig else "exited")
+            first = head + self.s("terminal", fg="yellow", bold=True) + ident
+            first += f" $ {f.get('command', '')} " + self.s(state, dim=True) + more
+            out_text = e.output_text()
+            return [first, *(INDENT + "  " + self.s("| ", dim=True) + ln for ln in out_text.rstrip("\n").split("\n") if out_text)]
+        if e.type == "plan":
+            plan = e.fields.get("plan")
+            first = head + self.s("plan", fg="cyan", bold=True) + ident + more
+            if e.removed:
+                return [first + self.s(" removed", dim=True)]
+            lines = [first]
+            if isinstance(plan, dict) and isinstance(plan.get("entries"), list):
+                marks = {"completed": "[x]", "in_progress": "[~]"}
+                for entry in plan["entries"]:
+                    if isinstance(entry, dict):
+                        mark = marks.get(str(entry.get("status")), "[ ]")
+                        prio = f" ({entry['priority']})" if entry.get("priority") else ""
+                        lines.append(f"{INDENT}  {mark} {entry.get('content', '')}{prio}")
+            elif isinstance(plan, dict) and plan.get("type") == "markdown":
+                lines.extend(_indent_block(str(plan.get("content", ""))))
+            elif isinstance(plan, dict) and plan.get("type") == "file":
+                lines.append(f"{INDENT}  file {plan.get('uri')}")
+            else:
+                lines.append(INDENT + "  " + _json(plan))
+            return lines
+        if e.type == "compaction":
+            f = e.fields
+            first = head + self.s("compaction", fg="cyan", bold=True) + ident
+            first += " " + str(f.get("status")) + more
+            lines = [first]
+            if f.get("error"):
+                lines.append(INDENT + "  " + self.s("error: " + str(f["error"]), fg="red"))
+            lines.extend(INDENT + "  " + line for line in body)
+            return lines
+        return [head + e.type + ident]
+
+    def exchange_lines(self, ex: Exchange) -> list[str]:
+        arrow = "->" if ex.direction == "c2a" else "<-"
+        head = self._seq(ex.seq) + self.s(f"{arrow} {ex.method}", bold=True)
+        head += self.s(f" #{ex.id}", dim=True)
+        if not ex.answered:
+            return [head + "  " + self.s("(no response)", fg="red")]
+        head += "  " + self.s(_ms(ex.latency_ns), fg="cyan")
+        resp = ex.response if isinstance(ex.response, dict) else {}
+        lines: list[str] = []
+        if "error" in resp:
+            err = resp.get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            code = err.get("code") if isinstance(err, dict) else None
+            head += "  " + self.s(f"error {code}: {msg}", fg="red")
+        else:
+            head += "  " + self.s(self._result_summary(ex, resp.get("result")), dim=False)
+        if (
+            ex.method == "session/prompt"
+            and isinstance(ex.params, dict)
+            and self.protocol_version != 2
+        ):
+            lines.extend(
+                INDENT + "  " + self.s("you: ", fg="green") + line
+                for line in _content_lines(ex.params.get("prompt"))
+            )
+        if ex.method == "session/request_permission" and isinstance(ex.params, dict):
+            call = ex.params.get("toolCall")
+            if isinstance(call, dict):
+                lines.append(INDENT + f"  for tool {call.get('toolCallId')} {call.get('title', '')}")
+        if "problem" in ex.extra:
+            lines.append(INDENT + "  " + self.s(str(ex.extra["problem"]), fg="red"))
+        return [head, *lines]
+
+    def _result_summary(self, ex: Exchange, result: Any) -> str:
+        if ex.method == "session/prompt" and isinstance(result, dict):
+            bits = []
+            if "stopReason" in result:
+                bits.append(f"stopReason={result['stopReason']}")
+            if "messageId" in result:
+                bits.append(f"messageId={result['messageId']}")
+            if bits:
+                return " ".join(bits)
+        if ex.method == "session/request_permission" and isinstance(result, dict):
+            outcome = result.get("outcome")
+            if isinstance(outcome, dict):
+                chosen = outcome.get("optionId")
+                return f"outcome={outcome.get('outcome')}" + (f" {chosen}" if chosen else "")
+        if ex.method == "initialize" and isinstance(result, dict):
+            return f"protocolVersion={result.get('protocolVersion')}"
+        if "sessionId" in ex.extra:
+            return f"sessionId={ex.extra['sessionId']}"
+        return "ok" if result in (None, {}) else _short(result, 120)
+
+    def event_lines(self, ev: Event) -> list[str]:
+        head = self._seq(ev.seq)
+        p = ev.payload if isinstance(ev.payload, dict) else {}
+        if ev.kind == "notice":
+            sev = str(p.get("severity", "?"))
+            colour = {"error": "red", "warning": "yellow"}.get(sev, "cyan")
+            line = head + self.s(f"notice {sev}", fg=colour, bold=True)
+            line += self.s(" (live-only)", dim=True) + f" {p.get('title', '')}"
+            lines = [line]
+            if p.get("description"):
+                lines.append(INDENT + "  " + str(p["description"]))
+            return lines
+        if ev.kind == "state_update":
+            state = str(p.get("state"))
+            text = f"state {state}"
+            if p.get("stopReason") is not None:
+                text += f" ({p['stopReason']})"
+            line = head + self.s(text, fg="red" if p.get("stopReason") == "error" else None, dim=True)
+            err = p.get("error")
+            if isinstance(err, dict):
+                line += "  " + self.s(f"error {err.get('code')}: {err.get('message')}", fg="red")
+            return [line]
+        if ev.kind == "usage_update":
+            text = f"usage {p.get('used')}/{p.get('size')} tokens"
+            cost = p.get("cost")
+            if isinstance(cost, dict):
+                text += f", {cost.get('amount')} {cost.get('currency')}"
+            return [head + self.s(text, dim=True)]
+        if ev.kind == "current_mode_update":
+            return [head + self.s(f"mode {p.get('currentModeId')}", dim=True)]
+        if ev.kind == "available_commands_update":
+            cmds = p.get("availableCommands")
+            names = [c.get("name") for c in cmds if isinstance(c, dict)] if isinstance(cmds, list) else []
+            return [head + self.s("commands " + " ".join(f"/{n}" for n in names), dim=True)]
+        if ev.kind in ("config_option_update", "session_info_update"):
+            rest = {k: v for k, v in p.items() if k != "sessionUpdate"}
+            return [head + self.s(f"{ev.kind.removesuffix('_update')} {_short(rest)}", dim=True)]
+        if ev.kind == "unknown":
+            label = f"unknown update {ev.variant}" if ev.variant else "unknown update"
+            line = head + self.s(label, fg="magenta", bold=True)
+            if "problem" in ev.extra:
+                line += self.s(f" ({ev.extra['problem']})", fg="red")
+            return [line, INDENT + "  " + _json(ev.payload)]
+        if ev.kind == "notification":
+            arrow = "->" if ev.extra.get("direction") == "c2a" else "<-"
+            method = ev.extra.get("method")
+            return [head + self.s(f"{arrow} {method}", bold=True) + "  " + _short(ev.payload, 120)]
+        if ev.kind == "invalid":
+            arrow = "->" if ev.extra.get("direction") == "c2a" else "<-"
+            line = head + self.s(f"{arrow} invalid frame ({ev.extra.get('reason')})", fg="red")
+            return [line, INDENT + "  " + _short(ev.payload, 300)]
+        if ev.kind == "orphan_response":
+            line = head + self.s(f"response #{ev.extra.get('id')} to no known request", fg="red")
+            return [line, INDENT + "  " + _short(ev.payload, 300)]
+        return [head + ev.kind + " " + _short(ev.payload)]
+
+
+def _session_connections(db: sqlite3.Connection, session_id: str) -> list[int]:
+    rows = db.execute(
+        "SELECT DISTINCT connection_id FROM frames WHERE session_id = ? ORDER BY connection_id",
+        [session_id],
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def _frames(db: sqlite3.Connection, connection_id: int) -> Iterator[FrameRow]:
+    return iter_frames(db, connection_id=connection_id)
+
+
+class _TextShow:
+    """Streams one connection's frames and prints each session at its boundaries."""
+
+    def __init__(self, renderer: Renderer, session_filter: str | None) -> None:
+        self.r = renderer
+        self.session_filter = session_filter
+        self.current: str | None = None
+        self.printed_any = False
+
+    def wants(self, sid: str | None) -> bool:
+        return self.session_filter is None or sid == self.session_filter
+
+    def flush(self, tl: SessionTimeline, *, force: bool = False) -> None:
+        if not tl.items:
+            return
+        if tl.session_id is None and not force:
+            if any(isinstance(i, Exchange) and not i.answered for i in tl.items):
+                return
+        items = tl.drain()
+        if not self.wants(tl.session_id) or (self.session_filter and tl.session_id is None):
+            return
+        if tl.session_id is not None and tl.session_id != self.current:
+            self.r.session_header(tl.session_id)
+            self.current = tl.session_id
+        elif tl.session_id is None and self.current is not None:
+            self.r.echo(self.r.s("-- connection", dim=True))
+            self.current = None
+        self.r.items(items)
+
+    def run(self, model: ConnectionModel, frames: Iterator[FrameRow]) -> None:
+        first = True
+        for f in frames:
+            if first:
+                self.r.t0 = f.mono_ns
+                first = False
+            boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+            self.r.protocol_version = model.protocol_version
+            for sid in boundaries:
+                tl = model.connection if sid is None else model.sessions.get(sid)
+                if tl is not None:
+                    self.flush(tl)
+            # bound memory for sessions that never reach a boundary
+            if model.frames % 256 == 0:
+                for tl in model.timelines():
+                    if len(tl.items) > MAX_BUFFERED_ITEMS:
+                        self.flush(tl, force=True)
+        for tl in model.timelines():
+            self.flush(tl, force=True)
+
+
+def _summary(r: Renderer, model: ConnectionModel, session_filter: str | None) -> None:
+    turns = [*model.turns, *model.tracker.unfinished()]
+    for sid, tl in model.sessions.items():
+        if session_filter is not None and sid != session_filter:
+            continue
+        mine = [t for t in turns if t.session_id == sid]
+        done = [t.duration_ns for t in mine if t.duration_ns is not None]
+        text = f"session {sid}: {len(mine)} turn{'s' if len(mine) != 1 else ''}"
+        if done:
+            text += f", {_ms(sum(done))} in turns"
+        unfinished = len(mine) - len(done)
+        if unfinished:
+            text += f", {unfinished} unfinished"
+        if tl.facts.state is not None:
+            text += f", last state {tl.facts.state}"
+        text += f", {tl.update_count} updates"
+        r.echo(r.s("   " + text, dim=True))
+
+
+@click.command("show")
+@RECORDING_ARG
+@click.option("--session", "-s", "session_id", help="Only this session (across connections).")
+@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@click.option(
+    "--raw", is_flag=True, help="Print every frame as recorded (JSON text) instead of folding."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the reconstructed state as JSON.")
+def show_command(
+    recording_path: Path,
+    session_id: str | None,
+    connection_id: int | None,
+    raw: bool,
+    as_json: bool,
+) -> None:
+    """Show the conversation: who said what, thoughts, tool calls, plans, notices, latencies.
+
+    Messages and tool calls are rebuilt from their streamed updates (chunks appended,
+    upserts replacing). Notices are marked live-only, updates this version does not know
+    are printed as raw JSON in place, requests show their response and latency. Colour on
+    a terminal (NO_COLOR disables it), plain text when piped.
+
+    \b
+    Examples:
+      acp-proxy show session.db
+      acp-proxy show session.db --session sess_abc123 | less
+      acp-proxy show session.db --connection 2 --json | jq '.connections[0].sessions'
+    """
+    with recording(recording_path) as db:
+        rows = list_connections(db)
+        if connection_id is not None:
+            rows = [r for r in rows if r.id == connection_id]
+            if not rows:
+                raise RecordingError(f"no connection {connection_id} in this recording")
+        if session_id is not None:
+            wanted = set(_session_connections(db, session_id))
+            if not wanted:
+                raise RecordingError(f"no session {session_id!r} in this recording")
+            rows = [r for r in rows if r.id in wanted]
+            if not rows:
+                raise RecordingError(
+                    f"session {session_id!r} is not in connection {connection_id}"
+                )
+        if as_json:
+            _show_json(db, rows, session_id)
+            return
+        renderer = Renderer(use_colour())
+        if not rows:
+            click.echo(f"{recording_path}: no connections recorded yet")
+            return
+        for row in rows:
+            renderer.connection_header(row)
+            if raw:
+                _show_raw(renderer, db, row.id, session_id)
+                continue
+            model = ConnectionModel(row.id)
+            _TextShow(renderer, session_id).run(model, _frames(db, row.id))
+            _summary(renderer, model, session_id)
+
+
+def _show_raw(r: Renderer, db: sqlite3.Connection, connection_id: int, sid: str | None) -> None:
+    t0: int | None = None
+    for f in iter_frames(db, connection_id=connection_id, session_id=sid):
+        if t0 is None:
+            t0 = f.mono_ns
+        arrow = "->" if f.direction == "c2a" else "<-"
+        what = f.kind or "?"
+        if f.method:
+            what += f" {f.method}"
+        if f.rpc_id is not None:
+            what += f" #{f.rpc_id}"
+        if f.update_kind:
+            what += f" [{f.update_kind}]"
+        offset = (f.mono_ns - t0) / 1e9
+        r.echo(r._seq(f.seq) + r.s(f"{offset:9.3f}s {arrow} {what}", bold=True))
+        r.echo(INDENT + "  " + f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n"))
+
+
+def _show_json(db: sqlite3.Connection, rows: list[ConnectionRow], sid: str | None) -> None:
+    out = click.get_text_stream("stdout")
+    out.write('{"connections": [')
+    for n, row in enumerate(rows):
+        model = ConnectionModel(row.id)
+        for f in iter_frames(db, connection_id=row.id):
+            model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+        data = model.to_json({sid} if sid is not None else None)
+        data["transport"] = row.transport
+        data["startedAt"] = row.started_at
+        if sid is not None:
+            data["items"] = []
+        out.write(("," if n else "") + "\n" + orjson.dumps(data).decode())
+    out.write("\n]}\n")
+    out.flush()

@@ -1,0 +1,140 @@
+"""``acp-proxy export`` and ``acp-proxy import``: recordings to and from the JSONL format."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import click
+
+from acp_proxy.commands.common import RECORDING_ARG, recording
+from acp_proxy.record.export import export_recording, import_export
+from acp_proxy.record.schema import RecordingError, connect, create_private_file
+
+
+@click.command("export")
+@RECORDING_ARG
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (created 0600) instead of stdout.",
+)
+@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl"]),
+    default="jsonl",
+    show_default=True,
+    help="Output format (one JSON object per line; see docs/export.md).",
+)
+@click.option(
+    "--redact/--no-redact",
+    default=True,
+    show_default=True,
+    help="Replace secrets (tokens, api keys, env values, auth headers) with [REDACTED] in the "
+    "exported copy. --no-redact keeps every frame byte-exact.",
+)
+def export_command(
+    recording_path: Path, output: Path | None, connection_id: int | None, fmt: str, redact: bool
+) -> None:
+    """Export a recording as JSONL: a header, then per connection its frames, stderr and events.
+
+    Raw bytes are kept exactly (as text when valid UTF-8, base64 otherwise); with
+    --no-redact, export -> import -> export gives identical output.
+
+    \b
+    Examples:
+      acp-proxy export session.db > session.jsonl
+      acp-proxy export session.db --connection 2 -o conn2.jsonl
+      acp-proxy export session.db --no-redact | acp-proxy import - copy.db
+    """
+    with recording(recording_path) as db:
+        if output is None:
+            _export_to_stdout(db, connection_id, redact)
+            return
+        tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+        if output.parent and not output.parent.is_dir():
+            raise click.ClickException(f"cannot write {output}: no directory {output.parent}")
+        try:
+            create_private_file(tmp)
+            with tmp.open("wb") as out:
+                summary = export_recording(db, out, connection_id=connection_id, redact=redact)
+            os.replace(tmp, output)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        redacted = f", {summary.redacted} redacted" if redact else ""
+        click.echo(
+            f"exported {summary.connections} connection(s), {summary.frames} frame(s), "
+            f"{summary.stderr_lines} stderr line(s), {summary.events} event(s){redacted} "
+            f"to {output}",
+            err=True,
+        )
+
+
+def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact: bool) -> None:
+    out = sys.stdout.buffer
+    try:
+        export_recording(db, out, connection_id=connection_id, redact=redact)
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, and keep Python from complaining.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+
+
+@click.command("import")
+@click.argument(
+    "source", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="FILE"
+)
+@RECORDING_ARG
+def import_command(source: Path, recording_path: Path) -> None:
+    """Import an export FILE (- for stdin) into the recording DB (created if missing).
+
+    Connections get new ids in DB; frames get their index columns derived again. The whole
+    import is one transaction: a bad or truncated file imports nothing.
+
+    \b
+    Examples:
+      acp-proxy import session.jsonl session.db
+      acp-proxy export old.db --no-redact | acp-proxy import - merged.db
+    """
+    existed = recording_path.exists()
+    try:
+        db = connect(recording_path, create=True)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    ok = False
+    try:
+        if str(source) == "-":
+            summary = import_export(sys.stdin.buffer, db)
+        else:
+            summary = import_export(source, db)
+        ok = True
+    except RecordingError as exc:
+        raise click.ClickException(f"{source}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise click.ClickException(f"{recording_path}: cannot import: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {source}: {exc.strerror or exc}") from None
+    finally:
+        db.close()
+        if not ok and not existed:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    Path(f"{recording_path}{suffix}").unlink()
+    mapping = ", ".join(f"{old}->{new}" for old, new in summary.connections.items())
+    click.echo(
+        f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}), "
+        f"{summary.frames} frame(s), {summary.stderr_lines} stderr line(s), "
+        f"{summary.events} event(s) into {recording_path}"
+    )

@@ -1,0 +1,74 @@
+"""``acp-proxy web DB``: serve the live web inspector for a recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from acp_proxy.record.schema import RecordingError
+from acp_proxy.web.address import check_listen, parse_listen
+
+LISTEN_HELP = "Address to serve on; anything but loopback needs --token."
+TOKEN_HELP = "Require this token on every request (?token=... once in the browser, then a cookie)."
+
+
+def parse_listen_option(
+    ctx: click.Context | None, param: click.Parameter | None, value: str | None
+) -> tuple[str, int] | None:
+    """Click callback: ``HOST:PORT`` -> (host, port)."""
+    if value is None:
+        return None
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("web")
+@click.argument("recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB")
+@click.option(
+    "--listen",
+    default="127.0.0.1:8080",
+    show_default=True,
+    callback=parse_listen_option,
+    metavar="HOST:PORT",
+    help=LISTEN_HELP + " Port 0 picks a free port.",
+)
+@click.option("--token", envvar="ACP_PROXY_WEB_TOKEN", show_envvar=True, help=TOKEN_HELP)
+def web_command(recording_path: Path, listen: tuple[str, int], token: str | None) -> None:
+    """Open a browser inspector on a recording: sessions, frames, findings, live.
+
+    The inspector reads the file read-only, so it can watch a recording that proxies are
+    still writing: new frames appear without reload.
+
+    \b
+    Examples:
+      acp-proxy web session.db                      # http://127.0.0.1:8080/
+      acp-proxy web session.db --listen 127.0.0.1:0 # any free port
+      acp-proxy web session.db --listen 0.0.0.0:8080 --token "$(openssl rand -hex 16)"
+    """
+    from acp_proxy.web import server, store  # aiohttp is imported only for this command
+
+    host, port = listen
+    try:
+        check_listen(host, token)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        with store.read_connection(recording_path):
+            pass
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    def ready(url: str) -> None:
+        click.echo(f"acp-proxy: inspector for {recording_path} on {url} (Ctrl-C to stop)")
+
+    try:
+        server.serve_forever(recording_path, host, port, token=token, on_ready=ready)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,286 @@
+"""``acp-proxy ws`` (a recording WebSocket server) and ``acp-proxy connect`` (stdio bridge)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from acp_proxy.record.writer import Recorder
+from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.websocket import (
+    ConnectSettings,
+    WsServer,
+    WsSettings,
+    run_connect,
+    serve,
+)
+from acp_proxy.transport.ws_bridge import (
+    DEFAULT_HEARTBEAT,
+    DEFAULT_MAX_MESSAGE,
+    ListenError,
+    is_loopback,
+    parse_listen,
+    ws_url_ok,
+)
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+class ByteSize(click.ParamType):  # type: ignore[type-arg]
+    """A byte count: ``1048576``, ``512K``, ``256M``, ``1G`` (binary units)."""
+
+    name = "SIZE"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        match = _SIZE.match(str(value))
+        if not match:
+            self.fail(f"{value!r} is not a size (examples: 1048576, 512K, 256M, 1G)", param, ctx)
+        number = int(match.group(1))
+        unit = (match.group(2) or "").lower()[:1]
+        size = number * _UNITS[unit]
+        if size < 1:
+            self.fail("the size must be at least 1 byte", param, ctx)
+        return size
+
+
+RECORD_OPTION = click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="ACP_PROXY_RECORD",
+    show_envvar=True,
+    help="SQLite file to record into (created 0600 if missing). One row per WebSocket connection.",
+)
+MAX_MESSAGE_OPTION = click.option(
+    "--max-message-size",
+    "max_message",
+    type=ByteSize(),
+    default=DEFAULT_MAX_MESSAGE,
+    show_default="256M",
+    help="Largest WebSocket message accepted; a bigger one closes the connection with 1009.",
+)
+HEARTBEAT_OPTION = click.option(
+    "--heartbeat",
+    type=float,
+    default=DEFAULT_HEARTBEAT,
+    show_default=True,
+    help="Seconds between keepalive pings; a peer that misses the pong is dropped. 0: off.",
+)
+QUEUE_OPTION = click.option(
+    "--queue-mb",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Memory the recorder may queue before it drops (and counts) frames.",
+)
+TOKEN_OPTION = click.option(
+    "--token",
+    envvar="ACP_PROXY_TOKEN",
+    show_envvar=True,
+    help="Shared secret (prefer the environment variable: command lines are visible to others).",
+)
+
+
+def _check_record_path(record: Path | None) -> None:
+    if record is None:
+        return
+    if record.is_dir():
+        raise click.UsageError(f"cannot record to {record}: it is a directory")
+    parent = record.parent
+    if not parent.exists():
+        raise click.UsageError(f"cannot create {record}: directory {parent} does not exist")
+
+
+@click.command(
+    "ws",
+    context_settings={"allow_interspersed_args": False},
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:8765",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to listen on (port 0 picks a free port; the URL is printed on stderr).",
+)
+@click.option(
+    "--upstream",
+    metavar="URL",
+    help="Proxy to this WebSocket (ws://HOST:PORT/acp) instead of starting an agent.",
+)
+@RECORD_OPTION
+@click.option("--label", help="A label stored on every recorded connection.")
+@TOKEN_OPTION
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Browser origin allowed to connect (repeatable; '*' allows any). Default: only pages "
+    "served from localhost.",
+)
+@MAX_MESSAGE_OPTION
+@HEARTBEAT_OPTION
+@click.option(
+    "--grace",
+    type=float,
+    default=DEFAULT_GRACE_SECONDS,
+    show_default=True,
+    help="Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).",
+)
+@QUEUE_OPTION
+@click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
+def ws_command(
+    listen: str,
+    upstream: str | None,
+    record: Path | None,
+    label: str | None,
+    token: str | None,
+    allow_origins: tuple[str, ...],
+    max_message: int,
+    heartbeat: float,
+    grace: float,
+    queue_mb: int,
+    agent_command: tuple[str, ...],
+) -> None:
+    """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
+
+    Each WebSocket connection gets its own AGENT process over stdio (one text frame = one
+    line), or with --upstream its own connection to another ACP WebSocket server. Binds
+    127.0.0.1 unless told otherwise; any other address requires --token.
+
+    \b
+    Examples:
+      acp-proxy ws --record ws.db -- python -m acp_proxy.demo.agent
+      acp-proxy ws --listen 127.0.0.1:0 --upstream ws://10.0.0.5:8765/acp --record up.db
+      ACP_PROXY_TOKEN=s3cret acp-proxy ws --listen 0.0.0.0:8765 -- my-agent
+    """
+    try:
+        host, port = parse_listen(listen)
+    except ListenError as exc:
+        raise click.UsageError(str(exc)) from None
+    if upstream and agent_command:
+        raise click.UsageError("give either --upstream URL or an agent command after --, not both")
+    if not upstream and not agent_command:
+        raise click.UsageError("no agent: put the agent command after -- (or use --upstream URL)")
+    if upstream:
+        problem = ws_url_ok(upstream)
+        if problem:
+            raise click.UsageError(f"--upstream: {problem}")
+    if token is not None and not token.strip():
+        raise click.UsageError("--token is empty")
+    if not is_loopback(host) and token is None:
+        raise click.UsageError(
+            f"listening on {host} exposes the agent to the network: set a --token "
+            "(or ACP_PROXY_TOKEN), or listen on 127.0.0.1"
+        )
+    if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
+        click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
+        sys.exit(127)
+    _check_record_path(record)
+    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    settings = WsSettings(
+        recorder=recorder,
+        agent_argv=list(agent_command) or None,
+        upstream=upstream,
+        token=token,
+        allow_origins=allow_origins,
+        max_message=max_message,
+        heartbeat=heartbeat if heartbeat > 0 else None,
+        grace=grace,
+        label=label,
+    )
+    try:
+        asyncio.run(serve(WsServer(settings), host, port))
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        recorder.close()
+
+
+@click.command("connect")
+@click.argument("url")
+@RECORD_OPTION
+@click.option("--label", help="A label stored on the recorded connection.")
+@TOKEN_OPTION
+@click.option(
+    "--header",
+    "-H",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="Extra handshake header (repeatable), e.g. -H 'Cookie: affinity=abc'.",
+)
+@MAX_MESSAGE_OPTION
+@HEARTBEAT_OPTION
+@click.option(
+    "--grace",
+    type=float,
+    default=DEFAULT_GRACE_SECONDS,
+    show_default=True,
+    help="After stdin ends, seconds to wait for answers to requests still pending.",
+)
+@QUEUE_OPTION
+def connect_command(
+    url: str,
+    record: Path | None,
+    label: str | None,
+    token: str | None,
+    headers: tuple[str, ...],
+    max_message: int,
+    heartbeat: float,
+    grace: float,
+    queue_mb: int,
+) -> None:
+    """Bridge stdio to an ACP WebSocket agent: stdin lines -> text frames -> stdout lines.
+
+    For editors that only launch stdio agents: configure `acp-proxy connect URL` as the
+    agent command. Exits 0 when stdin ends or the server closes normally, 1 otherwise.
+
+    \b
+    Examples:
+      acp-proxy connect ws://127.0.0.1:8765/acp
+      ACP_PROXY_TOKEN=s3cret acp-proxy connect ws://build-box:8765/acp --record remote.db
+    """
+    problem = ws_url_ok(url)
+    if problem:
+        raise click.UsageError(problem)
+    pairs: list[tuple[str, str]] = []
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
+        pairs.append((name.strip(), value.strip()))
+    _check_record_path(record)
+    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    code = 1
+    try:
+        code = asyncio.run(
+            run_connect(
+                ConnectSettings(
+                    url=url,
+                    recorder=recorder,
+                    headers=pairs,
+                    token=token,
+                    max_message=max_message,
+                    heartbeat=heartbeat if heartbeat > 0 else None,
+                    label=label,
+                    grace=grace,
+                )
+            )
+        )
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        recorder.close()
+    sys.exit(code)

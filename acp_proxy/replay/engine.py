@@ -1,0 +1,461 @@
+"""The replay engine: a recording acting as an agent, sans-I/O.
+
+API (what a transport adapter needs)::
+
+    engine = ReplayEngine(script, ReplayOptions(match="loose", pace="fast"))
+    outputs = engine.start()             # frames to send before the client says anything
+    outputs = engine.receive(line)       # one frame from the client (bytes, newline optional)
+    outputs = engine.answer_timed_out()  # the adapter gave up waiting for an answer
+    outputs = engine.finish()            # the client went away: final notes
+
+Every call returns a list of outputs, to be carried out in order:
+
+- :class:`Send` ``(data, delay)``: write ``data`` (one JSON-RPC message, ending in ``\\n``;
+  a WebSocket adapter strips the newline and sends one text frame) after sleeping
+  ``delay`` seconds (always ``0.0`` with ``pace="fast"``; the recorded gap with
+  ``pace="recorded"``).
+- :class:`Note` ``(text)``: a human-readable line for stderr (mismatches, skipped frames).
+- :class:`Wait` ``(request_id)``: the script is blocked until the client answers the
+  agent→client request with this id (its exact JSON text). Nothing more is sent until that
+  answer arrives through :meth:`ReplayEngine.receive`; an adapter may call
+  :meth:`ReplayEngine.answer_timed_out` after a timeout of its choosing to move on.
+
+The engine never raises on client input: bad JSON gets a ``-32700`` error response, an
+unknown method or params get a ``-32601``/``-32602`` error naming the nearest recorded
+candidate and the exact differences (and a :class:`Note` with the same text).
+
+Matching modes (``ReplayOptions.match``): ``loose`` takes the earliest unconsumed recorded
+request with the same method and params anywhere in the recording (repeats are served
+first-in-first-out); ``sequential`` additionally never goes back before the last matched
+step (skipped steps are dropped); ``strict`` requires the very next recorded client message.
+
+Rewriting: an agent response gets the live request's id; an agent request gets a fresh id
+(1, 2, ... in the agent's id space) and the client's answer is awaited where the recorded
+client answered; recorded sessionIds are mapped to live ones. All rewrites are byte splices
+(:mod:`acp_proxy.replay.splice`); every other byte goes out as recorded. ``session/load``
+and ``session/resume`` with ``replayFrom`` re-emit history (:mod:`acp_proxy.replay.history`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from acp_proxy.replay.history import history_frames
+from acp_proxy.replay.match import (
+    DEFAULT_IGNORES,
+    Difference,
+    SessionMap,
+    compare_call,
+    parse_path,
+    session_of,
+    short,
+)
+from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step
+from acp_proxy.replay.splice import Span, find_spans, insert_member, splice
+from acp_proxy.wire.jsonrpc import Message, classify
+
+MatchMode = Literal["loose", "sequential", "strict"]
+Pace = Literal["fast", "recorded"]
+
+SESSION_PATHS: list[tuple[str, ...]] = [
+    ("params", "sessionId"),
+    ("result", "sessionId"),
+    ("result", "sessions", "*", "sessionId"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write ``data`` to the client after ``delay`` seconds."""
+
+    data: bytes
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A line for the operator (stderr)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Blocked until the client answers the agent request with id ``request_id``."""
+
+    request_id: str
+
+
+Output = Send | Note | Wait
+
+
+@dataclass(slots=True)
+class ReplayOptions:
+    """How to replay: matching mode, pacing, ignore paths, capability tweaks."""
+
+    match: MatchMode = "loose"
+    pace: Pace = "fast"
+    ignore: list[str] = field(default_factory=lambda: list(DEFAULT_IGNORES))
+    advertise_load: bool = False
+    max_delay: float | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    """Work queued for sending: items of matched steps, with their live context."""
+
+    item: Item | bytes
+    step: Step | None
+
+
+class ReplayEngine:
+    """One live client connection served from a :class:`Script`."""
+
+    def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
+        self.script = script
+        self.options = options or ReplayOptions()
+        self.ignores = [parse_path(p) for p in self.options.ignore]
+        self.sessions = SessionMap()
+        self._queue: deque[_Run] = deque()
+        self._blocked_on: str | None = None
+        self._answered: set[str] = set()
+        self._next_fresh = 1
+        # (connection, recorded agent request id) -> fresh live id text
+        self._fresh_of: dict[tuple[int, str], str] = {}
+        self._recorded_of_fresh: dict[str, tuple[int, str]] = {}
+        # (connection, recorded client request id) -> live id text
+        self._live_ids: dict[tuple[int, str], str] = {}
+        self._initialize_ids: set[tuple[int, str]] = set()
+        self._last_matched = -1
+        self._last_mono: int | None = None
+        self.mismatches = 0
+        self.known_sessions = set(script.session_frames)
+
+    # -- public API ------------------------------------------------------------------------
+
+    def start(self) -> list[Output]:
+        """Frames the recording sent before the client's first message (usually none)."""
+        return []
+
+    @property
+    def waiting_for(self) -> str | None:
+        """The id of the agent request whose answer blocks the script, if any."""
+        return self._blocked_on
+
+    def receive(self, line: bytes) -> list[Output]:
+        """Handle one frame from the client."""
+        out: list[Output] = []
+        msg = classify(line)
+        if msg.kind == "batch":
+            for member in msg.items:
+                self._receive_message(member, out)
+        elif msg.kind == "invalid":
+            if msg.reason == "blank line":
+                return out
+            self._error(out, None, -32700 if msg.payload is None else -32600,
+                        f"replay: cannot handle this frame: {msg.reason}")
+        else:
+            self._receive_message(msg, out)
+        self._run(out)
+        return out
+
+    def answer_timed_out(self) -> list[Output]:
+        """Stop waiting for the current answer and carry on with the script."""
+        out: list[Output] = []
+        if self._blocked_on is not None:
+            out.append(Note(f"replay: no answer to request id {self._blocked_on}; moving on"))
+            self._answered.add(self._blocked_on)
+            self._blocked_on = None
+            self._run(out)
+        return out
+
+    def finish(self) -> list[Output]:
+        """The client is gone; report what was left unplayed."""
+        left = [s for s in self.script.steps if not s.consumed and s.trigger.is_request]
+        if not left:
+            return []
+        first = left[0]
+        return [
+            Note(
+                f"replay: {len(left)} recorded client request(s) were never sent, first: "
+                f"{first.trigger.method} ({first.trigger.frame.where})"
+            )
+        ]
+
+    # -- receiving -------------------------------------------------------------------------
+
+    def _receive_message(self, msg: Message, out: list[Output]) -> None:
+        if msg.kind == "response":
+            self._receive_answer(msg, out)
+            return
+        if msg.kind not in ("request", "notification") or msg.method is None:
+            self._error(out, msg.id, -32600, f"replay: invalid message: {msg.reason}")
+            return
+        method = msg.method
+        if msg.kind == "request" and method in ("session/load", "session/resume"):
+            if self._load(msg, out):
+                return
+        step, diffs, nearest = self._match(msg)
+        if step is None:
+            self._no_match(msg, diffs, nearest, out)
+            return
+        self._accept(step, msg)
+        for item in step.items:
+            self._queue.append(_Run(item, step))
+
+    def _receive_answer(self, msg: Message, out: list[Output]) -> None:
+        if msg.id is None or msg.id not in self._recorded_of_fresh:
+            out.append(Note(f"replay: the client answered unknown request id {msg.id}"))
+            return
+        self._answered.add(msg.id)
+        if self._blocked_on == msg.id:
+            self._blocked_on = None
+
+    def _accept(self, step: Step, msg: Message) -> None:
+        step.consumed = True
+        if self.options.match != "loose" or step.index > self._last_matched:
+            self._last_matched = max(self._last_matched, step.index)
+        trig = step.trigger
+        if msg.id is not None and trig.msg.id is not None:
+            key = (step.connection_id, trig.msg.id)
+            self._live_ids[key] = msg.id
+            if trig.method == "initialize":
+                self._initialize_ids.add(key)
+        rec_sid, live_sid = session_of(trig.msg.payload), session_of(msg.payload)
+        if rec_sid is not None and live_sid is not None:
+            self.sessions.bind(rec_sid, live_sid)
+        self._last_mono = trig.frame.mono_ns
+
+    # -- matching --------------------------------------------------------------------------
+
+    def _candidates(self) -> list[Step]:
+        steps = self.script.steps
+        mode = self.options.match
+        if mode == "loose":
+            return [s for s in steps if not s.consumed]
+        after = [s for s in steps[self._last_matched + 1 :] if not s.consumed]
+        if mode == "strict":
+            return after[:1]
+        return after
+
+    def _match(self, msg: Message) -> tuple[Step | None, list[Difference], Step | None]:
+        best: tuple[int, Step, list[Difference]] | None = None
+        strict = self.options.match == "strict"
+        for step in self._candidates():
+            trig = step.trigger
+            kinds_differ = trig.msg.kind != msg.kind
+            if kinds_differ and not strict:
+                continue
+            diffs = compare_call(trig.msg.payload, msg.payload, self.ignores, self.sessions)
+            if kinds_differ:
+                diffs = [Difference("kind", trig.msg.kind, msg.kind), *diffs]
+            if not diffs:
+                return step, [], step
+            score = len(diffs) + (100 if trig.method != msg.method else 0)
+            if best is None or score < best[0]:
+                best = (score, step, diffs)
+        if best is None:
+            return None, [], None
+        return None, best[2], best[1]
+
+    def _no_match(
+        self, msg: Message, diffs: list[Difference], nearest: Step | None, out: list[Output]
+    ) -> None:
+        self.mismatches += 1
+        asked = f"{msg.method} {short(msg.params, 120)}"
+        if nearest is None:
+            text = (
+                f"replay: no recorded request matches {asked}: "
+                + ("nothing left to replay" if self.options.match != "loose"
+                   or any(s.consumed for s in self.script.steps)
+                   else "the recording has no client requests")
+            )
+            code = -32601
+            data: dict[str, Any] = {"asked": _asked(msg)}
+        else:
+            same_method = nearest.trigger.method == msg.method
+            code = -32602 if same_method else -32601
+            shown = "; ".join(d.describe() for d in diffs[:8])
+            if len(diffs) > 8:
+                shown += f"; and {len(diffs) - 8} more"
+            mode = self.options.match
+            where = nearest.trigger.frame.where
+            text = (
+                f"replay: no recorded request matches {asked}; nearest recorded candidate"
+                f"{' (next in order, --match ' + mode + ')' if mode != 'loose' else ''}: "
+                f"{nearest.trigger.method} ({where}); differences: {shown}"
+            )
+            data = {
+                "asked": _asked(msg),
+                "nearest": {
+                    "method": nearest.trigger.method,
+                    "params": nearest.trigger.params,
+                    "where": where,
+                },
+                "differences": [d.to_json() for d in diffs],
+            }
+        out.append(Note(text))
+        if msg.kind == "request":
+            self._error(out, msg.id, code, text, data)
+
+    def _error(
+        self, out: list[Output], id_text: str | None, code: int, message: str,
+        data: Any = None,
+    ) -> None:
+        body = b'{"jsonrpc":"2.0","id":' + (id_text or "null").encode() + b',"error":'
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        out.append(Send(body + orjson.dumps(error) + b"}\n"))
+
+    # -- history re-emission ---------------------------------------------------------------
+
+    def _load(self, msg: Message, out: list[Output]) -> bool:
+        """Handle session/load and session/resume; False: treat as an ordinary request."""
+        params = msg.params if isinstance(msg.params, dict) else {}
+        live_sid = params.get("sessionId")
+        if not isinstance(live_sid, str):
+            return False
+        rec_sid = self.sessions.to_recorded(live_sid)
+        if rec_sid not in self.known_sessions:
+            self._error(
+                out, msg.id, -32002,
+                f"replay: session {live_sid} is not in the recording "
+                f"({len(self.known_sessions)} recorded session(s))",
+                {"sessionId": live_sid, "known": sorted(self.known_sessions)[:20]},
+            )
+            out.append(Note(f"replay: {msg.method} for unknown session {live_sid}"))
+            return True
+        version = self.script.protocol_version_of_session(rec_sid)
+        replay = msg.method == "session/load" or (
+            (version or 1) >= 2 and params.get("replayFrom") is not None
+        )
+        step, _, _ = self._match(msg)
+        self.sessions.bind(rec_sid, live_sid)
+        history: list[bytes] = []
+        if replay:
+            frames = self.script.session_frames.get(rec_sid, [])
+            history = [h.raw for h in history_frames(rec_sid, frames, version)]
+        for raw in history:
+            self._queue.append(_Run(raw, None))
+        if step is not None:
+            self._accept(step, msg)
+            window_open = True
+            for item in step.items:
+                if window_open and isinstance(item, Emit):
+                    f = item.frame
+                    if f.kind == "response" and f.rpc_id == step.trigger.msg.id:
+                        window_open = False
+                    elif replay and f.method == "session/update" and f.session_id == rec_sid:
+                        continue  # replaced by the re-emitted history above
+                self._queue.append(_Run(item, step))
+            return True
+        result = b"{}"
+        out.append(Note(f"replay: no recorded {msg.method} for {live_sid}; answering {{}}"))
+        self._queue.append(
+            _Run(b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":'
+                 + result + b"}\n", None)
+        )
+        return True
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _run(self, out: list[Output]) -> None:
+        while self._queue and self._blocked_on is None:
+            run = self._queue.popleft()
+            item = run.item
+            if isinstance(item, bytes):
+                out.append(Send(self._map_sessions(item)))
+                continue
+            if isinstance(item, AwaitAnswer):
+                fresh = self._fresh_of.get((item.connection_id, item.rpc_id))
+                if fresh is not None and fresh not in self._answered:
+                    self._blocked_on = fresh
+                    out.append(Wait(fresh))
+                continue
+            data = self._rewrite(item.frame, out)
+            if data is not None:
+                out.append(Send(data, self._delay(item.frame)))
+
+    def _delay(self, frame: RecFrame) -> float:
+        if self.options.pace != "recorded":
+            return 0.0
+        prev = self._last_mono
+        self._last_mono = frame.mono_ns
+        if prev is None:
+            return 0.0
+        delay = max(0.0, (frame.mono_ns - prev) / 1e9)
+        if self.options.max_delay is not None:
+            delay = min(delay, self.options.max_delay)
+        return delay
+
+    def _rewrite(self, frame: RecFrame, out: list[Output]) -> bytes | None:
+        raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
+        msg = frame.msg
+        conn = frame.connection_id
+        if msg.kind == "response" and msg.id is not None:
+            live = self._live_ids.get((conn, msg.id))
+            if live is None:
+                out.append(
+                    Note(f"replay: skipping the recorded response to id {msg.id} "
+                         f"({frame.where}): the client did not send that request")
+                )
+                return None
+            raw = self._set_id(raw, live)
+            if self.options.advertise_load and (conn, msg.id) in self._initialize_ids:
+                raw = _advertise_load(raw)
+        elif msg.kind == "request" and msg.id is not None:
+            fresh = str(self._next_fresh)
+            self._next_fresh += 1
+            self._fresh_of[(conn, msg.id)] = fresh
+            self._recorded_of_fresh[fresh] = (conn, msg.id)
+            raw = self._set_id(raw, fresh)
+        return self._map_sessions(raw)
+
+    @staticmethod
+    def _set_id(raw: bytes, id_text: str) -> bytes:
+        spans = find_spans(raw, [("id",)])
+        if not spans or spans[0].text(raw) == id_text.encode():
+            return raw
+        return splice(raw, [(spans[0], id_text.encode())])
+
+    def _map_sessions(self, raw: bytes) -> bytes:
+        mapping = self.sessions.rec_to_live
+        if not any(k != v for k, v in mapping.items()):
+            return raw
+        replacements: list[tuple[Span, bytes]] = []
+        for span in find_spans(raw, SESSION_PATHS):
+            value = span.value(raw)
+            if isinstance(value, str) and mapping.get(value, value) != value:
+                replacements.append((span, orjson.dumps(mapping[value])))
+        return splice(raw, replacements) if replacements else raw
+
+
+def _asked(msg: Message) -> dict[str, Any]:
+    return {"method": msg.method, "params": msg.params}
+
+
+def _advertise_load(raw: bytes) -> bytes:
+    """Set ``result.agentCapabilities.loadSession`` to ``true`` by splicing."""
+    spans = {
+        s.path: s
+        for s in find_spans(
+            raw,
+            [("result",), ("result", "agentCapabilities"),
+             ("result", "agentCapabilities", "loadSession")],
+        )
+    }
+    flag = spans.get(("result", "agentCapabilities", "loadSession"))
+    if flag is not None:
+        return splice(raw, [(flag, b"true")])
+    caps = spans.get(("result", "agentCapabilities"))
+    if caps is not None and caps.text(raw).lstrip().startswith(b"{"):
+        return insert_member(raw, caps, "loadSession", b"true")
+    result = spans.get(("result",))
+    if result is not None and result.text(raw).lstrip().startswith(b"{"):
+        return insert_member(raw, result, "agentCapabilities", b'{"loadSession":true}')
+    return raw

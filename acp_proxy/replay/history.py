@@ -1,0 +1,387 @@
+"""History re-emission for ``session/load`` (v1) and ``session/resume`` + ``replayFrom`` (v2).
+
+:func:`history_frames` turns the recorded frames of one session (all connections, in
+order) into the ``session/update`` notifications a replaying agent sends *before* it
+answers the load/resume, following NOTES.md §4. Pure function, no I/O.
+
+Which recorded updates are history:
+
+- every agent→client ``session/update`` of the session, in recorded order, except those
+  recorded *inside* an earlier load/replay window (between a ``session/load`` or a
+  ``session/resume`` with ``replayFrom`` and its response), which are re-emissions of
+  history already counted. When the recording *starts* with such a window (the original
+  conversation is not in the file), that first window's updates are the base history.
+
+What is re-emitted, and how:
+
+- ``notice``: never (live-only, not history).
+- ``state_update``: never. A replayed session is idle; replaying ``running``/``idle`` pairs
+  would make a client believe work is starting and ending. The agent reports its live state
+  after the response.
+- ``usage_update``, ``available_commands_update``, ``config_option_update``,
+  ``current_mode_update`` (v1): *state, not history*; only the **last** one of each variant
+  is re-emitted, raw, at the place of its last occurrence, so the client ends up with the
+  current value without flicker through stale ones.
+- ``session_info_update``: every one, raw (they are patches of title/metadata).
+- Messages (``user_message``/``agent_message``/``agent_thought`` and their ``*_chunk``):
+  every recorded update, raw and in order, ``messageId`` untouched. In v2, when the first
+  replayed update of a message is a chunk (or an upsert that does not set ``content``), a
+  synthesized whole update with ``content: []`` for the same type and ``messageId`` comes
+  first, so a client that already shows the message resets it instead of appending twice.
+- User messages the agent never echoed: v1 — rebuilt from the recorded ``session/prompt``
+  params as ``user_message_chunk`` updates (one per content block) at the prompt's place;
+  v2 — rebuilt as one ``user_message`` with the ``messageId`` returned by the prompt
+  response and the prompt's content.
+- Terminals (v2 ``terminal_update`` / ``terminal_output_chunk``): one synthesized
+  ``terminal_update`` snapshot per terminal at its first place: patched fields merged, the
+  ``output`` snapshot replaced/appended as live delivery would and re-encoded in base64.
+- Compactions (``compaction_update`` / ``compaction_summary_chunk``): one synthesized
+  ``compaction_update`` per compaction in its final form (last ``status``, merged
+  ``summary``/``error``/``_meta``) at its first place. A compaction that never finished in
+  the recording keeps its last recorded status.
+- Tool calls, plans and everything else known: raw, in order.
+- Unknown variants (``_vendor_x``, future ones): raw, byte-exact.
+
+Raw frames keep the recorded sessionId; the engine maps it to the live one by splicing.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from acp_proxy.replay.script import RecFrame
+from acp_proxy.wire.frame import A2C, C2A
+
+MESSAGE_TYPES = {
+    "user_message": "user_message",
+    "user_message_chunk": "user_message",
+    "agent_message": "agent_message",
+    "agent_message_chunk": "agent_message",
+    "agent_thought": "agent_thought",
+    "agent_thought_chunk": "agent_thought",
+}
+LATEST_ONLY = {
+    "usage_update",
+    "available_commands_update",
+    "config_option_update",
+    "current_mode_update",
+}
+NEVER = {"notice", "state_update"}
+KNOWN = {
+    *MESSAGE_TYPES,
+    *LATEST_ONLY,
+    *NEVER,
+    "session_info_update",
+    "tool_call",
+    "tool_call_update",
+    "tool_call_content_chunk",
+    "terminal_update",
+    "terminal_output_chunk",
+    "plan",
+    "plan_update",
+    "plan_removed",
+    "compaction_update",
+    "compaction_summary_chunk",
+}
+
+
+@dataclass(slots=True)
+class HistoryFrame:
+    """One frame to re-emit: recorded raw bytes (``source`` set) or synthesized."""
+
+    raw: bytes
+    source: RecFrame | None = None
+    variant: str | None = None
+
+    @property
+    def synthesized(self) -> bool:
+        return self.source is None
+
+
+def notification(session_id: str, update: dict[str, Any]) -> bytes:
+    """A synthesized ``session/update`` line."""
+    return (
+        orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": session_id, "update": update},
+            }
+        )
+        + b"\n"
+    )
+
+
+@dataclass(slots=True)
+class _Terminal:
+    fields: dict[str, Any] = field(default_factory=dict)
+    output: bytearray | None = None
+    output_extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Compaction:
+    fields: dict[str, Any] = field(default_factory=lambda: {"status": "in_progress"})
+    summary: list[Any] | None = None
+
+
+def history_frames(
+    session_id: str, frames: list[RecFrame], protocol_version: int | None
+) -> list[HistoryFrame]:
+    """The history of ``session_id`` to re-emit before a load/resume response."""
+    v2 = (protocol_version or 1) >= 2
+    # Pass 1: choose the updates that count as history.
+    chosen: list[tuple[RecFrame, dict[str, Any] | None, str | None]] = []
+    prompts: list[tuple[int, RecFrame]] = []  # (position in chosen, prompt request)
+    prompt_results: dict[tuple[int, str], Any] = {}
+    echoed_v1: set[tuple[int, str]] = set()
+    current_prompt: dict[int, tuple[int, str]] = {}
+    open_windows: dict[int, tuple[int, str]] = {}  # connection -> window (load request)
+    base_window: tuple[int, str] | None = None
+    for f in frames:
+        if f.direction == C2A:
+            if f.kind == "request" and f.rpc_id is not None:
+                key = (f.connection_id, f.rpc_id)
+                if f.method == "session/prompt":
+                    prompts.append((len(chosen), f))
+                    current_prompt[f.connection_id] = key
+                elif _is_replay_request(f):
+                    open_windows[f.connection_id] = key
+                    if not chosen and base_window is None:
+                        base_window = key  # the recording starts with a replayed history
+            continue
+        if f.direction != A2C:
+            continue
+        if f.kind == "response" and f.rpc_id is not None:
+            key = (f.connection_id, f.rpc_id)
+            prompt_results[key] = f.msg.result
+            if open_windows.get(f.connection_id) == key:
+                del open_windows[f.connection_id]
+            continue
+        if f.method != "session/update":
+            continue
+        window = open_windows.get(f.connection_id)
+        if window is not None and window != base_window:
+            continue  # a re-emission of history already counted
+        params = f.msg.params
+        update = params.get("update") if isinstance(params, dict) else None
+        variant = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if not isinstance(update, dict):
+            update = None
+        if not isinstance(variant, str):
+            variant = None
+        if variant in ("user_message", "user_message_chunk"):
+            owner = current_prompt.get(f.connection_id)
+            if owner is not None:
+                echoed_v1.add(owner)
+        chosen.append((f, update, variant))
+
+    # Which v2 user messages were echoed (by messageId)?
+    echoed_ids = {
+        u.get("messageId")
+        for _, u, v in chosen
+        if u is not None and v in ("user_message", "user_message_chunk")
+    }
+    last_of: dict[str, int] = {}
+    for pos, (_, _, variant) in enumerate(chosen):
+        if variant in LATEST_ONLY:
+            last_of[variant] = pos
+
+    # Terminals and compactions fold into one synthesized update at their first place.
+    terminals: dict[str, _Terminal] = {}
+    compactions: dict[str, _Compaction] = {}
+    for f, update, variant in chosen:
+        if update is None:
+            continue
+        if v2 and variant in ("terminal_update", "terminal_output_chunk"):
+            tid = update.get("terminalId")
+            if isinstance(tid, str):
+                _fold_terminal(terminals.setdefault(tid, _Terminal()), variant, update)
+        elif variant in ("compaction_update", "compaction_summary_chunk"):
+            cid = update.get("compactionId")
+            if isinstance(cid, str):
+                _fold_compaction(compactions.setdefault(cid, _Compaction()), variant, update)
+
+    out: list[HistoryFrame] = []
+    seen_messages: set[tuple[str, str]] = set()
+    placed: set[tuple[str, str]] = set()
+    prompt_iter = iter(prompts)
+    next_prompt = next(prompt_iter, None)
+
+    def emit_prompts_before(position: int) -> None:
+        nonlocal next_prompt
+        while next_prompt is not None and next_prompt[0] <= position:
+            _rebuild_user_message(
+                session_id, next_prompt[1], v2, prompt_results, echoed_v1, echoed_ids, out
+            )
+            next_prompt = next(prompt_iter, None)
+
+    for pos, (f, update, variant) in enumerate(chosen):
+        emit_prompts_before(pos)
+        if variant in NEVER:
+            continue
+        if variant in LATEST_ONLY and last_of.get(variant) != pos:
+            continue
+        if update is not None and v2 and variant in ("terminal_update", "terminal_output_chunk"):
+            tid = update.get("terminalId")
+            if isinstance(tid, str):
+                if ("terminal", tid) not in placed:
+                    placed.add(("terminal", tid))
+                    out.append(
+                        HistoryFrame(
+                            notification(session_id, _terminal_snapshot(tid, terminals[tid])),
+                            None,
+                            "terminal_update",
+                        )
+                    )
+                continue
+        if update is not None and variant in ("compaction_update", "compaction_summary_chunk"):
+            cid = update.get("compactionId")
+            if isinstance(cid, str):
+                if ("compaction", cid) not in placed:
+                    placed.add(("compaction", cid))
+                    out.append(
+                        HistoryFrame(
+                            notification(session_id, _compaction_final(cid, compactions[cid])),
+                            None,
+                            "compaction_update",
+                        )
+                    )
+                continue
+        if update is not None and v2 and variant in MESSAGE_TYPES:
+            mid = update.get("messageId")
+            etype = MESSAGE_TYPES[variant]
+            if isinstance(mid, str) and (etype, mid) not in seen_messages:
+                seen_messages.add((etype, mid))
+                whole_with_content = variant == etype and "content" in update
+                if not whole_with_content:
+                    reset = {"sessionUpdate": etype, "messageId": mid, "content": []}
+                    out.append(HistoryFrame(notification(session_id, reset), None, etype))
+        out.append(HistoryFrame(_terminated(f.raw), f, variant))
+    emit_prompts_before(len(chosen) + 1)
+    return out
+
+
+def _is_replay_request(f: RecFrame) -> bool:
+    params = f.msg.params
+    if f.method == "session/load":
+        return True
+    return (
+        f.method == "session/resume"
+        and isinstance(params, dict)
+        and params.get("replayFrom") is not None
+    )
+
+
+def _terminated(raw: bytes) -> bytes:
+    return raw if raw.endswith(b"\n") else raw + b"\n"
+
+
+def _rebuild_user_message(
+    session_id: str,
+    prompt: RecFrame,
+    v2: bool,
+    results: dict[tuple[int, str], Any],
+    echoed_v1: set[tuple[int, str]],
+    echoed_ids: set[Any],
+    out: list[HistoryFrame],
+) -> None:
+    params = prompt.msg.params
+    blocks = params.get("prompt") if isinstance(params, dict) else None
+    if not isinstance(blocks, list) or prompt.rpc_id is None:
+        return
+    key = (prompt.connection_id, prompt.rpc_id)
+    if key not in results:
+        return  # never accepted (no response recorded): not part of the history
+    result = results[key]
+    if v2:
+        mid = result.get("messageId") if isinstance(result, dict) else None
+        if not isinstance(mid, str) or mid in echoed_ids:
+            return
+        update = {"sessionUpdate": "user_message", "messageId": mid, "content": blocks}
+        out.append(HistoryFrame(notification(session_id, update), None, "user_message"))
+        return
+    if key in echoed_v1 or result is None:
+        return
+    for block in blocks:
+        update = {"sessionUpdate": "user_message_chunk", "content": block}
+        out.append(HistoryFrame(notification(session_id, update), None, "user_message_chunk"))
+
+
+_TERMINAL_SKIP = {"sessionUpdate", "terminalId", "output"}
+
+
+def _fold_terminal(term: _Terminal, variant: str, update: dict[str, Any]) -> None:
+    if variant == "terminal_output_chunk":
+        data = update.get("data")
+        if isinstance(data, str):
+            if term.output is None:
+                term.output = bytearray()
+            term.output += _b64(data)
+        return
+    for key, value in update.items():
+        if key in _TERMINAL_SKIP:
+            continue
+        if value is None:
+            term.fields.pop(key, None)
+        else:
+            term.fields[key] = value
+    if "output" in update:
+        output = update["output"]
+        if output is None:
+            term.output = None
+            term.output_extra = {}
+        elif isinstance(output, dict):
+            data = output.get("data")
+            term.output = bytearray(_b64(data)) if isinstance(data, str) else bytearray()
+            term.output_extra = {k: v for k, v in output.items() if k != "data"}
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=False)
+    except ValueError:
+        return b""
+
+
+def _terminal_snapshot(tid: str, term: _Terminal) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "terminal_update", "terminalId": tid}
+    update.update(term.fields)
+    if term.output is not None:
+        update["output"] = {
+            "data": base64.b64encode(bytes(term.output)).decode("ascii"),
+            **term.output_extra,
+        }
+    return update
+
+
+def _fold_compaction(comp: _Compaction, variant: str, update: dict[str, Any]) -> None:
+    if variant == "compaction_summary_chunk":
+        content = update.get("content")
+        if content is not None:
+            if comp.summary is None:
+                comp.summary = []
+            comp.summary.append(content)
+        return
+    for key, value in update.items():
+        if key in ("sessionUpdate", "compactionId", "summary"):
+            continue
+        if value is None:
+            comp.fields.pop(key, None)
+        else:
+            comp.fields[key] = value
+    if "summary" in update:
+        summary = update["summary"]
+        comp.summary = list(summary) if isinstance(summary, list) and summary else None
+
+
+def _compaction_final(cid: str, comp: _Compaction) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": cid}
+    update.update(comp.fields)
+    if comp.summary is not None:
+        update["summary"] = comp.summary
+    return update

@@ -1,0 +1,616 @@
+"""The inspector's aiohttp server: static page, read-only JSON API and live WebSocket push.
+
+Endpoints (all GET): ``/`` the page, ``/static/*`` its assets (shipped in the package, no
+CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (keyset pages),
+``/api/frames/{id}`` (one frame, exact bytes), ``/api/frames/{id}/raw`` (download),
+``/api/connections/{id}/findings``, ``/api/connections/{id}/sessions/{sid}`` (the
+reconstructed conversation) and ``/api/live`` (WebSocket: the server polls the database by
+frame id every ``poll_interval`` seconds and pushes new frames).
+
+Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
+cookie it sets) is checked in constant time on every request when one is configured, and is
+required to listen on anything but loopback. Without a token the ``Host`` header must name
+a loopback address (against DNS rebinding). WebSocket upgrades must come from the page's own
+origin. Every response carries a strict Content-Security-Policy (no inline script).
+
+:func:`start_in_thread` runs the server on its own asyncio loop in a daemon thread, for the
+proxy commands' ``--ui`` option.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hmac
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from aiohttp import WSMsgType, web
+
+from acp_proxy.record.schema import RecordingError
+from acp_proxy.web import store, views
+from acp_proxy.web.address import check_listen, is_loopback, parse_listen
+
+T = TypeVar("T")
+
+__all__ = [
+    "InspectorHandle",
+    "check_listen",
+    "make_app",
+    "parse_listen",
+    "serve_forever",
+    "start_in_thread",
+]
+
+TOKEN_COOKIE = "acp_proxy_token"
+POLL_INTERVAL = 0.2
+LIVE_BATCH = 500
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+STATIC_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+DB_KEY = web.AppKey("db_path", Path)
+TOKEN_KEY = web.AppKey("token", str)
+POLL_KEY = web.AppKey("poll_interval", float)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def _error(status: int, message: str) -> web.Response:
+    return _json({"error": message}, status)
+
+
+async def _blocking(fn: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+def _supplied_token(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    if auth.startswith("Bearer "):
+        return auth[len("Bearer ") :].strip()
+    if "token" in request.query:
+        return request.query["token"]
+    return request.cookies.get(TOKEN_COOKIE)
+
+
+def _host_is_loopback(request: web.Request) -> bool:
+    host = request.host
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    else:
+        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return is_loopback(host)
+
+
+@web.middleware
+async def _guard(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    token = request.app[TOKEN_KEY]
+    response: web.StreamResponse
+    if request.method not in ("GET", "HEAD"):
+        response = _error(405, "the inspector is read-only")
+    elif token:
+        supplied = _supplied_token(request)
+        if supplied is None or not hmac.compare_digest(
+            supplied.encode("utf-8", "surrogateescape"), token.encode("utf-8")
+        ):
+            response = _error(401, "a valid token is required (?token=... or Authorization)")
+        else:
+            response = await _handle(request, handler)
+            if request.query.get("token") and not isinstance(response, web.WebSocketResponse):
+                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
+    elif not _host_is_loopback(request):
+        response = _error(403, "Host header is not a loopback address")
+    else:
+        response = await _handle(request, handler)
+    if not isinstance(response, web.WebSocketResponse) and not response.prepared:
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+    return response
+
+
+async def _handle(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            return _error(exc.status, exc.reason)
+        raise
+    except RecordingError as exc:
+        return _error(503, str(exc))
+    except ValueError as exc:
+        return _error(400, str(exc))
+
+
+# -- static assets ---------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=32)
+def _asset(name: str) -> bytes | None:
+    base = resources.files("acp_proxy.web").joinpath("static")
+    item = base.joinpath(name)
+    if not item.is_file():
+        return None
+    return item.read_bytes()
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    body = _asset("index.html")
+    assert body is not None, "acp_proxy/web/static/index.html is missing from the package"
+    return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+
+async def static(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    suffix = Path(name).suffix
+    if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
+        raise web.HTTPNotFound(reason="no such asset")
+    body = _asset(name)
+    if body is None:
+        raise web.HTTPNotFound(reason="no such asset")
+    return web.Response(body=body, headers={"Content-Type": STATIC_TYPES[suffix]})
+
+
+# -- JSON API --------------------------------------------------------------------------
+
+
+def _int_arg(request: web.Request, name: str, default: int | None = None) -> int | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _filter_from(query: Any) -> store.FrameFilter:
+    def text(name: str) -> str | None:
+        value = query.get(name)
+        return value if isinstance(value, str) and value != "" else None
+
+    connection = text("connection")
+    direction = text("direction")
+    if direction is not None and direction not in store.DIRECTIONS:
+        raise ValueError("direction must be c2a or a2c")
+    try:
+        connection_id = None if connection is None else int(connection)
+    except ValueError:
+        raise ValueError(f"connection must be an integer, got {connection!r}") from None
+    return store.FrameFilter(
+        connection_id=connection_id,
+        session_id=text("session"),
+        direction=direction,
+        method=text("method"),
+        update_kind=text("update"),
+        kind=text("kind"),
+        text=text("q"),
+    )
+
+
+async def api_info(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            max_id, count, _ = store.db_state(conn)
+        return {
+            "path": str(path),
+            "name": path.name,
+            "max_id": max_id,
+            "connections": count,
+            "session_view": views.session_view_available(),
+            "findings": views.findings_available(),
+        }
+
+    return _json(await _blocking(work))
+
+
+async def api_connections(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            connections = store.list_connections(conn)
+            for c in connections:
+                c["findings"] = views.findings_summary(path, conn, c["id"])
+            return {"connections": connections}
+
+    return _json(await _blocking(work))
+
+
+async def api_values(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            return {
+                "methods": store.distinct_values(conn, "method"),
+                "updates": store.distinct_values(conn, "update_kind"),
+            }
+
+    return _json(await _blocking(work))
+
+
+async def api_frames(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    flt = _filter_from(request.query)
+    after_id = _int_arg(request, "after_id")
+    before_id = _int_arg(request, "before_id")
+    limit = _int_arg(request, "limit", store.DEFAULT_LIMIT)
+    assert limit is not None
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            if flt.connection_id is not None and not store.connection_exists(
+                conn, flt.connection_id
+            ):
+                raise web.HTTPNotFound(reason=f"no connection {flt.connection_id}")
+            return store.list_frames(conn, flt, after_id=after_id, before_id=before_id, limit=limit)
+
+    return _json(await _blocking(work))
+
+
+def _frame_id(request: web.Request) -> int:
+    try:
+        return int(request.match_info["frame_id"])
+    except ValueError:
+        raise web.HTTPNotFound(reason="no such frame") from None
+
+
+async def api_frame(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    frame_id = _frame_id(request)
+
+    def work() -> dict[str, Any] | None:
+        with store.read_connection(path) as conn:
+            return store.frame_detail(conn, frame_id)
+
+    detail = await _blocking(work)
+    if detail is None:
+        raise web.HTTPNotFound(reason=f"no frame {frame_id}")
+    return _json(detail)
+
+
+async def api_frame_raw(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    frame_id = _frame_id(request)
+
+    def work() -> bytes | None:
+        with store.read_connection(path) as conn:
+            return store.frame_raw(conn, frame_id)
+
+    raw = await _blocking(work)
+    if raw is None:
+        raise web.HTTPNotFound(reason=f"no frame {frame_id}")
+    return web.Response(
+        body=raw,
+        headers={
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": f'attachment; filename="frame-{frame_id}.bin"',
+        },
+    )
+
+
+def _connection_id(request: web.Request) -> int:
+    try:
+        return int(request.match_info["connection_id"])
+    except ValueError:
+        raise web.HTTPNotFound(reason="no such connection") from None
+
+
+async def api_findings(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    connection_id = _connection_id(request)
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            if not store.connection_exists(conn, connection_id):
+                raise web.HTTPNotFound(reason=f"no connection {connection_id}")
+            return views.findings(path, conn, connection_id)
+
+    return _json(await _blocking(work))
+
+
+async def api_session(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    connection_id = _connection_id(request)
+    session_id = request.match_info["session_id"]
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            if not store.connection_exists(conn, connection_id):
+                raise web.HTTPNotFound(reason=f"no connection {connection_id}")
+            if connection_id not in store.session_connections(conn, session_id):
+                raise web.HTTPNotFound(
+                    reason=f"no session {session_id!r} on connection {connection_id}"
+                )
+            return views.session_view(conn, connection_id, session_id)
+
+    return _json(await _blocking(work))
+
+
+# -- live push -------------------------------------------------------------------------
+
+
+def _same_origin(request: web.Request) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True  # not a browser (browsers always send Origin on WebSocket upgrades)
+    return origin in (f"http://{request.host}", f"https://{request.host}")
+
+
+async def _send(ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+    await ws.send_str(orjson.dumps(data).decode())
+
+
+async def api_live(request: web.Request) -> web.StreamResponse:
+    if not _same_origin(request):
+        return _error(403, "cross-origin WebSocket refused")
+    path = request.app[DB_KEY]
+    interval = request.app[POLL_KEY]
+    ws = web.WebSocketResponse(heartbeat=30.0)
+    await ws.prepare(request)
+    sub: dict[str, Any] = {"after_id": None, "filter": store.FrameFilter(), "follow": False}
+    changed = asyncio.Event()
+
+    async def reader() -> None:
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            try:
+                data = orjson.loads(msg.data)
+                if not isinstance(data, dict):
+                    continue
+                flt = _filter_from(data.get("filter") or {})
+                after = data.get("after_id")
+                sub["filter"] = flt
+                sub["after_id"] = int(after) if isinstance(after, int) else None
+                sub["follow"] = bool(data.get("follow"))
+                changed.set()
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                await _send(ws, {"type": "error", "message": "bad subscription"})
+
+    def poll(state: tuple[int, int, float] | None) -> dict[str, Any]:
+        with store.read_connection(path) as conn:
+            now = store.db_state(conn)
+            out: dict[str, Any] = {"state": now, "frames": None, "more": False}
+            after = sub["after_id"]
+            if sub["follow"] and after is not None and now[0] > after:
+                page = store.list_frames(conn, sub["filter"], after_id=after, limit=LIVE_BATCH)
+                out["frames"] = page["frames"]
+                out["more"] = page["has_more_after"]
+                out["scanned_to"] = now[0] if not page["has_more_after"] else None
+            return out
+
+    read_task = asyncio.create_task(reader())
+    last: tuple[int, int, float] | None = None
+    last_error: str | None = None
+    try:
+        while not ws.closed and not read_task.done():
+            changed.clear()
+            try:
+                result = await _blocking(functools.partial(poll, last))
+                last_error = None
+            except RecordingError as exc:
+                if str(exc) != last_error:
+                    last_error = str(exc)
+                    await _send(ws, {"type": "error", "message": last_error})
+                result = None
+            if result is not None:
+                state: tuple[int, int, float] = tuple(result["state"])
+                frames = result["frames"]
+                if frames:
+                    sub["after_id"] = frames[-1]["id"]
+                    await _send(ws, {"type": "frames", "frames": frames, "max_id": state[0]})
+                elif sub["follow"] and result.get("scanned_to") is not None:
+                    sub["after_id"] = max(sub["after_id"] or 0, result["scanned_to"])
+                if state != last:
+                    await _send(
+                        ws,
+                        {
+                            "type": "state",
+                            "max_id": state[0],
+                            "connections": state[1],
+                            "changed": last is not None and state[1:] != last[1:],
+                        },
+                    )
+                    last = state
+                if result["more"]:
+                    continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=interval)
+    except (ConnectionResetError, RuntimeError):
+        pass
+    finally:
+        read_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await read_task
+    return ws
+
+
+# -- assembly --------------------------------------------------------------------------
+
+
+def make_app(
+    db_path: str | Path, *, token: str | None = None, poll_interval: float = POLL_INTERVAL
+) -> web.Application:
+    """The inspector application for the recording at ``db_path``."""
+    app = web.Application(middlewares=[_guard])
+    app[DB_KEY] = Path(db_path)
+    app[TOKEN_KEY] = token or ""
+    app[POLL_KEY] = poll_interval
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/api/info", api_info)
+    app.router.add_get("/api/connections", api_connections)
+    app.router.add_get("/api/values", api_values)
+    app.router.add_get("/api/frames", api_frames)
+    app.router.add_get("/api/frames/{frame_id}", api_frame)
+    app.router.add_get("/api/frames/{frame_id}/raw", api_frame_raw)
+    app.router.add_get("/api/connections/{connection_id}/findings", api_findings)
+    app.router.add_get("/api/connections/{connection_id}/sessions/{session_id}", api_session)
+    app.router.add_get("/api/live", api_live)
+    return app
+
+
+def page_url(host: str, port: int, token: str | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::"):
+        shown = "127.0.0.1"
+    url = f"http://{shown}:{port}/"
+    return url + (f"?token={token}" if token else "")
+
+
+@dataclass
+class InspectorHandle:
+    """A running inspector (see :func:`start_in_thread`): its address and a way to stop it."""
+
+    host: str
+    port: int
+    url: str
+    _loop: asyncio.AbstractEventLoop
+    _thread: threading.Thread
+    _stop: asyncio.Event
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and join the thread."""
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+
+async def _serve(
+    app: web.Application, host: str, port: int, stop: asyncio.Event
+) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    addresses = runner.addresses
+    bound = int(addresses[0][1]) if addresses else port
+    return runner, bound
+
+
+def start_in_thread(
+    db_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    poll_interval: float = POLL_INTERVAL,
+) -> InspectorHandle:
+    """Serve the inspector for ``db_path`` from a daemon thread with its own event loop.
+
+    Returns once the socket is bound (``port=0`` picks a free port; see ``handle.port``).
+    Raises ``OSError`` when the address cannot be bound and ``ValueError`` for a non-loopback
+    host without a token. The database may not exist yet: the page says so and recovers once
+    the recorder has created it.
+    """
+    check_listen(host, token)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    ready: dict[str, Any] = {}
+    started = threading.Event()
+
+    async def main() -> None:
+        try:
+            runner, bound = await _serve(
+                make_app(db_path, token=token, poll_interval=poll_interval), host, port, stop
+            )
+        except BaseException as exc:
+            ready["error"] = exc
+            started.set()
+            return
+        ready["port"] = bound
+        started.set()
+        try:
+            await stop.wait()
+        finally:
+            await runner.shutdown()
+            await runner.cleanup()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, name="acp-proxy-inspector", daemon=True)
+    thread.start()
+    started.wait()
+    if "error" in ready:
+        thread.join()
+        error = ready["error"]
+        if isinstance(error, Exception):
+            raise error
+        raise RuntimeError(str(error))
+    bound = int(ready["port"])
+    return InspectorHandle(host, bound, page_url(host, bound, token), loop, thread, stop)
+
+
+def serve_forever(
+    db_path: str | Path,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until interrupted (Ctrl-C / SIGTERM); used by ``acp-proxy web``."""
+    check_listen(host, token)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        runner, bound = await _serve(make_app(db_path, token=token), host, port, stop)
+        if on_ready is not None:
+            on_ready(page_url(host, bound, token))
+        try:
+            await stop.wait()
+        finally:
+            await runner.shutdown()
+            await runner.cleanup()
+
+    asyncio.run(main())

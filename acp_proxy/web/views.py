@@ -1,0 +1,197 @@
+"""Derived views for the inspector: the reconstructed session and the conformance findings.
+
+Both are computed by the pure ACP core (:mod:`acp_proxy.acp.model` for the session
+timeline, :mod:`acp_proxy.acp.conformance` for findings) from one connection's frames,
+streamed from a read-only connection. Findings are cached per connection and invalidated
+when the connection grows, so the connection list can show counts without re-checking.
+If a core module is missing the view says so instead of failing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from acp_proxy.web import store
+
+_findings_cache: dict[tuple[str, int], tuple[tuple[int, Any], dict[str, Any]]] = {}
+_cache_lock = threading.Lock()
+_CACHE_MAX = 256
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def session_view_available() -> bool:
+    return _module("acp_proxy.acp.model") is not None
+
+
+def findings_available() -> bool:
+    mod = _module("acp_proxy.acp.conformance")
+    return mod is not None and hasattr(mod, "ConnectionChecker")
+
+
+def session_view(conn: sqlite3.Connection, connection_id: int, session_id: str) -> dict[str, Any]:
+    """The reconstructed conversation of one session, as plain data (``show --json`` shape).
+
+    Only the session's frames and the connection-level frames (``initialize``...) are fed,
+    streamed in sequence order.
+    """
+    model_mod = _module("acp_proxy.acp.model")
+    if model_mod is None:
+        return {"available": False, "reason": "the session model is not installed"}
+    model = model_mod.ConnectionModel(connection_id)
+    cur = conn.execute(
+        "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = ? "
+        "AND (session_id = ? OR session_id IS NULL) ORDER BY seq",
+        (connection_id, session_id),
+    )
+    for seq, direction, raw, mono_ns in cur:
+        model.feed(direction, bytes(raw), seq=seq, mono_ns=mono_ns)
+    data: dict[str, Any] = model.to_json({session_id})
+    data["available"] = True
+    data["session"] = next(
+        (s for s in data.get("sessions", []) if s.get("sessionId") == session_id),
+        {"sessionId": session_id, "facts": {}, "items": []},
+    )
+    data.pop("sessions", None)
+    data["seqToId"] = _seq_ids(conn, connection_id, data)
+    return data
+
+
+def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any]) -> dict[str, int]:
+    """Frame ids for the sequence numbers the view mentions (for links to raw frames)."""
+    seqs: set[int] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if key in ("seq", "firstSeq", "lastSeq", "responseSeq", "startSeq", "endSeq"):
+                    if isinstance(inner, int):
+                        seqs.add(inner)
+                elif isinstance(inner, (dict, list)) and key in ("session", "items", "turns"):
+                    walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                if isinstance(inner, dict):
+                    walk(inner)
+
+    walk({"session": data.get("session"), "items": data.get("items"), "turns": data.get("turns")})
+    out: dict[str, int] = {}
+    ordered = sorted(seqs)
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start : start + 500]
+        marks = ",".join("?" for _ in chunk)
+        for seq, fid in conn.execute(
+            f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
+            (connection_id, *chunk),
+        ):
+            out[str(seq)] = int(fid)
+    return out
+
+
+def _fingerprint(conn: sqlite3.Connection, connection_id: int) -> tuple[int, Any]:
+    max_seq = conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
+    ).fetchone()[0]
+    ended = conn.execute(
+        "SELECT ended_at FROM connections WHERE id = ?", (connection_id,)
+    ).fetchone()
+    return int(max_seq), ended[0] if ended else None
+
+
+def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[str, Any]:
+    """Conformance findings of one connection, each with the frame ids it points at.
+
+    A connection that is still being recorded is checked without the end-of-connection
+    rules (a request still waiting for its answer is not a finding yet): ``complete`` says
+    which.
+    """
+    mod = _module("acp_proxy.acp.conformance")
+    if mod is None or not hasattr(mod, "ConnectionChecker"):
+        return {
+            "available": False,
+            "reason": "the conformance checker is not installed",
+            "findings": [],
+            "summary": None,
+        }
+    key = (str(path.resolve()), connection_id)
+    fp = _fingerprint(conn, connection_id)
+    with _cache_lock:
+        cached = _findings_cache.get(key)
+    if cached is not None and cached[0] == fp:
+        return cached[1]
+    row = conn.execute(
+        "SELECT transport, frames_dropped, ended_at FROM connections WHERE id = ?",
+        (connection_id,),
+    ).fetchone()
+    transport, dropped, ended = row if row else (None, 0, None)
+    checker = mod.ConnectionChecker(
+        connection_id, transport=transport, frames_dropped=int(dropped or 0)
+    )
+    found: list[Any] = []  # the first feed() also returns findings queued at creation
+    for seq, direction, raw, mono_ns, binary in store.iter_connection_frames(conn, connection_id):
+        found.extend(checker.feed(seq, direction, raw, mono_ns, binary=binary))
+    complete = ended is not None
+    if complete:
+        found.extend(checker.finish())
+    items = [_finding_json(f) for f in found]
+    summary = {"error": 0, "warning": 0, "info": 0}
+    for item in items:
+        tier = item.get("tier")
+        if tier in summary:
+            summary[tier] += 1
+    counts = getattr(checker, "counts", None)
+    if isinstance(counts, dict):  # includes findings over the per-rule cap
+        summary = {t: int(counts.get(t, summary[t])) for t in summary}
+    seqs = sorted({s for item in items for s in item["seqs"]})
+    ids: dict[int, int] = {}
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" for _ in chunk)
+        for seq, fid in conn.execute(
+            f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
+            (connection_id, *chunk),
+        ):
+            ids[int(seq)] = int(fid)
+    for item in items:
+        item["frame_ids"] = [ids.get(s) for s in item["seqs"]]
+    result = {"available": True, "findings": items, "summary": summary, "complete": complete}
+    with _cache_lock:
+        if len(_findings_cache) >= _CACHE_MAX:
+            _findings_cache.clear()
+        _findings_cache[key] = (fp, result)
+    return result
+
+
+def findings_summary(path: Path, conn: sqlite3.Connection, connection_id: int) -> Any:
+    """The cached per-tier counts for the connection list (``None``: not computed yet)."""
+    key = (str(path.resolve()), connection_id)
+    with _cache_lock:
+        cached = _findings_cache.get(key)
+    if cached is None:
+        return None
+    if cached[0] != _fingerprint(conn, connection_id):
+        return None
+    return cached[1].get("summary")
+
+
+def _finding_json(finding: Any) -> dict[str, Any]:
+    if isinstance(finding, dict):
+        data = dict(finding)
+    elif hasattr(finding, "to_json"):
+        data = dict(finding.to_json())
+    else:
+        data = {"reason": str(finding)}
+    seqs = data.get("seqs") or data.get("frames") or data.get("seq") or []
+    if isinstance(seqs, int):
+        seqs = [seqs]
+    data["seqs"] = [s for s in seqs if isinstance(s, int)]
+    return data

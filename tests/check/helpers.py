@@ -1,0 +1,187 @@
+"""Builders for check tests: JSON-RPC frames, v1/v2 preludes, recordings written as SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from acp_proxy.acp.conformance import ConnectionChecker, Finding
+from acp_proxy.record.schema import connect
+from acp_proxy.wire.frame import Direction
+
+Frame = tuple[Direction, bytes]
+SID = "s1"
+
+
+def line(obj: Any) -> bytes:
+    return obj if isinstance(obj, bytes) else orjson.dumps(obj) + b"\n"
+
+
+def C(obj: Any) -> Frame:
+    return ("c2a", line(obj))
+
+
+def A(obj: Any) -> Frame:
+    return ("a2c", line(obj))
+
+
+def rq(rid: Any, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+def ok(rid: Any, **result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def er(rid: Any, code: int = -32601, message: str = "nope") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def nt(method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def up(variant: str, sid: str = SID, **fields: Any) -> dict[str, Any]:
+    return nt("session/update", sessionId=sid, update={"sessionUpdate": variant, **fields})
+
+
+TEXT = {"type": "text", "text": "hi"}
+
+V1_CLIENT_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+V1_AGENT_CAPS = {
+    "loadSession": True,
+    "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+    "sessionCapabilities": {"resume": {}, "list": {}, "close": {}},
+}
+V2_CLIENT_CAPS = {"elicitation": {"form": {}}}
+V2_AGENT_CAPS = {"session": {"prompt": {"image": {}}}}
+
+
+def v1_prelude(client_caps: Any = None, agent_caps: Any = None) -> list[Frame]:
+    return [
+        C(
+            rq(
+                0,
+                "initialize",
+                protocolVersion=1,
+                clientCapabilities=V1_CLIENT_CAPS if client_caps is None else client_caps,
+            )
+        ),
+        A(
+            ok(
+                0,
+                protocolVersion=1,
+                agentCapabilities=V1_AGENT_CAPS if agent_caps is None else agent_caps,
+                authMethods=[],
+            )
+        ),
+        C(rq(1, "session/new", cwd="/work", mcpServers=[])),
+        A(ok(1, sessionId=SID)),
+    ]
+
+
+def v2_prelude(client_caps: Any = None, agent_caps: Any = None, auth: Any = None) -> list[Frame]:
+    return [
+        C(
+            rq(
+                0,
+                "initialize",
+                protocolVersion=2,
+                capabilities=V2_CLIENT_CAPS if client_caps is None else client_caps,
+            )
+        ),
+        A(
+            ok(
+                0,
+                protocolVersion=2,
+                capabilities=V2_AGENT_CAPS if agent_caps is None else agent_caps,
+                authMethods=[] if auth is None else auth,
+            )
+        ),
+        C(rq(1, "session/new", cwd="/work", mcpServers=[])),
+        A(ok(1, sessionId=SID)),
+    ]
+
+
+def v1_turn(rid: int = 2, stop: str = "end_turn") -> list[Frame]:
+    return [
+        C(rq(rid, "session/prompt", sessionId=SID, prompt=[TEXT])),
+        A(up("user_message_chunk", content=TEXT)),
+        A(up("agent_message_chunk", content=TEXT)),
+        A(up("tool_call", toolCallId=f"t{rid}", title="read", kind="read", status="pending")),
+        A(up("tool_call_update", toolCallId=f"t{rid}", status="completed")),
+        A(ok(rid, stopReason=stop)),
+    ]
+
+
+def v2_turn(rid: int = 2, mid: str | None = None, stop: str = "end_turn") -> list[Frame]:
+    mid = mid or f"u{rid}"
+    return [
+        C(rq(rid, "session/prompt", sessionId=SID, prompt=[TEXT])),
+        A(up("state_update", state="running")),
+        A(up("user_message", messageId=mid, content=[TEXT])),
+        A(ok(rid, messageId=mid)),
+        A(up("agent_thought_chunk", messageId=f"m{rid}", content=TEXT)),
+        A(up("agent_message_chunk", messageId=f"m{rid}", content=TEXT)),
+        A(up("tool_call_update", toolCallId=f"t{rid}", status="in_progress", kind="read")),
+        A(up("tool_call_update", toolCallId=f"t{rid}", status="completed")),
+        A(up("state_update", state="idle", stopReason=stop)),
+    ]
+
+
+def run_engine(
+    frames: Sequence[Frame],
+    *,
+    transport: str | None = "stdio",
+    frames_dropped: int = 0,
+    binary_at: Iterable[int] = (),
+) -> list[Finding]:
+    """Feed ``frames`` (seq 1, 2, ...) to one ConnectionChecker; return all findings."""
+    binary = set(binary_at)
+    checker = ConnectionChecker(1, transport=transport, frames_dropped=frames_dropped)
+    out = checker.drain()
+    for seq, (direction, raw) in enumerate(frames, 1):
+        out += checker.feed(seq, direction, raw, seq * 1000, binary=seq in binary)
+    out += checker.finish()
+    return out
+
+
+def rules_of(findings: Iterable[Finding]) -> set[str]:
+    return {f.rule for f in findings}
+
+
+def write_recording(
+    path: Path,
+    connections: Sequence[Sequence[Frame]],
+    *,
+    transport: str = "stdio",
+    protocol_version: int | None = None,
+) -> None:
+    """Write connections of frames straight into a recording database."""
+    db: sqlite3.Connection = connect(path, create=True)
+    try:
+        db.execute("BEGIN")
+        now = time.time()
+        for frames in connections:
+            cur = db.execute(
+                "INSERT INTO connections (started_at, ended_at, transport, protocol_version) "
+                "VALUES (?, ?, ?, ?)",
+                (now, now + 1, transport, protocol_version),
+            )
+            cid = cur.lastrowid
+            db.executemany(
+                "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (cid, seq, now, seq * 1000, d, raw, len(raw))
+                    for seq, (d, raw) in enumerate(frames, 1)
+                ],
+            )
+        db.execute("COMMIT")
+    finally:
+        db.close()

@@ -1,0 +1,47 @@
+"""Proof: SDK clients observe exactly the same thing from `acp-proxy replay` as from the agent."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tests.replay.conftest import V1_PROMPTS, V2_PROMPTS, Recorded, replay_argv
+from tests.replay.sdk_clients import run_v1_client, run_v2_client
+
+
+def _a2c_count(db: object) -> int:
+    conn = sqlite3.connect(str(db))
+    try:
+        return int(conn.execute("SELECT count(*) FROM frames WHERE direction='a2c'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_v1_sdk_client_sees_identical_updates_and_results(v1_recording: Recorded) -> None:
+    live = v1_recording.observed
+    # The recording is real: three turns, each with a permission request and a tool call.
+    assert [r[0] for r in live.results] == ["initialize", "session/new", *["session/prompt"] * 3]
+    assert len(live.agent_requests) == 3
+    assert any(u["sessionUpdate"] == "tool_call_update" for _, u in live.updates)
+    replayed = await run_v1_client(replay_argv(v1_recording.path), V1_PROMPTS, "/elsewhere")
+    assert replayed.results == live.results
+    assert replayed.updates == live.updates
+    assert replayed.agent_requests == live.agent_requests
+
+
+async def test_v2_sdk_client_sees_identical_updates_and_results(v2_recording: Recorded) -> None:
+    live = v2_recording.observed
+    assert [r[1] for r in live.results[2:]] == [{"messageId": "u1"}, {"messageId": "u2"}]
+    kinds = [u["sessionUpdate"] for _, u in live.updates]
+    assert kinds.count("state_update") == 4 and "terminal_output_chunk" in kinds
+    replayed = await run_v2_client(replay_argv(v2_recording.path), V2_PROMPTS, "/elsewhere")
+    assert replayed.results == live.results
+    assert replayed.updates == live.updates
+
+
+async def test_paced_replay_gives_the_same_observations(v2_recording: Recorded) -> None:
+    replayed = await run_v2_client(
+        replay_argv(v2_recording.path, "--pace", "recorded", "--max-delay", "0.2"),
+        V2_PROMPTS, "/elsewhere",
+    )
+    assert replayed.results == v2_recording.observed.results
+    assert replayed.updates == v2_recording.observed.updates

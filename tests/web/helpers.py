@@ -1,0 +1,250 @@
+"""Shared helpers for the web inspector tests: recordings made through the real proxy,
+a big generated recording, and the real ``acp-proxy web`` server in a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from acp_proxy.record.schema import connect
+from tests.conftest import proxy_exe, run_proxy
+
+HERE = Path(__file__).parent
+SCRIPTED_AGENT = [sys.executable, str(HERE / "scripted_agent.py")]
+ARTIFACTS = HERE.parent.parent / "test-artifacts" / "web"
+SESSION_ID = "sess_web_1"
+
+
+def request(rid: int, method: str, params: dict[str, Any]) -> bytes:
+    return (
+        json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+        + b"\n"
+    )
+
+
+def prompt(rid: int, text: str) -> bytes:
+    return request(
+        rid, "session/prompt", {"sessionId": SESSION_ID, "prompt": [{"type": "text", "text": text}]}
+    )
+
+
+def opening() -> bytes:
+    return request(
+        1,
+        "initialize",
+        {
+            "protocolVersion": 2,
+            "clientInfo": {"name": "web-test-client", "version": "0.1"},
+            "clientCapabilities": {},
+        },
+    ) + request(2, "session/new", {"cwd": "/tmp", "mcpServers": []})
+
+
+def record_session(db: Path, prompts: list[str]) -> None:
+    """Record one connection through the real proxy and the scripted agent."""
+    stdin = opening() + b"".join(prompt(3 + i, text) for i, text in enumerate(prompts))
+    done = run_proxy(["--record", str(db), "--", *SCRIPTED_AGENT], stdin=stdin)
+    assert done.returncode == 0, done.stderr
+
+
+def rows(db: Path, query: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def make_big_db(path: Path, frames: int, *, connections: int = 2) -> None:
+    """A recording with ``frames`` frames written straight into SQLite (fast to build)."""
+    conn = connect(path, create=True)
+    per = frames // connections
+    now = time.time()
+    for c in range(1, connections + 1):
+        conn.execute(
+            "INSERT INTO connections (id, started_at, ended_at, transport, agent_command, "
+            "protocol_version) VALUES (?, ?, ?, 'stdio', '[\"big-agent\"]', 2)",
+            (c, now, now + 60),
+        )
+    filler = "x" * 200
+    batch: list[tuple[Any, ...]] = []
+    seqs = dict.fromkeys(range(1, connections + 1), 0)
+    for i in range(frames):
+        c = 1 + min(i // per, connections - 1)
+        seqs[c] += 1
+        seq = seqs[c]
+        if seq % 2:
+            raw = (
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": seq,
+                        "method": "session/prompt",
+                        "params": {
+                            "sessionId": f"s{c}",
+                            "prompt": [{"type": "text", "text": filler}],
+                        },
+                    },
+                    separators=(",", ":"),
+                ).encode()
+                + b"\n"
+            )
+            cols = ("c2a", "request", str(seq), "session/prompt", f"s{c}", None)
+        else:
+            raw = (
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": seq - 1, "result": {"messageId": f"m{seq}"}},
+                    separators=(",", ":"),
+                ).encode()
+                + b"\n"
+            )
+            cols = ("a2c", "response", str(seq - 1), "session/prompt", f"s{c}", None)
+        batch.append(
+            (
+                c,
+                seq,
+                now + i / 1000,
+                i * 1000,
+                cols[0],
+                raw,
+                len(raw),
+                cols[1],
+                cols[2],
+                cols[3],
+                cols[4],
+                cols[5],
+            )
+        )
+        if len(batch) >= 20000:
+            _insert(conn, batch)
+            batch = []
+    _insert(conn, batch)
+    conn.close()
+
+
+def _insert(conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> None:
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, kind, rpc_id, "
+        "method, session_id, update_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        batch,
+    )
+    conn.execute("COMMIT")
+
+
+URL_RE = re.compile(r"(http://\S+)")
+
+
+@contextlib.contextmanager
+def web_server(db: Path, *extra: str, timeout: float = 60) -> Iterator[str]:
+    """Run ``acp-proxy web DB --listen 127.0.0.1:0`` and yield its URL (token included)."""
+    proc = subprocess.Popen(
+        [*proxy_exe(), "web", str(db), "--listen", "127.0.0.1:0", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = _read_url(proc, proc.stdout, timeout)
+        yield url
+    finally:
+        stop(proc)
+
+
+def _read_url(proc: subprocess.Popen[bytes], stream: Any, timeout: float) -> str:
+    found: list[str] = []
+    lines: list[bytes] = []
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            m = URL_RE.search(line.decode(errors="replace"))
+            if m:
+                found.append(m.group(1))
+                return
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    if not found:
+        stop(proc)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise AssertionError(f"no inspector URL printed: {lines!r} {err}")
+    return found[0]
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class LiveProxy:
+    """``acp-proxy --record DB [--ui ...] -- scripted agent`` fed line by line by the test."""
+
+    def __init__(self, db: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [*proxy_exe(), "--record", str(db), *extra, "--", *SCRIPTED_AGENT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ},
+        )
+        self.out: list[bytes] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.out.append(line)
+
+    def ui_url(self, timeout: float = 60) -> str:
+        return _read_url(self.proc, self.proc.stderr, timeout)
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def wait_output(self, predicate: Any, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(b"".join(self.out)):
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"agent output never matched: {b''.join(self.out)[-500:]!r}")
+
+    def close(self) -> int:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._reader.join(10)
+        return code
+
+
+def wait_until(predicate: Any, timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

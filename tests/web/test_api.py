@@ -1,0 +1,424 @@
+"""The inspector's JSON endpoints (pytest-aiohttp) on recordings made through the real proxy."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import WSMsgType
+from aiohttp.test_utils import TestClient
+
+from acp_proxy.record.schema import connect
+from acp_proxy.web import store
+from acp_proxy.web.server import CSP, make_app
+from tests.web.helpers import SESSION_ID, make_big_db, record_session, rows
+
+PROMPTS = ["Please review main.py", "xss please", "bad-utf8 now"]
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("web-api") / "session.db"
+    record_session(db, PROMPTS)
+    record_session(db, ["second connection"])
+    return db
+
+
+@pytest.fixture
+async def client(aiohttp_client: Any, recording: Path) -> TestClient:
+    return await aiohttp_client(make_app(recording, poll_interval=0.05))
+
+
+async def get_json(client: TestClient, path: str, status: int = 200) -> Any:
+    resp = await client.get(path)
+    assert resp.status == status, await resp.text()
+    assert resp.headers["Content-Type"].startswith("application/json")
+    return await resp.json()
+
+
+async def test_connections_list_agent_client_version_sessions(
+    client: TestClient, recording: Path
+) -> None:
+    data = await get_json(client, "/api/connections")
+    conns = data["connections"]
+    db_rows = rows(recording, "SELECT id, started_at, ended_at FROM connections ORDER BY id")
+    assert [c["id"] for c in conns] == [r[0] for r in db_rows]
+    first = conns[0]
+    assert first["agent"] == "scripted-agent 1.0"
+    assert first["client"] == "web-test-client 0.1"
+    assert first["protocol_version"] == 2
+    assert first["started_at"] == db_rows[0][1]
+    assert first["duration"] == pytest.approx(db_rows[0][2] - db_rows[0][1])
+    (count,) = rows(recording, "SELECT count(*) FROM frames WHERE connection_id = 1")[0]
+    assert first["frame_count"] == count
+    (session,) = first["sessions"]
+    assert session["session_id"] == SESSION_ID
+    (scount,) = rows(
+        recording,
+        "SELECT count(*) FROM frames WHERE connection_id = 1 AND session_id = ?",
+        (SESSION_ID,),
+    )[0]
+    assert session["frame_count"] == scount
+
+
+async def test_keyset_pagination_forwards_and_backwards_covers_every_frame(
+    client: TestClient, recording: Path
+) -> None:
+    all_ids = [r[0] for r in rows(recording, "SELECT id FROM frames ORDER BY id")]
+    seen: list[int] = []
+    after = 0
+    while True:
+        page = await get_json(client, f"/api/frames?after_id={after}&limit=7")
+        assert len(page["frames"]) <= 7
+        seen += [f["id"] for f in page["frames"]]
+        if not page["has_more_after"]:
+            break
+        after = page["frames"][-1]["id"]
+    assert seen == all_ids
+    back: list[int] = []
+    before = 10**12
+    while True:
+        page = await get_json(client, f"/api/frames?before_id={before}&limit=9")
+        back = [f["id"] for f in page["frames"]] + back
+        if not page["has_more_before"]:
+            break
+        before = page["frames"][0]["id"]
+    assert back == all_ids
+    first = await get_json(client, "/api/frames?limit=5")
+    assert first["has_more_before"] is False and first["has_more_after"] is True
+
+
+@pytest.mark.parametrize(
+    ("query", "where", "args"),
+    [
+        ("direction=a2c", "direction = ?", ("a2c",)),
+        ("method=session/prompt", "method = ?", ("session/prompt",)),
+        ("update=notice", "update_kind = ?", ("notice",)),
+        (
+            f"session={SESSION_ID}&direction=c2a",
+            "session_id = ? AND direction = ?",
+            (SESSION_ID, "c2a"),
+        ),
+        ("connection=2", "connection_id = ?", (2,)),
+    ],
+)
+async def test_filters_match_the_index_columns(
+    client: TestClient, recording: Path, query: str, where: str, args: tuple[Any, ...]
+) -> None:
+    page = await get_json(client, f"/api/frames?{query}&limit=1000")
+    expected = [
+        r[0] for r in rows(recording, f"SELECT id FROM frames WHERE {where} ORDER BY id", args)
+    ]
+    assert expected, "the filter should select something in this recording"
+    assert [f["id"] for f in page["frames"]] == expected
+
+
+async def test_text_filter_searches_the_raw_bytes(client: TestClient, recording: Path) -> None:
+    page = await get_json(client, "/api/frames?q=%3Cscript%3E&limit=1000")
+    expected = [
+        fid
+        for fid, raw in rows(recording, "SELECT id, raw FROM frames ORDER BY id")
+        if b"<script>" in raw
+    ]
+    assert expected
+    assert [f["id"] for f in page["frames"]] == expected
+    none = await get_json(client, "/api/frames?q=definitely-not-in-any-frame")
+    assert none["frames"] == []
+
+
+async def test_request_response_pairing_and_latency(client: TestClient, recording: Path) -> None:
+    page = await get_json(client, "/api/frames?connection=1&method=session/prompt&limit=1000")
+    requests = [f for f in page["frames"] if f["kind"] == "request"]
+    responses = {f["id"]: f for f in page["frames"] if f["kind"] == "response"}
+    assert len(requests) == len(PROMPTS) == len(responses)
+    for req in requests:
+        pair = req["pair"]
+        assert pair["role"] == "request"
+        resp = responses[pair["id"]]
+        assert resp["rpc_id"] == req["rpc_id"] and resp["direction"] == "a2c"
+        assert resp["pair"]["id"] == req["id"]
+        (req_ns,), (resp_ns,) = (
+            rows(recording, "SELECT mono_ns FROM frames WHERE id = ?", (req["id"],))[0],
+            rows(recording, "SELECT mono_ns FROM frames WHERE id = ?", (resp["id"],))[0],
+        )
+        assert pair["latency_ms"] == pytest.approx((resp_ns - req_ns) / 1e6)
+
+
+async def test_frame_detail_is_the_exact_text(client: TestClient, recording: Path) -> None:
+    fid, raw = rows(recording, "SELECT id, raw FROM frames WHERE instr(raw, '<script>') > 0")[0]
+    detail = await get_json(client, f"/api/frames/{fid}")
+    assert detail["utf8"] is True
+    assert detail["text"].encode() == raw
+    assert detail["base64"] is None
+    resp = await client.get(f"/api/frames/{fid}/raw")
+    assert resp.status == 200
+    assert await resp.read() == raw
+    assert resp.headers["Content-Type"] == "application/octet-stream"
+
+
+async def test_invalid_utf8_frame_comes_back_as_hex_and_base64(
+    client: TestClient, recording: Path
+) -> None:
+    matches = [(i, r) for i, r in rows(recording, "SELECT id, raw FROM frames") if b"\xff\xfe" in r]
+    assert matches, "the scripted agent writes one invalid UTF-8 line per connection that asks"
+    fid, raw = matches[0]
+    detail = await get_json(client, f"/api/frames/{fid}")
+    assert detail["utf8"] is False and detail["text"] is None
+    assert base64.b64decode(detail["base64"]) == raw
+    assert bytes.fromhex(detail["hex"].replace(" ", "")) == raw
+    page = await get_json(client, f"/api/frames?after_id={fid - 1}&limit=1")
+    assert page["frames"][0]["preview"].startswith('{"jsonrpc"')
+    assert "\\xff\\xfe" in page["frames"][0]["preview"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/frames/999999", 404),
+        ("/api/frames/abc", 404),
+        ("/api/frames/999999/raw", 404),
+        ("/api/connections/99/findings", 404),
+        ("/api/connections/99/sessions/x", 404),
+        ("/api/connections/1/sessions/no-such-session", 404),
+        ("/api/frames?connection=99", 404),
+        ("/api/nope", 404),
+        ("/static/nope.js", 404),
+        ("/static/..%2Fserver.py", 404),
+        ("/api/frames?limit=0", 400),
+        ("/api/frames?after_id=x", 400),
+        ("/api/frames?direction=sideways", 400),
+        ("/api/frames?connection=one", 400),
+    ],
+)
+async def test_bad_requests_get_json_errors(client: TestClient, path: str, status: int) -> None:
+    data = await get_json(client, path, status)
+    assert isinstance(data["error"], str) and "\n" not in data["error"]
+
+
+async def test_read_only_post_is_refused_and_file_untouched(
+    client: TestClient, recording: Path
+) -> None:
+    before = hashlib.sha256(recording.read_bytes()).hexdigest()
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        resp = await client.request(method, "/api/frames")
+        assert resp.status == 405
+    for path in ("/api/connections", "/api/frames", "/api/connections/1/findings"):
+        assert (await client.get(path)).status == 200
+    assert hashlib.sha256(recording.read_bytes()).hexdigest() == before
+
+
+async def test_page_and_assets_have_strict_csp_and_no_inline_script(client: TestClient) -> None:
+    resp = await client.get("/")
+    assert resp.status == 200
+    assert resp.headers["Content-Security-Policy"] == CSP
+    assert "'unsafe-inline'" not in CSP and "script-src 'self'" in CSP
+    html = await resp.text()
+    import re
+
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+    assert scripts and all(
+        'src="/static/' in attrs and body.strip() == "" for attrs, body in scripts
+    )
+    assert not re.search(r"\son[a-z]+=", html), "inline event handlers would need unsafe-inline"
+    for asset in ("app.js", "app.css"):
+        resp = await client.get(f"/static/{asset}")
+        assert resp.status == 200
+        text = await resp.text()
+        assert "http://" not in text and "https://" not in text, "nothing from a CDN"
+        if asset == "app.js":
+            assert "innerHTML" not in text.replace("Nothing here assigns innerHTML", "")
+    api = await client.get("/api/info")
+    assert api.headers["Content-Security-Policy"] == CSP
+    assert api.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_session_view_reconstructs_the_conversation(client: TestClient) -> None:
+    data = await get_json(client, f"/api/connections/1/sessions/{SESSION_ID}")
+    assert data["available"] is True
+    items = data["session"]["items"]
+    users = [i["text"] for i in items if i.get("type") == "user_message"]
+    assert users == PROMPTS
+    agent = [i for i in items if i.get("type") == "agent_message"]
+    assert any("<script>" in i["text"] for i in agent)
+    notices = [i for i in items if i.get("kind") == "notice"]
+    assert notices and all(n["liveOnly"] for n in notices)
+    unknown = [i for i in items if i.get("kind") == "unknown"]
+    assert unknown and unknown[0]["payload"]["sessionUpdate"] == "_vendor_telemetry"
+    tools = [i for i in items if i.get("type") == "tool_call"]
+    assert tools and all(t["fields"]["status"] == "completed" for t in tools)
+    for item in items:
+        seq = item.get("firstSeq", item.get("seq"))
+        if seq is not None:
+            assert str(seq) in data["seqToId"]
+
+
+async def test_findings_point_at_real_frames(client: TestClient, recording: Path) -> None:
+    data = await get_json(client, "/api/connections/1/findings")
+    if not data["available"]:
+        pytest.skip("the conformance checker module is not installed")
+    assert data["complete"] is True
+    bad = [f for f in data["findings"] if f["rule"] == "framing.utf8"]
+    assert bad, data["findings"]
+    (fid,) = bad[0]["frame_ids"]
+    (raw,) = rows(recording, "SELECT raw FROM frames WHERE id = ?", (fid,))[0]
+    assert b"\xff\xfe" in raw
+    assert data["summary"]["error"] >= 1
+    listed = await get_json(client, "/api/connections")
+    assert listed["connections"][0]["findings"] == data["summary"]
+
+
+async def test_token_is_required_on_every_request(aiohttp_client: Any, recording: Path) -> None:
+    client = await aiohttp_client(make_app(recording, token="s3cret-token"))
+    for path in ("/", "/static/app.js", "/api/info", "/api/frames", "/api/live"):
+        resp = await client.get(path)
+        assert resp.status == 401, path
+    assert (await client.get("/api/info", headers={"Authorization": "Bearer wrong"})).status == 401
+    assert (await client.get("/api/info?token=s3cret-tokeX")).status == 401
+    ok = await client.get("/api/info", headers={"Authorization": "Bearer s3cret-token"})
+    assert ok.status == 200
+    page = await client.get("/?token=s3cret-token")
+    assert page.status == 200
+    assert (
+        "HttpOnly" in page.headers["Set-Cookie"] and "SameSite=Strict" in page.headers["Set-Cookie"]
+    )
+    # The browser now sends the cookie: the page's own requests work without the query.
+    assert (await client.get("/api/frames")).status == 200
+
+
+async def test_without_token_the_host_header_must_be_loopback(client: TestClient) -> None:
+    resp = await client.get("/api/info", headers={"Host": "evil.example:8080"})
+    assert resp.status == 403
+    assert (await client.get("/api/info", headers={"Host": "localhost:8080"})).status == 200
+
+
+async def test_bad_database_is_a_clean_error(aiohttp_client: Any, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    client = await aiohttp_client(make_app(junk))
+    data = await get_json(client, "/api/connections", 503)
+    assert "not a usable acp-proxy recording" in data["error"]
+    missing = await aiohttp_client(make_app(tmp_path / "missing.db"))
+    data = await get_json(missing, "/api/frames", 503)
+    assert data["error"].startswith("no such recording")
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    client = await aiohttp_client(make_app(other))
+    data = await get_json(client, "/api/info", 503)
+    assert "not an acp-proxy recording" in data["error"]
+
+
+async def test_live_websocket_pushes_frames_written_by_another_connection(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    db = tmp_path / "live.db"
+    record_session(db, ["first"])
+    client = await aiohttp_client(make_app(db, poll_interval=0.05))
+    (max_id,) = rows(db, "SELECT max(id) FROM frames")[0]
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str(orjson.dumps({"follow": True, "after_id": max_id, "filter": {}}).decode())
+    state = orjson.loads((await ws.receive(timeout=30)).data)
+    assert state["type"] == "state" and state["max_id"] == max_id
+    # Another process appends (here: a second recorded connection through the real proxy).
+    record_session(db, ["second"])
+    (new_max,) = rows(db, "SELECT max(id) FROM frames")[0]
+    got: list[int] = []
+    while not got or got[-1] < new_max:
+        msg = await ws.receive(timeout=30)
+        assert msg.type == WSMsgType.TEXT
+        data = orjson.loads(msg.data)
+        if data["type"] == "frames":
+            got += [f["id"] for f in data["frames"]]
+    assert got == list(range(max_id + 1, new_max + 1))
+    # A filtered subscription only gets matching frames.
+    await ws.send_str(
+        orjson.dumps({"follow": True, "after_id": new_max, "filter": {"direction": "c2a"}}).decode()
+    )
+    record_session(db, ["third"])
+    expected = [
+        r[0]
+        for r in rows(db, "SELECT id FROM frames WHERE id > ? AND direction = 'c2a'", (new_max,))
+    ]
+    got = []
+    while len(got) < len(expected):
+        data = orjson.loads((await ws.receive(timeout=30)).data)
+        if data["type"] == "frames":
+            got += [f["id"] for f in data["frames"]]
+            assert all(f["direction"] == "c2a" for f in data["frames"])
+    assert got == expected
+    await ws.close()
+
+
+async def test_live_websocket_refuses_other_origins(client: TestClient) -> None:
+    resp = await client.get(
+        "/api/live",
+        headers={
+            "Origin": "http://evil.example",
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        },
+    )
+    assert resp.status == 403
+
+
+@pytest.fixture(scope="module")
+def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("web-big") / "big.db"
+    make_big_db(db, 100_000)
+    return db
+
+
+async def test_100k_frames_pages_from_both_ends(aiohttp_client: Any, big_db: Path) -> None:
+    client = await aiohttp_client(make_app(big_db))
+    first = await get_json(client, "/api/frames?limit=200")
+    assert [f["id"] for f in first["frames"]] == list(range(1, 201))
+    last = await get_json(client, f"/api/frames?before_id={10**12}&limit=200")
+    assert [f["id"] for f in last["frames"]] == list(range(99_801, 100_001))
+    assert last["has_more_before"] and not last["has_more_after"]
+    middle = await get_json(client, "/api/frames?after_id=50000&limit=3&direction=a2c&connection=2")
+    assert all(f["direction"] == "a2c" and f["connection_id"] == 2 for f in middle["frames"])
+    assert middle["frames"][0]["pair"]["latency_ms"] is not None
+    conns = await get_json(client, "/api/connections")
+    assert [c["frame_count"] for c in conns["connections"]] == [50_000, 50_000]
+
+
+def test_a_page_never_holds_the_recording_in_memory(big_db: Path) -> None:
+    """Peak Python memory for a page of 200 (and a text search over all 100k frames)."""
+    size = big_db.stat().st_size
+    with store.read_connection(big_db) as conn:
+        tracemalloc.start()
+        store.list_frames(conn, store.FrameFilter(), before_id=10**12, limit=200)
+        store.list_frames(conn, store.FrameFilter(text="no such text"), limit=200)
+        store.list_connections(conn)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert size > 20 * 1024 * 1024
+    assert peak < 2 * 1024 * 1024, f"peak {peak} bytes for a {size}-byte recording"
+
+
+def test_reader_sees_commits_of_a_writer_that_stays_open(tmp_path: Path) -> None:
+    """WAL: fresh read-only connections see what an open writer committed, never block it."""
+    db = tmp_path / "wal.db"
+    writer = connect(db, create=True)
+    writer.execute("INSERT INTO connections (started_at, transport) VALUES (1, 'stdio')")
+    writer.execute("BEGIN IMMEDIATE")  # the writer holds the write lock...
+    writer.execute(
+        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+        "VALUES (1, 1, 1, 1, 'c2a', x'7b7d0a', 3)"
+    )
+    with store.read_connection(db) as conn:  # ...and readers still work (last commit)
+        assert store.db_state(conn)[0] == 0
+        assert [c["id"] for c in store.list_connections(conn)] == [1]
+    writer.execute("COMMIT")
+    with store.read_connection(db) as conn:
+        assert store.db_state(conn)[0] == 1
+    writer.close()

@@ -153,6 +153,7 @@ class _Session:
     # v2 foreground work
     state: str | None = None
     activity_seq: int | None = None  # evidence of foreground work since the last idle
+    activity_prompt: bool = False  # ... and that evidence is a session/prompt
     cancel_seq: int | None = None
     work_entities: set[tuple[str, str]] = field(default_factory=set)
     tool_status: dict[str, tuple[str | None, int]] = field(default_factory=dict)
@@ -593,6 +594,7 @@ class ConnectionChecker:
             s.turn_ended_seq = None
             if s.activity_seq is None:
                 s.activity_seq = seq
+                s.activity_prompt = True
         elif method in ("auth/login", "auth/logout") and v2 and self._agent_caps is not None:
             methods = self._auth_methods
             self._needs(
@@ -695,7 +697,9 @@ class ConnectionChecker:
         if req.method in ("session/new", "session/fork") and ok:
             new_sid = _str(result, "sessionId")
             if new_sid is not None:
-                self._session(new_sid)
+                fresh = self._session(new_sid)
+                if fresh.state is None:
+                    fresh.state = "idle"  # a new session has no foreground work yet
             return
         if req.replay is not None and sid is not None:
             s = self._session(sid)
@@ -729,6 +733,7 @@ class ConnectionChecker:
         if not ok:
             if s.activity_seq == req_seq and s.state not in ("running", "requires_action"):
                 s.activity_seq = None  # rejected before insertion: no work started
+                s.activity_prompt = False
             return
         mid = _get(result, "messageId")
         if not isinstance(mid, str) or not mid:
@@ -1027,7 +1032,13 @@ class ConnectionChecker:
         sid = s.sid
         stop = update.get("stopReason")
         was_working = s.state in ("running", "requires_action")
-        if not was_working and s.activity_seq is not None:
+        # Work on a session taken over from another connection (state unknown) may have
+        # started before this recording; only a prompt sent here proves it started here.
+        if (
+            not was_working
+            and s.activity_seq is not None
+            and (s.state == "idle" or s.activity_prompt)
+        ):
             self._report(
                 "v2.running-before-idle",
                 (s.activity_seq, seq),
@@ -1069,6 +1080,7 @@ class ConnectionChecker:
                 )
         s.state = "idle"
         s.activity_seq = None
+        s.activity_prompt = False
         s.work_entities = set()
         s.tool_status = {}
 

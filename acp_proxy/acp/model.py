@@ -220,6 +220,9 @@ class ConnectionModel:
         self.tracker = TurnTracker()
         self.frames = 0
         self._pending: dict[tuple[str, str], _Pending] = {}
+        # responses recorded before their request (the proxy forwards, then records, so two
+        # directions can interleave): (request direction, id) -> (payload, seq, mono_ns)
+        self._early: dict[tuple[str, str], tuple[Any, int | None, int]] = {}
 
     # -- feeding -------------------------------------------------------------------------
 
@@ -280,30 +283,40 @@ class ConnectionModel:
             self.tracker.prompt(sid, msg.id, seq, ns)
         if sid is not None and replays_history(method, params, self.protocol_version):
             tl.replaying = True
+        early = self._early.pop(key, None)
+        if early is not None:
+            ex.extra["reordered"] = True  # the response was recorded first
+            return self._answer(self._pending.pop(key), early[0], early[1], early[2])
         return []
 
     def _response(
         self, direction: Direction, msg: Message, seq: int | None, ns: int
     ) -> list[str | None]:
         assert msg.id is not None
-        pending = self._pending.pop((other_direction(direction), msg.id), None)
+        key = (other_direction(direction), msg.id)
+        pending = self._pending.pop(key, None)
         if pending is None:
-            self.connection.add_event(
-                Event(
-                    "orphan_response",
-                    msg.payload,
-                    seq,
-                    extra={"direction": direction, "id": msg.id},
-                )
-            )
-            return [None]
+            self._early[key] = (msg.payload, seq, ns)
+            return []
+        return self._answer(pending, msg.payload, seq, ns)
+
+    def _answer(
+        self, pending: _Pending, payload: Any, seq: int | None, ns: int
+    ) -> list[str | None]:
         ex, tl = pending.exchange, pending.timeline
-        ex.response = msg.payload
+        ex.response = payload
         ex.response_seq = seq
         ex.response_mono_ns = ns
         ex.answered = True
-        result = msg.result
-        boundaries: list[str | None] = [tl.session_id]
+        result = payload.get("result") if isinstance(payload, dict) else None
+        boundaries: list[str | None] = []
+        tl.end_group()
+        if tl is self.connection:
+            boundaries.append(None)
+        if ex.drained:  # printed while pending: show it again, now with its answer
+            ex.drained = False
+            ex.extra["late"] = True
+            tl.add_event(ex)
         if ex.method == "initialize":
             version = protocol_version_of(result)
             if version is not None:
@@ -318,11 +331,26 @@ class ConnectionModel:
                 self.session(sid)
         if tl.replaying and replays_history(ex.method, ex.params, self.protocol_version):
             tl.replaying = False
+            boundaries.append(tl.session_id)
         if ex.method == "session/prompt" and ex.direction == "c2a":
-            turn = self.tracker.prompt_result(ex.id, msg.payload, seq, ns)
+            turn = self.tracker.prompt_result(ex.id, payload, seq, ns)
             if turn is not None:
                 self.turns.append(turn)
+                boundaries.append(tl.session_id)
         return boundaries
+
+    def finish(self) -> None:
+        """End of the recording: responses that never met their request become events."""
+        for (req_direction, rid), (payload, seq, _ns) in self._early.items():
+            self.connection.add_event(
+                Event(
+                    "orphan_response",
+                    payload,
+                    seq,
+                    extra={"direction": other_direction(req_direction), "id": rid},  # type: ignore[arg-type]
+                )
+            )
+        self._early.clear()
 
     def _notification(
         self, direction: Direction, msg: Message, seq: int | None, ns: int

@@ -280,6 +280,8 @@ class Exchange:
     response_mono_ns: int | None = None
     answered: bool = False
     replayed: bool = False
+    drained: bool = False
+    """Set by :meth:`SessionTimeline.drain`; an answer arriving later re-adds the exchange."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     item = "rpc"
@@ -415,6 +417,11 @@ class SessionTimeline:
         self._last_anon = None
         return event
 
+    def end_group(self) -> None:
+        """Stop grouping v1 id-less chunks: the next one starts a new message (the model
+        calls this when a turn or a replay window ends)."""
+        self._last_anon = None
+
     def _event(
         self,
         kind: str,
@@ -548,7 +555,9 @@ class SessionTimeline:
         items = self.items
         self.items = []
         for item in items:
-            if isinstance(item, Entity):
+            if isinstance(item, Exchange):
+                item.drained = True
+            elif isinstance(item, Entity):
                 key = (item.type, item.id)
                 self._entities.pop(key, None)
                 if not item.synthetic_id:

@@ -83,7 +83,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
 @click.command("check")
 @click.argument(
     "recording_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     metavar="DB",
     required=False,
 )
@@ -120,7 +120,7 @@ def check_command(
     `acp-proxy dump`), and quotes the rule. Examples:
       acp-proxy check session.db
       acp-proxy check session.db --connection 2 --min-tier warning
-      acp-proxy check session.db --json | jq '.summary'
+      acp-proxy check session.db --json > check-report.json
       acp-proxy check --rules
     """
     if list_rules:

@@ -12,6 +12,7 @@ import shlex
 import sqlite3
 import sys
 import tempfile
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -99,27 +100,26 @@ def _summary(db_path: Path, first_id: int) -> None:
             ids,
         ):
             methods[method] += count
-        click.echo("  methods:  " + ", ".join(f"{m} x{n}" for m, n in sorted(methods.items())))
+        _wrapped("methods:", [f"{m} x{n}" for m, n in sorted(methods.items())])
         variants = db.execute(
             f"SELECT update_kind, count(*) FROM frames WHERE connection_id IN ({marks}) "
             "AND update_kind IS NOT NULL GROUP BY update_kind ORDER BY update_kind",
             ids,
         ).fetchall()
-        click.echo("  updates:  " + ", ".join(f"{k} x{n}" for k, n in variants))
-        click.echo(f"  sessions: {len(_sessions(db, ids))}   stderr lines: {_stderr(db, ids)}")
-    _next_steps(db_path, ids[-1])
+        _wrapped("updates:", [f"{k} x{n}" for k, n in variants])
+        click.echo(f"  stderr:   {_stderr(db, ids)} lines of the agent's log, recorded too")
+    _next_steps(db_path, ids[0], ids[-1])
 
 
-def _sessions(db: sqlite3.Connection, ids: list[int]) -> set[str]:
-    marks = ",".join("?" * len(ids))
-    return {
-        s
-        for (s,) in db.execute(
-            f"SELECT DISTINCT session_id FROM frames WHERE connection_id IN ({marks}) "
-            "AND session_id IS NOT NULL",
-            ids,
-        )
-    }
+def _wrapped(title: str, items: list[str]) -> None:
+    text = textwrap.fill(
+        ", ".join(items),
+        width=100,
+        initial_indent=f"  {title:<10}",
+        subsequent_indent=" " * 12,
+        break_on_hyphens=False,
+    )
+    click.echo(text)
 
 
 def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
@@ -130,7 +130,7 @@ def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
     return int(n)
 
 
-def _next_steps(db_path: Path, last_id: int) -> None:
+def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:
     from acp_proxy.cli import cli  # here, not at import time: cli imports this module
 
     db = shlex.quote(str(db_path))
@@ -139,16 +139,25 @@ def _next_steps(db_path: Path, last_id: int) -> None:
         ("dump", f"acp-proxy dump {db} -c {last_id}", "every frame of the last connection"),
         ("show", f"acp-proxy show {db}", "the conversation rebuilt from the updates"),
         ("check", f"acp-proxy check {db}", "protocol rules checked against the recording"),
-        ("replay", "acp-proxy replay --help", "serve the recording back as a fake agent"),
+        (
+            "replay",
+            f"acp-proxy replay {db} -c {first_id} --client -- "
+            f"{shlex.quote(sys.executable)} -m {DEMO_AGENT_MODULE}",
+            "replay the recorded client against a fresh agent",
+        ),
+        ("replay", f"acp-proxy replay {db}", "serve the recording to an editor as an agent"),
         ("web", f"acp-proxy web {db}", "browse the recording in a browser"),
     ]
     available = [(cmd, why) for name, cmd, why in hints if name in cli.commands]
     if not available:
         return
-    width = max(len(cmd) for cmd, _ in available)
+    width = min(44, max(len(cmd) for cmd, _ in available))
     click.echo("\nNext, try:")
     for cmd, why in available:
-        click.echo(f"  {cmd.ljust(width)}   # {why}")
+        if len(cmd) > width:
+            click.echo(f"  {cmd}\n  {' ' * width}   # {why}")
+        else:
+            click.echo(f"  {cmd.ljust(width)}   # {why}")
 
 
 @click.command("demo")
@@ -176,9 +185,22 @@ def _next_steps(db_path: Path, last_id: int) -> None:
     show_default=True,
     help="Seconds the demo agent pauses between the steps of a turn.",
 )
+@click.option(
+    "--cwd",
+    "project_dir",
+    metavar="PATH",
+    help="Project directory the client announces in session/new (default: the current one). "
+    "A fixed value makes recordings comparable across machines.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary, not the transcript.")
 def demo_command(
-    db_path: Path, protocol: str, keep: bool, force: bool, delay: float, quiet: bool
+    db_path: Path,
+    protocol: str,
+    keep: bool,
+    force: bool,
+    delay: float,
+    project_dir: str | None,
+    quiet: bool,
 ) -> None:
     """Record a scripted conversation with the bundled demo agent, then show what to do next.
 
@@ -226,7 +248,7 @@ def demo_command(
             ]
             out(f"### protocol v{version}: the scripted client talks to the demo agent")
             try:
-                run_scenario(command, protocol=version, reconnect=True, out=out)
+                run_scenario(command, protocol=version, reconnect=True, out=out, cwd=project_dir)
             except ClientError as exc:
                 raise click.ClickException(f"the demo failed: {exc}") from None
             out("")

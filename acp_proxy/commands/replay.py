@@ -20,32 +20,74 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
 @click.argument(
     "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="RECORDING"
 )
-@click.option("--connection", "-c", "connection_id", type=int,
-              help="Replay only this recorded connection (default: all, in order).")
-@click.option("--session", "session_id",
-              help="Replay only the connections in which this sessionId appears.")
-@click.option("--match", "match", type=click.Choice(["loose", "sequential", "strict"]),
-              default="loose", show_default=True,
-              help="loose: any unconsumed recorded request with the same method and params "
-                   "(repeats first-in-first-out); sequential: never go back in the recording; "
-                   "strict: exactly the next recorded client message.")
-@click.option("--pace", type=click.Choice(["fast", "recorded"]), default="fast",
-              show_default=True, help="Send at once, or with the recorded gaps between frames.")
-@click.option("--max-delay", type=float, default=None,
-              help="With --pace recorded: never wait longer than this many seconds.")
-@click.option("--ignore", "ignores", multiple=True, metavar="PATH",
-              help="Ignore this member when matching (e.g. params.cwd, prompt.*.text); "
-                   "repeatable. params.cwd is ignored by default.")
+@click.option(
+    "--connection",
+    "-c",
+    "connection_id",
+    type=int,
+    help="Replay only this recorded connection (default: all, in order).",
+)
+@click.option(
+    "--session", "session_id", help="Replay only the connections in which this sessionId appears."
+)
+@click.option(
+    "--match",
+    "match",
+    type=click.Choice(["loose", "sequential", "strict"]),
+    default="loose",
+    show_default=True,
+    help="loose: any unconsumed recorded request with the same method and params "
+    "(repeats first-in-first-out); sequential: never go back in the recording; "
+    "strict: exactly the next recorded client message.",
+)
+@click.option(
+    "--pace",
+    type=click.Choice(["fast", "recorded"]),
+    default="fast",
+    show_default=True,
+    help="Send at once, or with the recorded gaps between frames.",
+)
+@click.option(
+    "--max-delay",
+    type=float,
+    default=None,
+    help="With --pace recorded: never wait longer than this many seconds.",
+)
+@click.option(
+    "--ignore",
+    "ignores",
+    multiple=True,
+    metavar="PATH",
+    help="Ignore this member when matching (e.g. params.cwd, prompt.*.text); "
+    "repeatable. params.cwd is ignored by default.",
+)
 @click.option("--no-default-ignores", is_flag=True, help="Do not ignore params.cwd.")
-@click.option("--advertise-load", is_flag=True,
-              help="Answer initialize with agentCapabilities.loadSession: true.")
-@click.option("--answer-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for the client's answer to a replayed agent request.")
-@click.option("--client", "client_mode", is_flag=True,
-              help="Play the recorded CLIENT against a real agent (after --) and report how "
-                   "the agent's messages differ from the recording; exit 1 on differences.")
-@click.option("--step-timeout", type=float, default=10.0, show_default=True,
-              help="With --client: how long to wait for the agent to catch up at each step.")
+@click.option(
+    "--advertise-load",
+    is_flag=True,
+    help="Answer initialize with agentCapabilities.loadSession: true.",
+)
+@click.option(
+    "--answer-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the client's answer to a replayed agent request.",
+)
+@click.option(
+    "--client",
+    "client_mode",
+    is_flag=True,
+    help="Play the recorded CLIENT against a real agent (after --) and report how "
+    "the agent's messages differ from the recording; exit 1 on differences.",
+)
+@click.option(
+    "--step-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --client: how long to wait for the agent to catch up at each step.",
+)
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def replay_command(
     recording_path: Path,
@@ -94,11 +136,13 @@ def replay_command(
     if client_mode:
         from acp_proxy.replay.agent_check import run_check
 
-        conn = connection_id
-        if conn is None:
-            conn = next(s.connection_id for s in script.steps if s.trigger.is_request)
-        frames = script.connection_frames.get(conn, [])
-        sys.exit(run_check(frames, agent_command, ignores=parsed, step_timeout=step_timeout))
+        chosen = sorted({s.connection_id for s in script.steps if s.trigger.is_request})
+        connections = [script.connection_frames.get(c, []) for c in chosen]
+        try:
+            code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+        except KeyboardInterrupt:
+            code = 130
+        sys.exit(code)
     from acp_proxy.replay.stdio import serve_stdio
 
     options = ReplayOptions(
@@ -109,5 +153,8 @@ def replay_command(
         max_delay=max_delay,
     )
     engine = ReplayEngine(script, options)
-    sys.exit(serve_stdio(engine, answer_timeout=answer_timeout))
-
+    try:
+        code = serve_stdio(engine, answer_timeout=answer_timeout)
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

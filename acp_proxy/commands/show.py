@@ -8,6 +8,7 @@ memory stays flat however long the recording is. ``--json`` prints the reconstru
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
@@ -21,8 +22,9 @@ import orjson
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
 from acp_proxy.commands.common import RECORDING_ARG, fmt_time, recording
-from acp_proxy.record.reader import ConnectionRow, FrameRow, iter_frames, list_connections
+from acp_proxy.record.reader import ConnectionRow, iter_frames, list_connections
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.wire.frame import Direction
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
@@ -38,8 +40,8 @@ def use_colour() -> bool:
 def _json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
-    except TypeError:
-        return repr(value)
+    except TypeError:  # integers beyond 64 bits, which JSON allows
+        return json.dumps(value, default=repr)
 
 
 def _short(value: Any, limit: int = 200) -> str:
@@ -70,8 +72,24 @@ def _indent_block(text: str, prefix: str = INDENT + "  ") -> list[str]:
 def _content_lines(blocks: list[Any] | None) -> list[str]:
     """Content blocks as text: text verbatim, other blocks as a short tag."""
     out: list[str] = []
+    pending_text: list[str] = []  # consecutive text blocks (streamed chunks) read as one
     for block in blocks or ():
+        inner = block.get("content") if isinstance(block, dict) else None
+        if isinstance(block, dict) and block.get("type") == "content" and isinstance(inner, dict):
+            block = inner
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
+            pending_text.append(block["text"])
+            continue
+        if pending_text:
+            out.extend("".join(pending_text).split("\n"))
+            pending_text = []
         out.extend(_block_lines(block))
+    if pending_text:
+        out.extend("".join(pending_text).split("\n"))
     return out
 
 
@@ -104,7 +122,6 @@ class Renderer:
     def __init__(self, colour: bool, show_sessions: bool = True) -> None:
         self.colour = colour
         self.show_sessions = show_sessions
-        self.t0 = 0
         self.protocol_version: int | None = None
 
     def s(self, text: str, **style: Any) -> str:
@@ -117,7 +134,9 @@ class Renderer:
         parts = [f"connection {row.id}", row.transport, fmt_time(row.started_at)]
         if row.protocol_version is not None:
             parts.append(f"protocol v{row.protocol_version}")
-        agent = _name(row.agent_info) or (" ".join(row.agent_command) if row.agent_command else None)
+        agent = _name(row.agent_info) or (
+            " ".join(row.agent_command) if row.agent_command else None
+        )
         if agent:
             parts.append(f"agent: {agent}")
         client = _name(row.client_info)
@@ -151,7 +170,7 @@ class Renderer:
 
     def entity_lines(self, e: Entity) -> list[str]:
         head = self._seq(e.first_seq)
-        ident = "" if e.synthetic_id else self.s(f" [{e.id}]", dim=True)
+        ident = "" if e.synthetic_id or not e.id else self.s(f" [{e.id}]", dim=True)
         more = self.s(" (continued)", dim=True) if e.continued else ""
         body = _content_lines(e.content)
         if e.type == "user_message":
@@ -167,13 +186,14 @@ class Renderer:
             f = e.fields
             status = str(f.get("status", "?"))
             colour = {"completed": "green", "failed": "red", "in_progress": "yellow"}.get(status)
-            title = f.get("title") or f.get("name") or ""
-            kind = f" ({f['kind']})" if f.get("kind") else ""
+            title = f.get("title") or f.get("name")
+            label = f" {title}" if title else ""
+            label += f" ({f['kind']})" if f.get("kind") else ""
             first = (
                 head
                 + self.s("tool", fg="yellow", bold=True)
                 + ident
-                + f" {title}{kind} "
+                + f"{label} "
                 + self.s(status, fg=colour)
                 + more
             )
@@ -190,11 +210,20 @@ class Renderer:
             if isinstance(exit_status, dict):
                 code = exit_status.get("exitCode")
                 sig = exit_status.get("signal")
-                state = f"exit {code}" if code is not None else (f"killed {sig}" if sig else "exited")
+                state = (
+                    f"exit {code}" if code is not None else (f"killed {sig}" if sig else "exited")
+                )
             first = head + self.s("terminal", fg="yellow", bold=True) + ident
             first += f" $ {f.get('command', '')} " + self.s(state, dim=True) + more
             out_text = e.output_text()
-            return [first, *(INDENT + "  " + self.s("| ", dim=True) + ln for ln in out_text.rstrip("\n").split("\n") if out_text)]
+            return [
+                first,
+                *(
+                    INDENT + "  " + self.s("| ", dim=True) + ln
+                    for ln in out_text.rstrip("\n").split("\n")
+                    if out_text
+                ),
+            ]
         if e.type == "plan":
             plan = e.fields.get("plan")
             first = head + self.s("plan", fg="cyan", bold=True) + ident + more
@@ -232,7 +261,12 @@ class Renderer:
         head += self.s(f" #{ex.id}", dim=True)
         if not ex.answered:
             return [head + "  " + self.s("(no response)", fg="red")]
-        head += "  " + self.s(_ms(ex.latency_ns), fg="cyan")
+        if ex.extra.get("reordered"):
+            head += "  " + self.s("(response recorded first)", dim=True)
+        else:
+            head += "  " + self.s(_ms(ex.latency_ns), fg="cyan")
+        if ex.extra.get("late"):
+            head += self.s("  (answer to the request above)", dim=True)
         resp = ex.response if isinstance(ex.response, dict) else {}
         lines: list[str] = []
         if "error" in resp:
@@ -254,7 +288,9 @@ class Renderer:
         if ex.method == "session/request_permission" and isinstance(ex.params, dict):
             call = ex.params.get("toolCall")
             if isinstance(call, dict):
-                lines.append(INDENT + f"  for tool {call.get('toolCallId')} {call.get('title', '')}")
+                lines.append(
+                    INDENT + f"  for tool {call.get('toolCallId')} {call.get('title', '')}"
+                )
         if "problem" in ex.extra:
             lines.append(INDENT + "  " + self.s(str(ex.extra["problem"]), fg="red"))
         return [head, *lines]
@@ -296,7 +332,9 @@ class Renderer:
             text = f"state {state}"
             if p.get("stopReason") is not None:
                 text += f" ({p['stopReason']})"
-            line = head + self.s(text, fg="red" if p.get("stopReason") == "error" else None, dim=True)
+            line = head + self.s(
+                text, fg="red" if p.get("stopReason") == "error" else None, dim=True
+            )
             err = p.get("error")
             if isinstance(err, dict):
                 line += "  " + self.s(f"error {err.get('code')}: {err.get('message')}", fg="red")
@@ -311,7 +349,11 @@ class Renderer:
             return [head + self.s(f"mode {p.get('currentModeId')}", dim=True)]
         if ev.kind == "available_commands_update":
             cmds = p.get("availableCommands")
-            names = [c.get("name") for c in cmds if isinstance(c, dict)] if isinstance(cmds, list) else []
+            names = (
+                [c.get("name") for c in cmds if isinstance(c, dict)]
+                if isinstance(cmds, list)
+                else []
+            )
             return [head + self.s("commands " + " ".join(f"/{n}" for n in names), dim=True)]
         if ev.kind in ("config_option_update", "session_info_update"):
             rest = {k: v for k, v in p.items() if k != "sessionUpdate"}
@@ -344,8 +386,16 @@ def _session_connections(db: sqlite3.Connection, session_id: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def _frames(db: sqlite3.Connection, connection_id: int) -> Iterator[FrameRow]:
-    return iter_frames(db, connection_id=connection_id)
+def _frames(
+    db: sqlite3.Connection, connection_id: int
+) -> Iterator[tuple[int, Direction, int, bytes]]:
+    """(seq, direction, mono_ns, raw) of a connection's frames, streamed from a cursor."""
+    cur = db.execute(
+        "SELECT seq, direction, mono_ns, raw FROM frames WHERE connection_id = ? ORDER BY seq",
+        [connection_id],
+    )
+    for seq, direction, mono_ns, raw in cur:
+        yield seq, direction, mono_ns, bytes(raw)
 
 
 class _TextShow:
@@ -363,9 +413,12 @@ class _TextShow:
     def flush(self, tl: SessionTimeline, *, force: bool = False) -> None:
         if not tl.items:
             return
-        if tl.session_id is None and not force:
-            if any(isinstance(i, Exchange) and not i.answered for i in tl.items):
-                return
+        if (
+            tl.session_id is None
+            and not force
+            and any(isinstance(i, Exchange) and not i.answered for i in tl.items)
+        ):
+            return
         items = tl.drain()
         if not self.wants(tl.session_id) or (self.session_filter and tl.session_id is None):
             return
@@ -377,13 +430,11 @@ class _TextShow:
             self.current = None
         self.r.items(items)
 
-    def run(self, model: ConnectionModel, frames: Iterator[FrameRow]) -> None:
-        first = True
-        for f in frames:
-            if first:
-                self.r.t0 = f.mono_ns
-                first = False
-            boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+    def run(
+        self, model: ConnectionModel, frames: Iterator[tuple[int, Direction, int, bytes]]
+    ) -> None:
+        for seq, direction, mono_ns, raw in frames:
+            boundaries = model.feed(direction, raw, seq=seq, mono_ns=mono_ns)
             self.r.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
@@ -394,6 +445,7 @@ class _TextShow:
                 for tl in model.timelines():
                     if len(tl.items) > MAX_BUFFERED_ITEMS:
                         self.flush(tl, force=True)
+        model.finish()
         for tl in model.timelines():
             self.flush(tl, force=True)
 
@@ -457,9 +509,7 @@ def show_command(
                 raise RecordingError(f"no session {session_id!r} in this recording")
             rows = [r for r in rows if r.id in wanted]
             if not rows:
-                raise RecordingError(
-                    f"session {session_id!r} is not in connection {connection_id}"
-                )
+                raise RecordingError(f"session {session_id!r} is not in connection {connection_id}")
         if as_json:
             _show_json(db, rows, session_id)
             return
@@ -500,13 +550,14 @@ def _show_json(db: sqlite3.Connection, rows: list[ConnectionRow], sid: str | Non
     out.write('{"connections": [')
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)
-        for f in iter_frames(db, connection_id=row.id):
-            model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+        for seq, direction, mono_ns, raw in _frames(db, row.id):
+            model.feed(direction, raw, seq=seq, mono_ns=mono_ns)
+        model.finish()
         data = model.to_json({sid} if sid is not None else None)
         data["transport"] = row.transport
         data["startedAt"] = row.started_at
         if sid is not None:
             data["items"] = []
-        out.write(("," if n else "") + "\n" + orjson.dumps(data).decode())
+        out.write(("," if n else "") + "\n" + _json(data))
     out.write("\n]}\n")
     out.flush()

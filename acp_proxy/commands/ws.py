@@ -12,13 +12,6 @@ import click
 
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
-from acp_proxy.transport.websocket import (
-    ConnectSettings,
-    WsServer,
-    WsSettings,
-    run_connect,
-    serve,
-)
 from acp_proxy.transport.ws_bridge import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
@@ -186,6 +179,8 @@ def ws_command(
         click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
         sys.exit(127)
     _check_record_path(record)
+    from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
+
     recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
     settings = WsSettings(
         recorder=recorder,
@@ -262,6 +257,8 @@ def connect_command(
             raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
         pairs.append((name.strip(), value.strip()))
     _check_record_path(record)
+    from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
+
     recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
     code = 1
     try:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -259,18 +260,21 @@ class AgentConnection:
 class Scenario:
     """The scripted conversation, for protocol v1 or v2."""
 
-    def __init__(self, command: Sequence[str], protocol: int, out: Out, timeout: float) -> None:
+    def __init__(
+        self, command: Sequence[str], protocol: int, out: Out, timeout: float, cwd: str
+    ) -> None:
         self.command = list(command)
         self.protocol = protocol
         self.out = out
         self.timeout = timeout
-        self.cwd = os.getcwd()
+        self.cwd = cwd
         self.env = dict(os.environ)
         self.connections = 0
 
     async def _connect(self) -> AgentConnection:
         self.connections += 1
-        self.out(f"== agent process {self.connections}: {' '.join(self.command)}")
+        shown = ["python" if arg == sys.executable else arg for arg in self.command]
+        self.out(f"== agent process {self.connections}: {shlex.join(shown)}")
         conn = AgentConnection(self.out, self.timeout)
         await conn.start(self.command, self.env)
         params: dict[str, Any] = {"protocolVersion": self.protocol}
@@ -368,9 +372,14 @@ def run_scenario(
     reconnect: bool = False,
     out: Out = print,
     timeout: float = 60.0,
+    cwd: str | None = None,
 ) -> None:
-    """Run the scripted conversation against ``command``; raises :class:`ClientError`."""
-    scenario = Scenario(command, protocol, out, timeout)
+    """Run the scripted conversation against ``command``; raises :class:`ClientError`.
+
+    ``cwd`` is the project directory announced in ``session/new`` (default: the current
+    directory); the agent process itself runs in the current directory either way.
+    """
+    scenario = Scenario(command, protocol, out, timeout, cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="acp-demo-") as tmp:
         if reconnect and not scenario.env.get("ACP_DEMO_STATE"):
             scenario.env["ACP_DEMO_STATE"] = str(Path(tmp) / "state.json")
@@ -389,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="then start the agent again and take the session back (load / resume + replay)",
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait per step")
+    parser.add_argument(
+        "--cwd", help="project directory announced in session/new (default: the current one)"
+    )
     parser.add_argument("command", nargs="+", metavar="AGENT", help="agent command (after --)")
     args = parser.parse_args(argv)
 
@@ -402,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reconnect=args.reconnect,
             out=out,
             timeout=args.timeout,
+            cwd=args.cwd,
         )
     except ClientError as exc:
         print(f"demo-client: {exc}", file=sys.stderr)

@@ -39,12 +39,14 @@ from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.framing import LineFramer
 
-DEFAULT_QUEUE_BYTES = 32 * 1024 * 1024
+DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
 """Bytes that may wait for the writer before new ones are dropped (and counted).
 
 The trade-off: a bigger queue absorbs longer writer stalls (a slow disk, a checkpoint,
 another process holding the lock) without losing frames, at the price of that much
-memory in the worst case. 32 MiB is about a second of a saturated stream of small frames.
+memory in the worst case. 64 MiB holds one large frame (a base64 image, a whole file)
+while the writer is busy with the previous one, or about two seconds of a saturated
+stream of small frames.
 """
 
 BATCH_FRAMES = 20_000
@@ -196,7 +198,10 @@ class Recorder:
         self._queued_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._stop = False
-        self._dropping = False  # inside a "queue full" incident (warned once)
+        # Inside a loss incident (queue full, or SQLite failing): warned once, cleared when
+        # a batch commits again with the queue drained below half its budget.
+        self._incident = False
+        self._carry: list[tuple[Any, ...]] = []  # control ops to retry with the next batch
         self._db: sqlite3.Connection | None = None
         self._failed: str | None = None
         self._connections: list[ConnectionRecorder] = []
@@ -233,11 +238,12 @@ class Recorder:
             bool(self._queue) and self._queued_bytes + size > self.queue_bytes
         )
 
-    def _start_incident(self) -> None:
-        if not self._dropping:
-            self._dropping = True
-            reason = self._failed or "the recorder is behind (queue full)"
-            self.warn(f"recording: dropping frames, {reason}; forwarding continues")
+    def _start_incident(self, reason: str | None = None) -> None:
+        """Warn once per incident (call with the lock held)."""
+        if not self._incident:
+            self._incident = True
+            why = reason or self._failed or "the recorder is behind (queue full)"
+            self.warn(f"recording: dropping frames, {why}; forwarding continues")
 
     def _put_chunk(self, conn: ConnectionRecorder, stream: str, data: bytes) -> None:
         if self.path is None:
@@ -256,7 +262,6 @@ class Recorder:
                     self._queue.append((_GAP, conn, stream))
                 self._start_incident()
                 return
-            self._resume_if_drained()
             conn._gapped.discard(stream)
             self._queue.append((_CHUNK, conn, stream, ts, mono, data))
             self._queued_bytes += size
@@ -273,14 +278,9 @@ class Recorder:
                     conn.bytes_dropped += size
                 self._start_incident()
                 return
-            self._resume_if_drained()
             self._queue.extend(items)
             self._queued_bytes += size
             self._cond.notify()
-
-    def _resume_if_drained(self) -> None:
-        if self._dropping and self._queued_bytes < self.queue_bytes // 2:
-            self._dropping = False
 
     def _put_control(self, item: tuple[Any, ...]) -> None:
         if self.path is None:
@@ -324,9 +324,7 @@ class Recorder:
             while queue and taken < BATCH_BYTES and len(out) < BATCH_FRAMES:
                 item = queue.popleft()
                 out.append(item)
-                if item[0] == _CHUNK:
-                    taken += len(item[5])
-                elif item[0] == _FRAME:
+                if item[0] in (_CHUNK, _FRAME):
                     taken += len(item[5])
             self._queued_bytes -= taken
             return out
@@ -389,8 +387,16 @@ class Recorder:
                 if lines:
                     self._rows(conn, stream, item[3], item[4], lines, frame_rows, stderr_rows)
             elif tag == _FRAME:
-                self._rows(conn, item[2], item[3], item[4], [item[5]], frame_rows, stderr_rows,
-                           binary=item[6])
+                self._rows(
+                    conn,
+                    item[2],
+                    item[3],
+                    item[4],
+                    [item[5]],
+                    frame_rows,
+                    stderr_rows,
+                    binary=item[6],
+                )
             elif tag == _GAP:
                 framer = conn._framers.get(item[2])
                 if framer is not None:
@@ -405,8 +411,7 @@ class Recorder:
                             conn.frames_dropped += 1
                             conn.bytes_dropped += len(last)
                     else:
-                        self._rows(conn, item[2], item[3], item[4], [last], frame_rows,
-                                   stderr_rows)
+                        self._rows(conn, item[2], item[3], item[4], [last], frame_rows, stderr_rows)
                 conn._skip_partial.discard(item[2])
             else:  # _CONTROL
                 flush()
@@ -418,8 +423,11 @@ class Recorder:
             facts = conn.indexer.facts
             facts.changed = False
             ops.append(
-                ("facts", conn, (facts.protocol_version, _json(facts.client_info),
-                                 _json(facts.agent_info)))
+                (
+                    "facts",
+                    conn,
+                    (facts.protocol_version, _json(facts.client_info), _json(facts.agent_info)),
+                )
             )
         return ops
 
@@ -450,8 +458,23 @@ class Recorder:
             seq += 1
             c = index(direction, raw)
             append(
-                (cid, seq, ts, mono, direction, raw, len(raw), bin_flag, c.kind, c.rpc_id,
-                 c.method, c.session_id, c.update_kind, c.entity_type, c.entity_id)
+                (
+                    cid,
+                    seq,
+                    ts,
+                    mono,
+                    direction,
+                    raw,
+                    len(raw),
+                    bin_flag,
+                    c.kind,
+                    c.rpc_id,
+                    c.method,
+                    c.session_id,
+                    c.update_kind,
+                    c.entity_type,
+                    c.entity_id,
+                )
             )
         conn._seq = seq
 
@@ -461,7 +484,8 @@ class Recorder:
         assert self.path is not None
         try:
             self._db = connect(self.path, create=True)
-            self._db.execute("PRAGMA cache_size = -16384")  # 16 MiB
+            # Our own retry loop (lock_retry) decides how long to wait for another writer.
+            self._db.execute("PRAGMA busy_timeout = 50")
         except RecordingError as exc:
             self._fail(str(exc))
         except (sqlite3.Error, OSError) as exc:
@@ -486,7 +510,7 @@ class Recorder:
     def _fail(self, reason: str) -> None:
         with self._cond:
             self._failed = f"recording disabled: {reason}"
-            self._dropping = True
+            self._incident = True
         self.warn(f"{self._failed}; forwarding continues")
 
     def _count_lost(self, ops: list[tuple[Any, ...]]) -> int:
@@ -504,10 +528,16 @@ class Recorder:
         assert self._db is not None
         deadline = time.monotonic() + self.lock_retry
         delay = 0.01
+        if self._carry:
+            ops = [*self._carry, *ops]
+            self._carry = []
         while True:
             try:
                 self._apply(ops)
                 self.batches_committed += 1
+                with self._cond:
+                    if self._incident and self._queued_bytes < self.queue_bytes // 2:
+                        self._incident = False
                 return
             except sqlite3.OperationalError as exc:
                 text = str(exc)
@@ -523,13 +553,11 @@ class Recorder:
 
     def _lose(self, ops: list[tuple[Any, ...]], reason: str) -> None:
         lost = self._count_lost(ops)
-        self.warn(f"recording: lost {lost} frame(s): {reason}; forwarding continues")
+        with self._cond:
+            self._start_incident(f"SQLite failed: {reason}")
+        del lost  # counted on the connections; the warning is once per incident
         # Connection rows and their updates are small: keep them for the next attempt.
-        keep = [op for op in ops if op[0] != "rows"]
-        if keep:
-            with self._batch_cond:
-                self._batches.appendleft(keep)
-        time.sleep(0.2)  # a failing disk is not retried in a busy loop
+        self._carry = [op for op in ops if op[0] != "rows"]
 
     def _apply(self, ops: list[tuple[Any, ...]]) -> None:
         db = self._db

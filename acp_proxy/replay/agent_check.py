@@ -49,7 +49,7 @@ class CheckResult:
         return not self.diff
 
 
-@dataclass(slots=True)
+@dataclass
 class ClientPlayer:
     """The recorded client of one connection, replayed against a live agent (sans-I/O)."""
 
@@ -70,12 +70,24 @@ class ClientPlayer:
             f.rpc_id for f in self._recorded_a2c if f.kind == "request" and f.rpc_id
         ]
         self._c2a_methods = {
-            f.rpc_id: f.method for f in self.frames
+            f.rpc_id: f.method
+            for f in self.frames
             if f.direction == C2A and f.kind == "request" and f.rpc_id is not None
         }
         self._recorded_responses = {
             f.rpc_id: f for f in self._recorded_a2c if f.kind == "response" and f.rpc_id
         }
+        # For each position: (agent frames before it, agent responses before it).
+        self._before: list[tuple[int, int]] = []
+        self._response_order: list[str] = []
+        count = 0
+        for f in self.frames:
+            self._before.append((count, len(self._response_order)))
+            if f.direction == A2C:
+                count += 1
+                if f.kind == "response" and f.rpc_id is not None:
+                    self._response_order.append(f.rpc_id)
+        self._responses_seen = 0
 
     @property
     def done(self) -> bool:
@@ -112,13 +124,13 @@ class ClientPlayer:
         return frame.raw, self._ready(self._pos)
 
     def _ready(self, pos: int) -> bool:
-        before = self.frames[:pos]
-        a2c_before = [f for f in before if f.direction == A2C]
-        if len(self.live) < len(a2c_before):
+        frames_before, responses_before = self._before[pos]
+        if len(self.live) < frames_before:
             return False
-        for f in a2c_before:
-            if f.kind == "response" and f.rpc_id not in self._live_responses:
+        while self._responses_seen < responses_before:
+            if self._response_order[self._responses_seen] not in self._live_responses:
                 return False
+            self._responses_seen += 1
         frame = self.frames[pos]
         if frame.kind == "response" and frame.rpc_id in self._recorded_requests:
             index = self._recorded_requests.index(frame.rpc_id)
@@ -139,9 +151,7 @@ class ClientPlayer:
                 for span in find_spans(raw, [("id",)]):
                     replacements.append((span, live_id.encode()))
             else:
-                self.notes.append(
-                    f"the agent never sent the request answered at {frame.where}"
-                )
+                self.notes.append(f"the agent never sent the request answered at {frame.where}")
         for span in find_spans(raw, [("params", "sessionId")]):
             value = span.value(raw)
             if isinstance(value, str) and self.sessions.to_live(value) != value:
@@ -208,13 +218,18 @@ def check_agent(
     ignores: list[tuple[str, ...]] | None = None,
     step_timeout: float = 10.0,
     grace: float = 5.0,
+    sessions: SessionMap | None = None,
 ) -> CheckResult:
     """Run ``argv`` and play ``frames`` (one recorded connection) against it.
 
-    Raises :class:`AgentStartError` if the agent cannot be started.
+    ``sessions`` carries the recorded→live sessionId mapping across connections (a later
+    connection loading a session created by an earlier one). Raises
+    :class:`AgentStartError` if the agent cannot be started.
     """
     player = ClientPlayer(
-        frames, ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES]
+        frames,
+        ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
+        sessions if sessions is not None else SessionMap(),
     )
     proc = spawn_agent(argv, stderr=None)
     assert proc.stdin is not None and proc.stdout is not None
@@ -300,25 +315,32 @@ def check_agent(
     return player.result()
 
 
-def run_check(
-    frames: list[RecFrame], argv: Sequence[str], **kwargs: Any
-) -> int:
-    """CLI helper: print the diff to stdout; exit code 0 (same), 1 (differences)."""
-    try:
-        result = check_agent(frames, argv, **kwargs)
-    except AgentStartError as exc:
-        sys.stderr.write(f"acp-proxy: {exc}\n")
-        return exc.exit_code
-    for note in result.notes:
-        sys.stderr.write(f"acp-proxy: {note}\n")
-    if result.ok:
+def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
+    """CLI helper: one fresh agent per recorded connection, diffs on stdout.
+
+    Exit code 0 (no differences), 1 (differences), or the agent start error's code.
+    """
+    sessions = SessionMap()
+    code = 0
+    for frames in connections:
+        if len(connections) > 1 and frames:
+            sys.stdout.write(f"== connection {frames[0].connection_id}\n")
+        try:
+            result = check_agent(frames, argv, sessions=sessions, **kwargs)
+        except AgentStartError as exc:
+            sys.stderr.write(f"acp-proxy: {exc}\n")
+            return exc.exit_code
+        for note in result.notes:
+            sys.stderr.write(f"acp-proxy: {note}\n")
+        if result.ok:
+            sys.stdout.write(
+                f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
+            )
+            continue
+        code = 1
+        sys.stdout.write("\n".join(result.diff) + "\n")
         sys.stdout.write(
-            f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
+            f"differences found: recorded {len(result.recorded)} agent message(s), "
+            f"live {len(result.live)}\n"
         )
-        return 0
-    sys.stdout.write("\n".join(result.diff) + "\n")
-    sys.stdout.write(
-        f"differences found: recorded {len(result.recorded)} agent message(s), "
-        f"live {len(result.live)}\n"
-    )
-    return 1
+    return code

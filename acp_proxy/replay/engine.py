@@ -2,6 +2,7 @@
 
 API (what a transport adapter needs)::
 
+    script = load_script("session.db")   # once; one engine per client connection
     engine = ReplayEngine(script, ReplayOptions(match="loose", pace="fast"))
     outputs = engine.start()             # frames to send before the client says anything
     outputs = engine.receive(line)       # one frame from the client (bytes, newline optional)
@@ -117,6 +118,8 @@ class ReplayEngine:
 
     def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
         self.script = script
+        # Per-connection copies: one Script may serve many connections (e.g. WebSocket).
+        self.steps = [Step(st.index, st.trigger, st.items) for st in script.steps]
         self.options = options or ReplayOptions()
         self.ignores = [parse_path(p) for p in self.options.ignore]
         self.sessions = SessionMap()
@@ -156,8 +159,12 @@ class ReplayEngine:
         elif msg.kind == "invalid":
             if msg.reason == "blank line":
                 return out
-            self._error(out, None, -32700 if msg.payload is None else -32600,
-                        f"replay: cannot handle this frame: {msg.reason}")
+            self._error(
+                out,
+                None,
+                -32700 if msg.payload is None else -32600,
+                f"replay: cannot handle this frame: {msg.reason}",
+            )
         else:
             self._receive_message(msg, out)
         self._run(out)
@@ -175,7 +182,7 @@ class ReplayEngine:
 
     def finish(self) -> list[Output]:
         """The client is gone; report what was left unplayed."""
-        left = [s for s in self.script.steps if not s.consumed and s.trigger.is_request]
+        left = [s for s in self.steps if not s.consumed and s.trigger.is_request]
         if not left:
             return []
         first = left[0]
@@ -196,9 +203,9 @@ class ReplayEngine:
             self._error(out, msg.id, -32600, f"replay: invalid message: {msg.reason}")
             return
         method = msg.method
-        if msg.kind == "request" and method in ("session/load", "session/resume"):
-            if self._load(msg, out):
-                return
+        replayable = method in ("session/load", "session/resume")
+        if msg.kind == "request" and replayable and self._load(msg, out):
+            return
         step, diffs, nearest = self._match(msg)
         if step is None:
             self._no_match(msg, diffs, nearest, out)
@@ -233,7 +240,7 @@ class ReplayEngine:
     # -- matching --------------------------------------------------------------------------
 
     def _candidates(self) -> list[Step]:
-        steps = self.script.steps
+        steps = self.steps
         mode = self.options.match
         if mode == "loose":
             return [s for s in steps if not s.consumed]
@@ -268,11 +275,10 @@ class ReplayEngine:
         self.mismatches += 1
         asked = f"{msg.method} {short(msg.params, 120)}"
         if nearest is None:
-            text = (
-                f"replay: no recorded request matches {asked}: "
-                + ("nothing left to replay" if self.options.match != "loose"
-                   or any(s.consumed for s in self.script.steps)
-                   else "the recording has no client requests")
+            text = f"replay: no recorded request matches {asked}: " + (
+                "nothing left to replay"
+                if self.options.match != "loose" or any(s.consumed for s in self.steps)
+                else "the recording has no client requests"
             )
             code = -32601
             data: dict[str, Any] = {"asked": _asked(msg)}
@@ -303,7 +309,11 @@ class ReplayEngine:
             self._error(out, msg.id, code, text, data)
 
     def _error(
-        self, out: list[Output], id_text: str | None, code: int, message: str,
+        self,
+        out: list[Output],
+        id_text: str | None,
+        code: int,
+        message: str,
         data: Any = None,
     ) -> None:
         body = b'{"jsonrpc":"2.0","id":' + (id_text or "null").encode() + b',"error":'
@@ -323,7 +333,9 @@ class ReplayEngine:
         rec_sid = self.sessions.to_recorded(live_sid)
         if rec_sid not in self.known_sessions:
             self._error(
-                out, msg.id, -32002,
+                out,
+                msg.id,
+                -32002,
                 f"replay: session {live_sid} is not in the recording "
                 f"({len(self.known_sessions)} recorded session(s))",
                 {"sessionId": live_sid, "known": sorted(self.known_sessions)[:20]},
@@ -357,8 +369,14 @@ class ReplayEngine:
         result = b"{}"
         out.append(Note(f"replay: no recorded {msg.method} for {live_sid}; answering {{}}"))
         self._queue.append(
-            _Run(b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":'
-                 + result + b"}\n", None)
+            _Run(
+                b'{"jsonrpc":"2.0","id":'
+                + (msg.id or "null").encode()
+                + b',"result":'
+                + result
+                + b"}\n",
+                None,
+            )
         )
         return True
 
@@ -401,8 +419,10 @@ class ReplayEngine:
             live = self._live_ids.get((conn, msg.id))
             if live is None:
                 out.append(
-                    Note(f"replay: skipping the recorded response to id {msg.id} "
-                         f"({frame.where}): the client did not send that request")
+                    Note(
+                        f"replay: skipping the recorded response to id {msg.id} "
+                        f"({frame.where}): the client did not send that request"
+                    )
                 )
                 return None
             raw = self._set_id(raw, live)
@@ -445,8 +465,11 @@ def _advertise_load(raw: bytes) -> bytes:
         s.path: s
         for s in find_spans(
             raw,
-            [("result",), ("result", "agentCapabilities"),
-             ("result", "agentCapabilities", "loadSession")],
+            [
+                ("result",),
+                ("result", "agentCapabilities"),
+                ("result", "agentCapabilities", "loadSession"),
+            ],
         )
     }
     flag = spans.get(("result", "agentCapabilities", "loadSession"))

@@ -194,7 +194,7 @@ def history_frames(
     # Terminals and compactions fold into one synthesized update at their first place.
     terminals: dict[str, _Terminal] = {}
     compactions: dict[str, _Compaction] = {}
-    for f, update, variant in chosen:
+    for _, update, variant in chosen:
         if update is None:
             continue
         if v2 and variant in ("terminal_update", "terminal_output_chunk"):

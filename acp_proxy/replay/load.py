@@ -57,8 +57,9 @@ def load_script(
     path = Path(path)
     db = open_any(path)
     try:
-        return script_from_db(db, connection_id=connection_id, session_id=session_id,
-                              source=str(path))
+        return script_from_db(
+            db, connection_id=connection_id, session_id=session_id, source=str(path)
+        )
     except sqlite3.DatabaseError as exc:
         raise RecordingError(f"{path}: the recording is damaged: {exc}") from None
     finally:

@@ -215,7 +215,9 @@ def compare_call(
     elif rec_sid != live_sid:
         diffs.append(
             Difference(
-                "params.sessionId", rec_sid, live_sid,
+                "params.sessionId",
+                rec_sid,
+                live_sid,
                 "live" if live_sid is None else "recorded",
             )
         )

@@ -58,7 +58,11 @@ class RecFrame:
 
 
 def rec_frame(
-    connection_id: int, seq: int, mono_ns: int, direction: Direction, raw: bytes,
+    connection_id: int,
+    seq: int,
+    mono_ns: int,
+    direction: Direction,
+    raw: bytes,
     session_id: str | None = None,
 ) -> RecFrame:
     """Classify ``raw`` and wrap it."""
@@ -193,9 +197,9 @@ def build_script(
         target = current.get(conn)
         if msg.kind == "response" and msg.id is not None:
             owner = step_of_request.get((conn, msg.id))
-            if owner is not None and target is not None and owner is not target:
-                if target.trigger.is_request:
-                    target = owner
+            moved = owner is not None and target is not None and owner is not target
+            if moved and target is not None and target.trigger.is_request:
+                target = owner
         if target is None:
             prelude.setdefault(conn, []).append(Emit(frame))
         else:

@@ -107,10 +107,7 @@ def _value(
     exact, deeper = _matches(path, wanted) if wanted else (False, False)
     if tok == b"{" or tok == b"[":
         close = b"}" if tok == b"{" else b"]"
-        if not deeper:
-            value_end = _skip(sc, tok)
-        else:
-            value_end = _container(sc, tok, close, path, wanted, out)
+        value_end = _container(sc, tok, close, path, wanted, out) if deeper else _skip(sc, tok)
         if exact:
             out.append(Span(path, start, value_end))
         return value_end

@@ -273,7 +273,11 @@ class AcpTestClient:
         )
 
     async def resume_session(
-        self, session_id: str, cwd: str | None = None, *, replay_from_start: bool = False,
+        self,
+        session_id: str,
+        cwd: str | None = None,
+        *,
+        replay_from_start: bool = False,
         **params: Any,
     ) -> Any:
         """``session/resume``; with ``replay_from_start`` asks for ``replayFrom: start``."""

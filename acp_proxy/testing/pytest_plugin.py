@@ -59,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("acp_record_mode", "default --acp-record-mode", default="none")
     parser.addini(
-        "acp_recordings_dir", "directory (next to each test file) for recordings",
+        "acp_recordings_dir",
+        "directory (next to each test file) for recordings",
         default="acp_recordings",
     )
 
@@ -108,9 +109,7 @@ def _slug(text: str) -> str:
 @pytest.fixture
 def acp_record_mode(request: pytest.FixtureRequest) -> str:
     """The record mode in effect for this test."""
-    mode = request.config.getoption("--acp-record-mode") or request.config.getini(
-        "acp_record_mode"
-    )
+    mode = request.config.getoption("--acp-record-mode") or request.config.getini("acp_record_mode")
     if mode not in MODES:
         raise pytest.UsageError(f"acp_record_mode must be one of {', '.join(MODES)}")
     return str(mode)

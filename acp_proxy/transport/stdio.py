@@ -199,9 +199,7 @@ class StdioProxy:
             self.conn.event("client_gone", {"error": str(exc)})
         # The client stopped reading our stdout: nobody can hear the agent any more.
         # Agent stdin stays with the c2a thread (closing it here could race with a write).
-        threading.Thread(
-            target=self._shutdown, kwargs={"close_stdin": False}, daemon=True
-        ).start()
+        threading.Thread(target=self._shutdown, kwargs={"close_stdin": False}, daemon=True).start()
 
     def _shutdown(self, *, close_stdin: bool) -> None:
         with self._lock:

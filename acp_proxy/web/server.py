@@ -74,6 +74,8 @@ STATIC_TYPES = {
 DB_KEY = web.AppKey("db_path", Path)
 TOKEN_KEY = web.AppKey("token", str)
 POLL_KEY = web.AppKey("poll_interval", float)
+SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("sockets")
+"""Open live WebSockets, closed on shutdown so stopping never waits for a browser."""
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -380,6 +382,8 @@ async def api_live(request: web.Request) -> web.StreamResponse:
     interval = request.app[POLL_KEY]
     ws = web.WebSocketResponse(heartbeat=30.0)
     await ws.prepare(request)
+    sockets: set[web.WebSocketResponse] = request.app[SOCKETS_KEY]
+    sockets.add(ws)
     sub: dict[str, Any] = {"after_id": None, "filter": store.FrameFilter(), "follow": False}
     changed = asyncio.Event()
 
@@ -452,6 +456,7 @@ async def api_live(request: web.Request) -> web.StreamResponse:
     except (ConnectionResetError, RuntimeError):
         pass
     finally:
+        sockets.discard(ws)
         read_task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await read_task
@@ -459,6 +464,12 @@ async def api_live(request: web.Request) -> web.StreamResponse:
 
 
 # -- assembly --------------------------------------------------------------------------
+
+
+async def _close_sockets(app: web.Application) -> None:
+    sockets: set[web.WebSocketResponse] = app[SOCKETS_KEY]
+    for ws in tuple(sockets):
+        await ws.close(code=1001, message=b"inspector shutting down")
 
 
 def make_app(
@@ -469,6 +480,8 @@ def make_app(
     app[DB_KEY] = Path(db_path)
     app[TOKEN_KEY] = token or ""
     app[POLL_KEY] = poll_interval
+    app[SOCKETS_KEY] = set()
+    app.on_shutdown.append(_close_sockets)
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/api/info", api_info)

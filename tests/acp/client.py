@@ -35,6 +35,18 @@ class Client:
         self.next_id += 1
         my_id = self.next_id
         self.send({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params})
+        return self.read_until(lambda msg: "method" not in msg and msg.get("id") == my_id)
+
+    def until_idle(self) -> dict[str, Any]:
+        """Read (answering permission requests) until the agent reports ``idle``."""
+
+        def idle(msg: dict[str, Any]) -> bool:
+            update = (msg.get("params") or {}).get("update") or {}
+            return update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+
+        return self.read_until(idle)
+
+    def read_until(self, done: Any) -> dict[str, Any]:
         assert self.proc.stdout is not None
         while True:
             line = self.proc.stdout.readline()
@@ -48,10 +60,10 @@ class Client:
                         "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
                     }
                 )
-            elif "method" in msg:
-                self.updates.append(msg)
-            elif msg.get("id") == my_id:
+                continue
+            if done(msg):
                 return msg
+            self.updates.append(msg)
 
     def close(self) -> int:
         assert self.proc.stdin is not None
@@ -88,5 +100,6 @@ def record_v2(db: Path, prompts: int = 2) -> None:
     sid = c.request("session/new", {"cwd": "/work"})["result"]["sessionId"]
     for n in range(prompts):
         c.request("session/prompt", {"sessionId": sid, "prompt": [text(f"question {n}")]})
+        c.until_idle()
     c.request("_vendor/ping", {})
     assert c.close() == 0

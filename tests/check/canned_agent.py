@@ -3,7 +3,8 @@
 ``python canned_agent.py SCRIPT.json DB``: the script is a list of ``[side, line]`` with side
 ``c`` (a line the client sends: read one line from stdin) or ``a`` (write ``line`` to stdout;
 ``hex:...`` for raw bytes). Before writing entry ``i`` it waits until the recording ``DB`` holds
-``i`` frames, so the recorded order is exactly the script's order whatever the scheduling.
+``i`` frames (when entry ``i - 1`` was the client's; a side's own lines keep their order), so
+the recorded order is exactly the script's order whatever the scheduling.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def main() -> None:
             if not sys.stdin.buffer.readline():
                 return
         else:
-            wait_for(db, index)
+            if index and script[index - 1][0] == "c":
+                wait_for(db, index)  # the client's lines so far are recorded
             sys.stdout.buffer.write(raw_of(text))
             sys.stdout.buffer.flush()
     while sys.stdin.buffer.readline():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +185,55 @@ def write_recording(
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def generated_frames(
+    turns: int, chunks: int, chunk_bytes: int, bad_every: int = 0
+) -> Iterator[Frame]:
+    """A v2 connection of ``turns`` clean turns with ``chunks`` padded message chunks each.
+
+    Every ``bad_every``-th turn has one chunk without a messageId (a ``v2.message-id``
+    error). Frames are generated lazily: nothing here grows with the recording.
+    """
+    pad = "x" * chunk_bytes
+    yield from v2_prelude()
+    for i in range(2, turns + 2):
+        turn = v2_turn(i)
+        yield from turn[:6]
+        chunk = A(
+            up("agent_message_chunk", messageId=f"m{i}", content={"type": "text", "text": pad})
+        )
+        for _ in range(chunks):
+            yield chunk
+        if bad_every and i % bad_every == 0:
+            yield A(up("agent_message_chunk", content=TEXT))
+        yield from turn[6:]
+
+
+def write_generated(path: Path, frames: Iterable[Frame]) -> int:
+    """Stream generated frames into a one-connection recording; return the frame count."""
+    db = connect(path, create=True)
+    count = 0
+    try:
+        db.execute("BEGIN")
+        now = time.time()
+        cid = db.execute(
+            "INSERT INTO connections (started_at, ended_at, transport) VALUES (?, ?, 'stdio')",
+            (now, now + 1),
+        ).lastrowid
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            nonlocal count
+            for seq, (d, raw) in enumerate(frames, 1):
+                count = seq
+                yield (cid, seq, now, seq, d, raw, len(raw))
+
+        db.executemany(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows(),
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return count

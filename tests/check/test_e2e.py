@@ -104,7 +104,8 @@ def record(tmp_path: Path, frames: list[Frame], name: str = "rec.db") -> Path:
     try:
         for index, (direction, raw) in enumerate(frames):
             if direction == "c2a":
-                _wait_for(db, index, proc)
+                if index and frames[index - 1][0] == "a2c":
+                    _wait_for(db, index, proc)
                 proc.stdin.write(raw)
                 proc.stdin.flush()
         _wait_for(db, len(frames), proc)

@@ -514,7 +514,16 @@ CASES: dict[str, Case] = {
                     A(up("state_update", state="idle", stopReason="end_turn")),
                 ],
                 seqs=(5, 9),
-            )
+            ),
+            # agent-initiated output on a fresh (idle) session, then idle, never running
+            R(
+                P2,
+                [
+                    A(up("agent_message", messageId="m", content=[TEXT])),
+                    A(up("state_update", state="idle", stopReason="end_turn")),
+                ],
+                seqs=(5, 6),
+            ),
         ],
         [
             R(P2, v2_turn()),
@@ -525,6 +534,16 @@ CASES: dict[str, Case] = {
                 P2,
                 [
                     A(up("state_update", state="running")),
+                    A(up("agent_message", messageId="m", content=[TEXT])),
+                    A(up("state_update", state="idle", stopReason="end_turn")),
+                ],
+            ),
+            # a session resumed from another connection: its work may predate the recording
+            R(
+                v2_prelude()[:2],
+                [
+                    C(rq(1, "session/resume", sessionId=SID, cwd="/w")),
+                    A(ok(1)),
                     A(up("agent_message", messageId="m", content=[TEXT])),
                     A(up("state_update", state="idle", stopReason="end_turn")),
                 ],

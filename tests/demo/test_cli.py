@@ -155,3 +155,26 @@ def test_demo_agent_bad_state_file_is_one_line(tmp_path: Path) -> None:
     err = done.stderr.decode().strip().splitlines()
     assert err == [f"demo-agent: cannot read state file {state}: " + err[0].split(": ", 2)[2]]
     assert "Traceback" not in done.stderr.decode()
+
+
+def test_demo_recordings_are_byte_identical_across_runs(tmp_path: Path) -> None:
+    def frames(db: Path) -> list[tuple[int, str, bytes]]:
+        conn = sqlite3.connect(db)
+        try:
+            rows = conn.execute(
+                "SELECT connection_id, direction, raw FROM frames "
+                "ORDER BY connection_id, direction, seq"
+            ).fetchall()
+            return [(c, d, bytes(r)) for c, d, r in rows]
+        finally:
+            conn.close()
+
+    dbs = [tmp_path / "a.db", tmp_path / "b.db"]
+    for db in dbs:
+        cmd = [*proxy_exe(), "demo", "-q", "--protocol", "2", "--cwd", "/home/u/project"]
+        done = run([*cmd, "--db", str(db)], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    first, second = frames(dbs[0]), frames(dbs[1])
+    assert len(first) > 80
+    assert first == second
+    assert b'"cwd":"/home/u/project"' in b"".join(raw for _, _, raw in first)

@@ -51,3 +51,44 @@ def one_line_error(done: subprocess.CompletedProcess[bytes]) -> str:
     assert len(lines) == 1, err
     assert lines[0].startswith("Error: "), err
     return lines[0]
+
+
+def make_big_recording(path: Path, frames: int, text_size: int = 2000) -> int:
+    """A recording of ``frames`` realistic frames written straight into SQLite (fast).
+
+    Every tenth frame carries a bearer token, so redaction has work to do. Returns the
+    total raw bytes.
+    """
+    from acp_proxy.record.schema import connect
+
+    db = connect(path, create=True)
+    total = 0
+    try:
+        db.execute("BEGIN")
+        db.execute(
+            "INSERT INTO connections (id, started_at, transport, agent_command) "
+            "VALUES (1, 1767225600.0, 'stdio', '[\"big-agent\"]')"
+        )
+        filler = ("lorem ipsum dolor sit amet " * (text_size // 27 + 1))[:text_size]
+
+        def rows() -> object:
+            nonlocal total
+            for seq in range(1, frames + 1):
+                secret = " Authorization: Bearer abc123def456ghi" if seq % 10 == 0 else ""
+                raw = (
+                    '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1",'
+                    f'"update":{{"sessionUpdate":"agent_message_chunk","messageId":"msg_{seq}",'
+                    f'"content":{{"type":"text","text":"{filler}{secret}"}}}}}}}}\n'
+                ).encode()
+                total += len(raw)
+                yield (1, seq, 1767225600.0 + seq / 1000, seq * 1000, "a2c", raw, len(raw))
+
+        db.executemany(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows(),  # type: ignore[arg-type]
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return total

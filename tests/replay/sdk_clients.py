@@ -42,7 +42,9 @@ class V1Client:
     async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
         self.observed.updates.append((session_id, dump(update)))
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kw: Any) -> Any:
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: Any, **kw: Any
+    ) -> Any:
         self.observed.agent_requests.append(
             ("session/request_permission", session_id, dump(tool_call), [dump(o) for o in options])
         )
@@ -54,15 +56,16 @@ class V1Client:
 async def run_v1_client(argv: Sequence[str], prompts: Sequence[str], cwd: str) -> Observed:
     """initialize, session/new, then one session/prompt per text; returns observations."""
     observed = Observed()
-    async with acp.spawn_agent_process(V1Client(observed), argv[0], *argv[1:]) as (conn, proc):
+    async with acp.spawn_agent_process(V1Client(observed), argv[0], *argv[1:]) as (conn, _proc):
         init = await asyncio.wait_for(conn.initialize(protocol_version=1), TIMEOUT)
         observed.results.append(("initialize", dump(init)))
         new = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=[]), TIMEOUT)
         observed.results.append(("session/new", dump(new)))
         for text in prompts:
             result = await asyncio.wait_for(
-                conn.prompt(session_id=new.session_id,
-                            prompt=[s1.TextContentBlock(type="text", text=text)]),
+                conn.prompt(
+                    session_id=new.session_id, prompt=[s1.TextContentBlock(type="text", text=text)]
+                ),
                 TIMEOUT,
             )
             observed.results.append(("session/prompt", dump(result)))
@@ -86,7 +89,9 @@ async def run_v2_client(argv: Sequence[str], prompts: Sequence[str], cwd: str) -
     observed = Observed()
     client = V2Client(observed)
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         env=dict(os.environ),
     )
     try:
@@ -101,8 +106,9 @@ async def run_v2_client(argv: Sequence[str], prompts: Sequence[str], cwd: str) -
         for text in prompts:
             client.idle.clear()
             result = await asyncio.wait_for(
-                conn.prompt(session_id=new.session_id,
-                            prompt=[s2.TextContentBlock(type="text", text=text)]),
+                conn.prompt(
+                    session_id=new.session_id, prompt=[s2.TextContentBlock(type="text", text=text)]
+                ),
                 TIMEOUT,
             )
             observed.results.append(("session/prompt", dump(result)))

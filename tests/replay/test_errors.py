@@ -48,8 +48,11 @@ async def test_unknown_method_and_bad_frames(v1_recording: Recorded) -> None:
         # Still alive and answering.
         session = await client.new_session()
         assert session.session_id == v1_recording.session_id
-    errors = [e.message for e in client.received() if isinstance(e.message, dict)
-              and e.message.get("id") is None and "error" in e.message]
+    errors = [
+        e.message
+        for e in client.received()
+        if isinstance(e.message, dict) and e.message.get("id") is None and "error" in e.message
+    ]
     assert [m["error"]["code"] for m in errors] == [-32700, -32700, -32600]
     assert client.proc.returncode == 0
     assert b"Traceback" not in client.stderr
@@ -61,7 +64,7 @@ async def test_strict_mode_enforces_the_recorded_order(v1_recording: Recorded) -
         with pytest.raises(AcpError) as err:
             await client.request("session/new", {"cwd": "/x", "mcpServers": []})
         assert "next in order, --match strict" in err.value.message
-        assert "method: recorded \"initialize\", got \"session/new\"" in err.value.message
+        assert 'method: recorded "initialize", got "session/new"' in err.value.message
         await client.initialize(protocol_version=1)
         session = await client.new_session()
         assert await session.prompt("hello") == "end_turn"

@@ -30,12 +30,23 @@ def recorded_updates(db: Path) -> list[bytes]:
 def window(client: AcpTestClient, method: str) -> tuple[list[Any], int]:
     """Updates received between the load/resume request and its response; response index."""
     log = client.log
-    start = next(i for i, e in enumerate(log) if e.direction == "sent"
-                 and isinstance(e.message, dict) and e.message.get("method") == method)
+    start = next(
+        i
+        for i, e in enumerate(log)
+        if e.direction == "sent"
+        and isinstance(e.message, dict)
+        and e.message.get("method") == method
+    )
     rid = log[start].message["id"]
-    end = next(i for i, e in enumerate(log) if i > start and e.direction == "received"
-               and isinstance(e.message, dict) and e.message.get("id") == rid
-               and "method" not in e.message)
+    end = next(
+        i
+        for i, e in enumerate(log)
+        if i > start
+        and e.direction == "received"
+        and isinstance(e.message, dict)
+        and e.message.get("id") == rid
+        and "method" not in e.message
+    )
     updates = [e for e in log[start + 1 : end] if e.direction == "received"]
     return updates, end
 
@@ -54,12 +65,23 @@ async def test_v1_load_re_emits_history_before_the_response(v1_recording: Record
     assert all(e.message["params"]["sessionId"] == sid for e in history)
     # No notices; per turn: the rebuilt user message, two text chunks, tool call, unknown.
     assert "notice" not in variants
-    assert variants == [
-        "user_message_chunk", "agent_message_chunk", "agent_message_chunk", "tool_call",
-        "tool_call_update", "_vendor_x",
-    ] * 3
-    users = [e.message["params"]["update"]["content"]["text"] for e in history
-             if e.message["params"]["update"]["sessionUpdate"] == "user_message_chunk"]
+    assert (
+        variants
+        == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "_vendor_x",
+        ]
+        * 3
+    )
+    users = [
+        e.message["params"]["update"]["content"]["text"]
+        for e in history
+        if e.message["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    ]
     assert users == ["hello", "hello", "second prompt"]
     # Recorded updates go out byte for byte, unknown ones included.
     recorded = recorded_updates(v1_recording.path)
@@ -117,8 +139,12 @@ async def test_v2_resume_replay_from_start(v2_recording: Recorded) -> None:
     assert terminals[0]["exitStatus"] == {"exitCode": 0} and terminals[0]["command"] == "ls"
     compactions = [u for u in updates if u["sessionUpdate"].startswith("compaction")]
     assert compactions == [
-        {"sessionUpdate": "compaction_update", "compactionId": f"c{n}", "status": "completed",
-         "summary": [{"type": "text", "text": "summary so far"}]}
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": f"c{n}",
+            "status": "completed",
+            "summary": [{"type": "text", "text": "summary so far"}],
+        }
         for n in (1, 2)
     ]
     # usage: only the latest value; unknown updates: raw, byte-exact.

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
+from pathlib import Path
 
+from tests.conftest import run_proxy
 from tests.replay.conftest import V1_PROMPTS, V2_PROMPTS, Recorded, replay_argv
 from tests.replay.sdk_clients import run_v1_client, run_v2_client
-
-
-def _a2c_count(db: object) -> int:
-    conn = sqlite3.connect(str(db))
-    try:
-        return int(conn.execute("SELECT count(*) FROM frames WHERE direction='a2c'").fetchone()[0])
-    finally:
-        conn.close()
 
 
 async def test_v1_sdk_client_sees_identical_updates_and_results(v1_recording: Recorded) -> None:
@@ -41,7 +34,27 @@ async def test_v2_sdk_client_sees_identical_updates_and_results(v2_recording: Re
 async def test_paced_replay_gives_the_same_observations(v2_recording: Recorded) -> None:
     replayed = await run_v2_client(
         replay_argv(v2_recording.path, "--pace", "recorded", "--max-delay", "0.2"),
-        V2_PROMPTS, "/elsewhere",
+        V2_PROMPTS,
+        "/elsewhere",
     )
     assert replayed.results == v2_recording.observed.results
     assert replayed.updates == v2_recording.observed.updates
+
+
+async def test_replaying_an_export_file(v1_recording: Recorded, tmp_path: Path) -> None:
+    export = tmp_path / "v1.jsonl"
+    done = run_proxy(["export", str(v1_recording.path), "--no-redact", "-o", str(export)])
+    assert done.returncode == 0, done.stderr
+    assert not export.read_bytes().startswith(b"SQLite")
+    replayed = await run_v1_client(replay_argv(export), V1_PROMPTS, "/elsewhere")
+    assert replayed.results == v1_recording.observed.results
+    assert replayed.updates == v1_recording.observed.updates
+
+
+def test_a_broken_export_file_is_a_one_line_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"format":"acp-proxy-recording"}\n{"type": "frame", oops\n')
+    done = run_proxy(["replay", str(broken)])
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert len(done.stderr.decode().strip().splitlines()) == 1
+    assert done.stderr.decode().startswith(f"Error: {broken}")

@@ -86,29 +86,12 @@ def make_big_db(path: Path, frames: int, *, connections: int = 2) -> None:
         seq = seqs[c]
         if seq % 2:
             raw = (
-                json.dumps(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": seq,
-                        "method": "session/prompt",
-                        "params": {
-                            "sessionId": f"s{c}",
-                            "prompt": [{"type": "text", "text": filler}],
-                        },
-                    },
-                    separators=(",", ":"),
-                ).encode()
-                + b"\n"
-            )
+                f'{{"jsonrpc":"2.0","id":{seq},"method":"session/prompt","params":{{"sessionId":'
+                f'"s{c}","prompt":[{{"type":"text","text":"{filler}"}}]}}}}\n'
+            ).encode()
             cols = ("c2a", "request", str(seq), "session/prompt", f"s{c}", None)
         else:
-            raw = (
-                json.dumps(
-                    {"jsonrpc": "2.0", "id": seq - 1, "result": {"messageId": f"m{seq}"}},
-                    separators=(",", ":"),
-                ).encode()
-                + b"\n"
-            )
+            raw = f'{{"jsonrpc":"2.0","id":{seq - 1},"result":{{"messageId":"m{seq}"}}}}\n'.encode()
             cols = ("a2c", "response", str(seq - 1), "session/prompt", f"s{c}", None)
         batch.append(
             (

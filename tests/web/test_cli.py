@@ -35,9 +35,14 @@ def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-def test_web_serves_a_recording_and_stops_cleanly(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    record_session(db, ["hello"])
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("web-cli") / "s.db"
+    record_session(path, ["hello"])
+    return path
+
+
+def test_web_serves_a_recording_and_stops_cleanly(db: Path) -> None:
     proc = subprocess.Popen(
         [*proxy_exe(), "web", str(db), "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
@@ -75,8 +80,7 @@ def test_web_bad_recording_is_one_line(tmp_path: Path, kind: str) -> None:
 
 
 def test_web_refuses_non_loopback_without_token(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    record_session(db, ["hi"])
+    db = tmp_path / "not-even-needed.db"  # the address is checked first
     done = run_proxy(["web", str(db), "--listen", "0.0.0.0:0"], timeout=60)
     assert done.returncode == 2
     assert "needs --token" in done.stderr.decode()
@@ -84,9 +88,7 @@ def test_web_refuses_non_loopback_without_token(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr.decode()
 
 
-def test_web_with_token_on_all_interfaces(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    record_session(db, ["hi"])
+def test_web_with_token_on_all_interfaces(db: Path) -> None:
     with web_server(db, "--listen", "0.0.0.0:0", "--token", "tok-123") as url:
         assert url.endswith("/?token=tok-123")
         base = url.split("?")[0]
@@ -95,9 +97,7 @@ def test_web_with_token_on_all_interfaces(tmp_path: Path) -> None:
         assert fetch(base + "api/info?token=tok-123")[0] == 200
 
 
-def test_web_port_in_use_is_one_line(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    record_session(db, ["hi"])
+def test_web_port_in_use_is_one_line(db: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()

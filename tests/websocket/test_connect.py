@@ -140,7 +140,7 @@ async def test_server_frames_that_stdio_cannot_carry() -> None:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         first = await ws.receive()
-        if first.data == "newline please":
+        if b"newline please" in first.data.encode():
             await ws.send_str('{"pretty":\n true}')
             await ws.receive()
         else:
@@ -154,8 +154,11 @@ async def test_server_frames_that_stdio_cannot_carry() -> None:
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     url = f"ws://127.0.0.1:{runner.addresses[0][1]}/acp"
     try:
-        for text, code_text in ((b"newline please\n", "close code 1007"),
-                                (b"anything\n", "code 4003: session expired")):
+        # Requests: after stdin ends the bridge waits for their answers (or the server).
+        for text, code_text in (
+            (b'{"jsonrpc":"2.0","id":1,"method":"_newline please"}\n', "close code 1007"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"_anything"}\n', "code 4003: session expired"),
+        ):
             proc = await asyncio.create_subprocess_exec(
                 *proxy_exe(), "connect", url, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -240,11 +240,12 @@
     sel.value = current || "";
   }
   function fillSessionSelect() {
-    const values = [];
+    const counts = new Map();
     for (const c of state.connections) {
       if (state.connection !== null && c.id !== state.connection) continue;
-      for (const s of c.sessions) values.push({ value: s.session_id, count: s.frame_count });
+      for (const s of c.sessions) counts.set(s.session_id, (counts.get(s.session_id) || 0) + s.frame_count);
     }
+    const values = Array.from(counts, ([value, count]) => ({ value, count }));
     fillSelect($("f-session"), values, state.filter.session);
   }
 
@@ -676,8 +677,11 @@
     const s = data.session || { items: [], facts: {} };
     const facts = s.facts || {};
     const box = body;
-    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
-    const top = box.scrollTop;
+    const key = `${data.connectionId}/${s.sessionId}`;
+    const same = box.dataset.rendered === key;
+    const atBottom = same && box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    const top = same ? box.scrollTop : 0;
+    box.dataset.rendered = key;
     const head = h("div", { class: "s-head" },
       h("span", { class: "sid" }, `session ${s.sessionId}`),
       h("span", {}, `connection ${data.connectionId}`),
@@ -725,7 +729,12 @@
       if (conn) conn.findings = data.summary;
       const sum = data.summary || {};
       parts.push(h("h3", {}, `Connection ${cid} `, ...findingBadges(sum), data.complete ? null : h("span", { class: "badge live" }, "still recording")));
-      if (!data.findings.length) continue;
+      if (!data.findings.length) {
+        parts.push(h("p", { class: "muted" }, data.complete
+          ? "No findings: every rule checked from the wire holds for this connection."
+          : "No findings so far (end-of-connection rules run once the connection ends)."));
+        continue;
+      }
       const rows = data.findings.map((f) => h("tr", {},
         h("td", {}, h("span", { class: `badge ${f.tier}` }, f.tier)),
         h("td", { class: "rule" }, f.rule || f.rule_id || f.id || ""),
@@ -750,12 +759,12 @@
     ws.addEventListener("open", () => {
       wsRetry = 500;
       $("live").className = "live on";
-      $("live-text").textContent = "live";
+      $("live-text").textContent = "watching";
       subscribe();
     });
     ws.addEventListener("close", () => {
       $("live").className = "live off";
-      $("live-text").textContent = "disconnected";
+      $("live-text").textContent = "reconnecting";
       setTimeout(connectLive, wsRetry);
       wsRetry = Math.min(wsRetry * 2, 10000);
     });
@@ -778,7 +787,7 @@
       refreshTimer = null;
       loadConnections();
       if (state.view === "session") loadSession();
-    }, 700);
+    }, 300);
   }
   function onLive(msg) {
     if (msg.type === "frames") {

@@ -51,14 +51,21 @@ class Agent:
             )
         await raw.send_notification(
             "session/update",
-            {"sessionId": session_id,
-             "update": {"sessionUpdate": "notice", "title": "rate limited", "severity": "info"}},
+            {
+                "sessionId": session_id,
+                "update": {"sessionUpdate": "notice", "title": "rate limited", "severity": "info"},
+            },
         )
         tool_id = f"call-{len(text)}"
         await self.conn.session_update(
             session_id,
-            s.ToolCallStart(session_update="tool_call", tool_call_id=tool_id, title="touch file",
-                            kind="edit", status="pending"),
+            s.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=tool_id,
+                title="touch file",
+                kind="edit",
+                status="pending",
+            ),
         )
         answer = await self.conn.request_permission(
             session_id=session_id,
@@ -71,13 +78,18 @@ class Agent:
         chosen = getattr(answer.outcome, "option_id", "cancelled")
         await self.conn.session_update(
             session_id,
-            s.ToolCallProgress(session_update="tool_call_update", tool_call_id=tool_id,
-                               status="completed" if chosen == "ok" else "failed"),
+            s.ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id=tool_id,
+                status="completed" if chosen == "ok" else "failed",
+            ),
         )
         await raw.send_notification(
             "session/update",
-            {"sessionId": session_id,
-             "update": {"sessionUpdate": "_vendor_x", "weird":  [1, 2.50, "\u00e9"]}},
+            {
+                "sessionId": session_id,
+                "update": {"sessionUpdate": "_vendor_x", "weird": [1, 2.50, "\u00e9"]},
+            },
         )
         return s.PromptResponse(stop_reason="end_turn")
 

@@ -56,25 +56,76 @@ class Agent:
         await asyncio.sleep(0.05)
         u = self._update
         await u(sid, {"sessionUpdate": "state_update", "state": "running"})
-        await u(sid, {"sessionUpdate": "agent_thought_chunk", "messageId": f"t{n}",
-                      "content": {"type": "text", "text": "thinking"}})
-        await u(sid, {"sessionUpdate": "agent_message_chunk", "messageId": f"a{n}",
-                      "content": {"type": "text", "text": "echo: "}})
-        await u(sid, {"sessionUpdate": "agent_message_chunk", "messageId": f"a{n}",
-                      "content": {"type": "text", "text": text}})
-        await u(sid, {"sessionUpdate": "terminal_update", "terminalId": f"term{n}",
-                      "command": "ls", "cwd": "/tmp"})
+        await u(
+            sid,
+            {
+                "sessionUpdate": "agent_thought_chunk",
+                "messageId": f"t{n}",
+                "content": {"type": "text", "text": "thinking"},
+            },
+        )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": f"a{n}",
+                "content": {"type": "text", "text": "echo: "},
+            },
+        )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": f"a{n}",
+                "content": {"type": "text", "text": text},
+            },
+        )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "terminal_update",
+                "terminalId": f"term{n}",
+                "command": "ls",
+                "cwd": "/tmp",
+            },
+        )
         for part in (b"file1\n", b"file2\n"):
-            await u(sid, {"sessionUpdate": "terminal_output_chunk", "terminalId": f"term{n}",
-                          "data": base64.b64encode(part).decode()})
-        await u(sid, {"sessionUpdate": "terminal_update", "terminalId": f"term{n}",
-                      "exitStatus": {"exitCode": 0}})
-        await u(sid, {"sessionUpdate": "compaction_update", "compactionId": f"c{n}",
-                      "status": "in_progress"})
-        await u(sid, {"sessionUpdate": "compaction_summary_chunk", "compactionId": f"c{n}",
-                      "content": {"type": "text", "text": "summary so far"}})
-        await u(sid, {"sessionUpdate": "compaction_update", "compactionId": f"c{n}",
-                      "status": "completed"})
+            await u(
+                sid,
+                {
+                    "sessionUpdate": "terminal_output_chunk",
+                    "terminalId": f"term{n}",
+                    "data": base64.b64encode(part).decode(),
+                },
+            )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "terminal_update",
+                "terminalId": f"term{n}",
+                "exitStatus": {"exitCode": 0},
+            },
+        )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": f"c{n}",
+                "status": "in_progress",
+            },
+        )
+        await u(
+            sid,
+            {
+                "sessionUpdate": "compaction_summary_chunk",
+                "compactionId": f"c{n}",
+                "content": {"type": "text", "text": "summary so far"},
+            },
+        )
+        await u(
+            sid,
+            {"sessionUpdate": "compaction_update", "compactionId": f"c{n}", "status": "completed"},
+        )
         await u(sid, {"sessionUpdate": "notice", "title": "slow model", "severity": "warning"})
         await u(sid, {"sessionUpdate": "_vendor_x", "payload": {"k": [1, 2.50, None]}})
         await u(sid, {"sessionUpdate": "usage_update", "used": 100 * n, "size": 1000})

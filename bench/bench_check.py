@@ -1,0 +1,212 @@
+"""Benchmark: ``acp-proxy check`` throughput on a generated recording (default 1M frames).
+
+The recording is one v2 connection of realistic turns (prompt, running, user_message,
+response, thought and message chunks of ~300 bytes, tool call updates, idle), written
+straight into SQLite. The benchmark then runs the real ``acp-proxy check --json`` on it and
+reports wall time, frames/s, MB/s and the command's peak RSS (its memory should not grow
+with the recording), plus the engine alone in process (no SQLite) for comparison.
+
+Usage::
+
+    python bench/bench_check.py [--frames 1000000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from acp_proxy.acp.conformance import ConnectionChecker
+from acp_proxy.record.schema import connect
+
+SID = "sess_bench"
+
+
+def _line(obj: object) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def _update(update: dict[str, object]) -> bytes:
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": SID, "update": update},
+        }
+    )
+
+
+def frames(total: int) -> Iterator[tuple[str, bytes]]:
+    """``total`` frames (or a few more, to finish the last turn) of clean v2 traffic."""
+    yield (
+        "c2a",
+        _line(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": 2, "capabilities": {}},
+            }
+        ),
+    )
+    yield (
+        "a2c",
+        _line(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "result": {"protocolVersion": 2, "capabilities": {"session": {}}},
+            }
+        ),
+    )
+    yield (
+        "c2a",
+        _line(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/new",
+                "params": {"cwd": "/work", "mcpServers": []},
+            }
+        ),
+    )
+    yield "a2c", _line({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SID}})
+    n = 4
+    rid = 2
+    text = {"type": "text", "text": "lorem ipsum dolor sit amet " * 10}
+    while n < total:
+        mid, aid, tid = f"u{rid}", f"m{rid}", f"t{rid}"
+        turn = [
+            (
+                "c2a",
+                _line(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "method": "session/prompt",
+                        "params": {"sessionId": SID, "prompt": [text]},
+                    }
+                ),
+            ),
+            ("a2c", _update({"sessionUpdate": "state_update", "state": "running"})),
+            (
+                "a2c",
+                _update({"sessionUpdate": "user_message", "messageId": mid, "content": [text]}),
+            ),
+            ("a2c", _line({"jsonrpc": "2.0", "id": rid, "result": {"messageId": mid}})),
+        ]
+        thought = _update(
+            {"sessionUpdate": "agent_thought_chunk", "messageId": aid, "content": text}
+        )
+        chunk = _update({"sessionUpdate": "agent_message_chunk", "messageId": aid, "content": text})
+        turn += [("a2c", thought)] * 10 + [("a2c", chunk)] * 30
+        turn += [
+            (
+                "a2c",
+                _update(
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": tid,
+                        "status": "in_progress",
+                        "kind": "read",
+                    }
+                ),
+            ),
+            (
+                "a2c",
+                _update(
+                    {"sessionUpdate": "tool_call_update", "toolCallId": tid, "status": "completed"}
+                ),
+            ),
+            (
+                "a2c",
+                _update(
+                    {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+                ),
+            ),
+        ]
+        yield from turn
+        n += len(turn)
+        rid += 1
+
+
+def write(path: Path, total: int) -> tuple[int, int]:
+    db = connect(path, create=True)
+    count = size = 0
+    try:
+        db.execute("BEGIN")
+        now = time.time()
+        cid = db.execute(
+            "INSERT INTO connections (started_at, ended_at, transport) VALUES (?, ?, 'stdio')",
+            (now, now + 1),
+        ).lastrowid
+
+        def rows() -> Iterator[tuple[object, ...]]:
+            nonlocal count, size
+            for seq, (direction, raw) in enumerate(frames(total), 1):
+                count = seq
+                size += len(raw)
+                yield (cid, seq, now, seq, direction, raw, len(raw))
+
+        db.executemany(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows(),
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return count, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=1_000_000)
+    parser.add_argument("--keep", type=Path, help="Write the recording here and keep it.")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="acp-bench-check-"))
+    path = (args.keep or tmp) / "bench-check.db"
+    try:
+        t0 = time.perf_counter()
+        count, size = write(path, args.frames)
+        print(
+            f"recording: {count} frames, {size / 2**20:.1f} MiB raw, "
+            f"written in {time.perf_counter() - t0:.1f}s"
+        )
+
+        exe = shutil.which("acp-proxy") or "acp-proxy"
+        t0 = time.perf_counter()
+        done = subprocess.run([exe, "check", str(path), "--json"], capture_output=True)
+        wall = time.perf_counter() - t0
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        summary = orjson.loads(done.stdout)["summary"]
+        print(
+            f"acp-proxy check: {wall:.1f}s, {count / wall:,.0f} frames/s, "
+            f"{size / 2**20 / wall:.1f} MiB/s, peak RSS {rss:.0f} MiB, exit {done.returncode}, "
+            f"errors {summary['error']} warnings {summary['warning']}"
+        )
+
+        checker = ConnectionChecker(1, transport="stdio")
+        t0 = time.perf_counter()
+        for seq, (direction, raw) in enumerate(frames(args.frames), 1):
+            checker.feed(seq, direction, raw)  # type: ignore[arg-type]
+        checker.finish()
+        engine = time.perf_counter() - t0
+        print(f"engine alone (frames generated in process): {count / engine:,.0f} frames/s")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

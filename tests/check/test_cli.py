@@ -1,0 +1,201 @@
+"""The ``acp-proxy check`` command line: exit codes, text and JSON output, bad input."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+
+from acp_proxy.acp.rules import RULES
+from acp_proxy.cli import cli
+from tests.check.helpers import (
+    SID,
+    TEXT,
+    A,
+    C,
+    ok,
+    rq,
+    up,
+    v1_prelude,
+    v1_turn,
+    v2_prelude,
+    v2_turn,
+    write_recording,
+)
+from tests.conftest import proxy_exe
+
+CLEAN_V1 = v1_prelude() + v1_turn()
+CLEAN_V2 = v2_prelude() + v2_turn()
+BROKEN_V2 = [
+    *v2_prelude(),
+    C(rq(2, "session/prompt", sessionId=SID, prompt=[TEXT])),  # 5
+    A(ok(2)),  # 6: no messageId (error)
+    A(up("state_update", state="running")),  # 7
+    A(up("state_update", state="idle")),  # 8: no stopReason (warning)
+    A(b'{"jsonrpc":"2.0","method":"_vendor/tick"}\r\n'),  # 9: CRLF (info)
+]
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real executable, as a user or a CI job runs it."""
+    return subprocess.run(
+        [*proxy_exe(), "check", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def check_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same command line in process (click's runner), for the finer cases."""
+    result = CliRunner().invoke(cli, ["check", *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def test_text_output_groups_by_connection_and_exit_code_gates(tmp_path: Path) -> None:
+    db = tmp_path / "mixed.db"
+    write_recording(db, [CLEAN_V1, BROKEN_V2, CLEAN_V2])
+    done = check(str(db))
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert "== connection 1 (stdio, v1, 10 frames): 0 error, 0 warning, 0 info" in out
+    assert "== connection 2 (stdio, v2, 9 frames): 1 error, 1 warning, 1 info" in out
+    assert "== connection 3 (stdio, v2, 13 frames): 0 error, 0 warning, 0 info" in out
+    lines = out.splitlines()
+    error_line = next(x for x in lines if "v2.prompt-message-id" in x)
+    assert error_line.split()[:3] == ["error", "v2.prompt-message-id", "#6"]
+    assert "rule: The session/prompt response returns the inserted user message's messageId" in out
+    assert any(x.split()[:3] == ["warning", "v2.stop-reason", "#8"] for x in lines)
+    assert any(x.split()[:3] == ["info", "framing.crlf", "#9"] for x in lines)
+    assert lines[-1] == (
+        "summary: 1 error(s), 1 warning(s), 1 info in 3 connection(s), 32 frames: FAIL"
+    )
+    assert "\x1b[" not in out  # plain when piped
+
+
+def test_clean_recording_exits_zero_and_connection_filter(tmp_path: Path) -> None:
+    db = tmp_path / "mixed.db"
+    write_recording(db, [CLEAN_V1, BROKEN_V2])
+    done = check_in_process(str(db), "--connection", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "connection 2" not in done.stdout
+    assert done.stdout.splitlines()[-1].endswith("1 connection(s), 10 frames: ok")
+
+
+def test_json_document_shape(tmp_path: Path) -> None:
+    db = tmp_path / "mixed.db"
+    write_recording(db, [CLEAN_V1, BROKEN_V2])
+    done = check(str(db), "--json")
+    assert done.returncode == 1
+    doc = orjson.loads(done.stdout)
+    assert doc["recording"] == str(db)
+    assert doc["summary"] == {
+        "error": 1,
+        "warning": 1,
+        "info": 1,
+        "connections": 2,
+        "frames": 19,
+        "passed": False,
+    }
+    first, second = doc["connections"]
+    assert first == {
+        "id": 1,
+        "transport": "stdio",
+        "protocol_version": 1,
+        "frames": 10,
+        "counts": {"error": 0, "warning": 0, "info": 0},
+        "suppressed": {},
+        "findings": [],
+    }
+    assert [f["rule"] for f in second["findings"]] == [
+        "v2.prompt-message-id",
+        "v2.stop-reason",
+        "framing.crlf",
+    ]
+    f = second["findings"][0]
+    assert set(f) == {"rule", "tier", "connection", "seqs", "session", "reason", "rule_text"}
+    assert (f["tier"], f["connection"], f["seqs"], f["session"]) == ("error", 2, [6], SID)
+
+
+def test_min_tier_hides_findings_but_not_the_exit_code(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    write_recording(db, [BROKEN_V2])
+    done = check_in_process(str(db), "--min-tier", "error", "--json")
+    assert done.returncode == 1
+    doc = orjson.loads(done.stdout)
+    assert [f["rule"] for f in doc["connections"][0]["findings"]] == ["v2.prompt-message-id"]
+    assert doc["summary"]["warning"] == 1  # counted, only hidden
+    warned = check_in_process(str(db), "--min-tier", "warning")
+    assert "framing.crlf" not in warned.stdout and "v2.stop-reason" in warned.stdout
+
+
+def test_warnings_alone_do_not_fail(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    frames = v2_prelude() + v2_turn()[:-1] + [A(up("state_update", state="idle"))]
+    write_recording(db, [frames])
+    done = check_in_process(str(db))
+    assert done.returncode == 0
+    assert "0 error(s), 1 warning(s)" in done.stdout
+
+
+def test_many_findings_are_capped_and_counted(tmp_path: Path) -> None:
+    db = tmp_path / "noisy.db"
+    write_recording(db, [v1_prelude() + [A(b"log line %d\n" % i) for i in range(50)]])
+    done = check_in_process(str(db), "--max-per-rule", "3", "--json")
+    doc = orjson.loads(done.stdout)
+    conn = doc["connections"][0]
+    assert len(conn["findings"]) == 3
+    assert conn["suppressed"] == {"framing.json": 47}
+    assert doc["summary"]["error"] == 50
+    text = check_in_process(str(db), "--max-per-rule", "3")
+    assert "... and 47 more framing.json finding(s)" in text.stdout
+
+
+def test_dropped_frames_are_noted(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    write_recording(db, [CLEAN_V1])
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE connections SET frames_dropped = 4")
+    conn.commit()
+    conn.close()
+    done = check_in_process(str(db), "--json")
+    assert done.returncode == 0
+    (finding,) = orjson.loads(done.stdout)["connections"][0]["findings"]
+    assert finding["rule"] == "recording.incomplete" and "4 frame(s)" in finding["reason"]
+
+
+def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
+    db = tmp_path / "ok.db"
+    write_recording(db, [CLEAN_V1])
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database at all" * 100)
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    cases = {
+        str(tmp_path / "missing.db"): "no such recording",
+        str(tmp_path): "directory",
+        str(corrupt): "not a usable acp-proxy recording",
+        str(empty): "empty",
+    }
+    for path, words in cases.items():
+        done = check(path)
+        assert done.returncode == 1, path
+        assert "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert words in done.stderr, done.stderr
+    unknown = check(str(db), "--connection", "7")
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == "Error: no connection 7 in this recording"
+    usage = check()
+    assert usage.returncode == 2 and "missing argument DB" in usage.stderr
+
+
+def test_rule_listing(tmp_path: Path) -> None:
+    done = check_in_process("--rules", "--json")
+    assert done.returncode == 0
+    rows = orjson.loads(done.stdout)
+    assert [r["rule"] for r in rows] == [r.id for r in RULES]
+    text = check_in_process("--rules")
+    assert "jsonrpc.response-id-echo" in text.stdout and "v2.cancel-idle" in text.stdout

@@ -1,0 +1,97 @@
+"""The committed example recordings import cleanly and hold what they promise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_proxy.acp.index import ENTITY_OF_UPDATE
+from tests.export.helpers import cli, rows
+
+RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
+KNOWN_UPDATES = set(ENTITY_OF_UPDATE) | {
+    "state_update", "available_commands_update", "config_option_update", "session_info_update",
+    "usage_update", "current_mode_update", "plan", "notice",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["v1-load.jsonl", "v2-resume-replay.jsonl"])
+def imported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = RECORDINGS / request.param
+    assert source.is_file(), f"missing {source}: run python scripts/make_recordings.py"
+    db = tmp_path_factory.mktemp("rec") / "rec.db"
+    done = cli("import", str(source), str(db))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("imported 2 connection(s) (1->1, 2->2)")
+    # Re-exporting gives the committed bytes back; redaction finds nothing to replace.
+    again = cli("export", str(db), "--no-redact")
+    assert again.stdout == source.read_bytes()
+    redacted = cli("export", str(db)).stdout.splitlines()
+    assert b'"redacted":true' in redacted[0]
+    assert redacted[1:] == source.read_bytes().splitlines()[1:]
+    return db
+
+
+def _methods(db: Path, cid: int) -> set[object]:
+    return {r[0] for r in rows(db, "SELECT method FROM frames WHERE connection_id = ?", (cid,))}
+
+
+def _updates(db: Path, cid: int) -> set[object]:
+    q = "SELECT update_kind FROM frames WHERE connection_id = ? AND update_kind IS NOT NULL"
+    return {r[0] for r in rows(db, q, (cid,))}
+
+
+def _before_response(db: Path, cid: int, method: str) -> list[object]:
+    """update kinds between the request ``method`` and its response, in order."""
+    q = "SELECT kind, method, update_kind FROM frames WHERE connection_id = ? ORDER BY seq"
+    out: list[object] = []
+    inside = False
+    for kind, m, update in rows(db, q, (cid,)):
+        if m == method and kind == "request":
+            inside = True
+        elif m == method and kind == "response":
+            return out
+        elif inside and update is not None:
+            out.append(update)
+    raise AssertionError(f"no response to {method}")
+
+
+def test_recordings_hold_the_scenarios(imported: Path) -> None:
+    versions = rows(imported, "SELECT protocol_version FROM connections ORDER BY id")
+    version = versions[0][0]
+    assert versions == [(version,), (version,)] and version in (1, 2)
+    unanswered = rows(
+        imported, "SELECT count(*) FROM frames WHERE kind='response' AND method IS NULL"
+    )
+    assert unanswered == [(0,)]  # every response follows its request
+    first = _methods(imported, 1)
+    assert {"initialize", "session/new", "session/prompt", "session/request_permission"} <= first
+    assert "session/cancel" in first
+    for cid in (1, 2):
+        kinds = _updates(imported, cid)
+        assert "notice" in kinds, cid
+        assert kinds - KNOWN_UPDATES, f"connection {cid} has no unknown update variant"
+    if version == 1:
+        assert "session/load" in _methods(imported, 2)
+        replay = _before_response(imported, 2, "session/load")
+        assert "user_message_chunk" in replay and "agent_message_chunk" in replay
+        assert "notice" not in replay
+    else:
+        assert "session/resume" in _methods(imported, 2)
+        (params,) = rows(
+            imported,
+            "SELECT raw FROM frames WHERE connection_id = 2 AND method = 'session/resume' "
+            "AND kind = 'request'",
+        )
+        assert orjson.loads(params[0])["params"]["replayFrom"] == {"type": "start"}  # type: ignore[arg-type]
+        replay = _before_response(imported, 2, "session/resume")
+        assert {"user_message", "agent_message"} <= set(replay)
+        assert "notice" not in replay
+
+
+def test_readme_lists_the_files() -> None:
+    readme = (RECORDINGS / "README.md").read_text()
+    for path in RECORDINGS.glob("*.jsonl"):
+        assert path.name in readme

@@ -2,10 +2,11 @@
 
 The recording (default 1M frames) is one v2 connection of realistic traffic written straight
 into SQLite: session/update chunks of ~300 bytes of text, tool call updates, prompts and
-responses; one frame in 50 carries a token (so redaction has work to do) and one in 1000
-is not valid UTF-8. The benchmark runs the real CLI - ``export --no-redact``, ``export``
-(redacting) and ``import`` - and reports wall time, frames/s, MB/s of raw frames and each
-command's peak RSS (memory should not grow with the recording).
+responses. One frame in 50 is a prompt carrying a token in ``_meta`` (so redaction has work
+to do), answered by the next frame; one in 1000 is not valid UTF-8. The benchmark runs the
+real CLI - ``export --no-redact``, ``export`` (redacting) and ``import`` - and reports wall
+time, frames/s, MB/s of raw frames and each command's peak RSS (memory should not grow with
+the recording).
 
 Usage::
 
@@ -38,11 +39,15 @@ def frames(total: int) -> Iterator[tuple[str, bytes]]:
         if n % 1000 == 999:
             yield "a2c", b"\xff\xfe not utf-8 log line " + str(n).encode() + b"\n"
             continue
-        if n % 50 == 49:
+        if n % 50 == 48:
             params = {"sessionId": SID, "_meta": {"authToken": f"tok-{n}"}, "prompt": [TEXT]}
             msg: dict[str, object] = {"jsonrpc": "2.0", "id": n, "method": "session/prompt"}
             msg["params"] = params
             yield "c2a", orjson.dumps(msg) + b"\n"
+            continue
+        if n % 50 == 49:  # every request is answered, as in real traffic
+            result = {"jsonrpc": "2.0", "id": n - 1, "result": {"messageId": f"msg_{n}"}}
+            yield "a2c", orjson.dumps(result) + b"\n"
             continue
         if n % 10 == 0:
             update = {

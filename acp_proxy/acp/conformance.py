@@ -881,9 +881,10 @@ class ConnectionChecker:
 
     def _late_history(self, variant: str, s: _Session) -> bool:
         if self.effective_version >= 2:
-            # v2 agents may start work on their own (state running) or report background
-            # tool activity while idle; only messages are unambiguous history.
-            return variant in MESSAGE_VARIANTS and s.state != "running"
+            # v2 work may go on across a resume (live agent output after the response) and
+            # background tool activity may run while idle; a user message with no prompt
+            # pending can only be history.
+            return variant in ("user_message", "user_message_chunk") and s.prompts_pending == 0
         return variant in V1_TURN_VARIANTS or variant in MESSAGE_VARIANTS
 
     def _entity_key(self, variant: str, update: dict[str, Any]) -> tuple[str, str] | None:

@@ -9,7 +9,8 @@ Public API::
         tl.apply(update, seq=frame_seq)  # returns the Item it created or touched
     tl.items                             # Entity and Event objects, in order of first appearance
     tl.entities()                        # only the entities (history), same order
-    tl.history_updates()                 # history re-emitted in finished form (for replay)
+    tl.history_updates(version=2)        # history re-emitted in finished form (for replay;
+                                         # version=1 gives v1 chunks / tool_call / plan)
     tl.to_json()                         # plain data (lists/dicts/str/int) for ``show --json``
 
 Rules implemented:
@@ -197,6 +198,29 @@ class Entity:
         if self.type == "terminal" and self.output is not None:
             out["output"] = {"data": base64.b64encode(bytes(self.output)).decode("ascii")}
         return out
+
+    def to_updates(self, version: int = 2) -> list[dict[str, Any]]:
+        """This entity in finished form for a peer speaking ``version``.
+
+        v2: the one upsert of :meth:`to_update` (it replaces whatever the peer holds).
+        v1 has no message upserts: messages become one ``*_chunk`` per content block (with
+        ``messageId`` unless it was synthetic), tool calls a ``tool_call``, the anonymous
+        plan a ``plan``.
+        """
+        if version != 1:
+            return [self.to_update()]
+        if self.type in MESSAGE_TYPES:
+            chunk: dict[str, Any] = {"sessionUpdate": f"{self.type}_chunk"}
+            if not self.synthetic_id:
+                chunk["messageId"] = self.id
+            return [{**chunk, "content": block} for block in self.content or ()]
+        if self.type == "tool_call":
+            return [{**self.to_update(), "sessionUpdate": "tool_call"}]
+        if self.type == "plan" and not self.id:
+            plan = self.fields.get("plan")
+            entries = plan.get("entries") if isinstance(plan, dict) else None
+            return [{"sessionUpdate": "plan", "entries": entries if entries is not None else []}]
+        return [self.to_update()]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -410,8 +434,6 @@ class SessionTimeline:
 
     def add_event(self, event: Event | Exchange) -> Event | Exchange:
         """Insert an externally built event (e.g. an RPC exchange) in timeline order."""
-        if self.replaying:
-            event.replayed = True
         self.items.append(event)
         self._last_item = event
         self._last_anon = None
@@ -432,7 +454,9 @@ class SessionTimeline:
         live_only: bool = False,
         extra_problem: bool = False,
     ) -> Event:
-        event = Event(kind, payload, seq, variant=variant, live_only=live_only)
+        event = Event(
+            kind, payload, seq, variant=variant, live_only=live_only, replayed=self.replaying
+        )
         if extra_problem:
             event.extra["problem"] = "entity update without a usable id"
         self.add_event(event)
@@ -538,21 +562,39 @@ class SessionTimeline:
         """History entities in order of first appearance."""
         return [i for i in self.items if isinstance(i, Entity)]
 
-    def history_updates(self) -> list[dict[str, Any]]:
-        """The history in finished form, in order: one upsert per entity, unknown updates
-        unchanged; notices, state, usage and other events are left out (not history)."""
+    def history_updates(self, version: int = 2) -> list[dict[str, Any]]:
+        """The history in finished form, in order: each entity as :meth:`Entity.to_updates`
+        for ``version``, unknown updates unchanged; notices, state, usage and other events
+        are left out (not history)."""
         out: list[dict[str, Any]] = []
         for item in self.items:
             if isinstance(item, Entity):
                 if not item.removed:
-                    out.append(item.to_update())
+                    out.extend(item.to_updates(version))
             elif isinstance(item, Event) and item.history:
                 out.append(item.payload)
         return out
 
-    def drain(self) -> list[Item]:
-        """Take the items gathered so far and forget them (flat memory for renderers)."""
+    def drain(self, *, settled_only: bool = False) -> list[Item]:
+        """Take the items gathered so far and forget them (flat memory for renderers).
+
+        With ``settled_only`` the items from the first still unanswered request on stay,
+        so a renderer can print that request together with its answer later.
+        """
         items = self.items
+        if settled_only:
+            cut = next(
+                (n for n, i in enumerate(items) if isinstance(i, Exchange) and not i.answered),
+                len(items),
+            )
+            items, self.items = items[:cut], items[cut:]
+            if self.items:
+                for item in items:
+                    if isinstance(item, Entity):
+                        self._entities.pop((item.type, item.id), None)
+                        if not item.synthetic_id:
+                            self._drained.add((item.type, item.id))
+                return items
         self.items = []
         for item in items:
             if isinstance(item, Exchange):

@@ -88,6 +88,12 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     show_default=True,
     help="With --client: how long to wait for the agent to catch up at each step.",
 )
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
+    "instead of stdio.",
+)
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def replay_command(
     recording_path: Path,
@@ -103,6 +109,7 @@ def replay_command(
     client_mode: bool,
     step_timeout: float,
     agent_command: tuple[str, ...],
+    listen: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -152,6 +159,13 @@ def replay_command(
         advertise_load=advertise_load,
         max_delay=max_delay,
     )
+    if listen is not None:
+        from acp_proxy.commands.ws import serve_replay_listen
+
+        serve_replay_listen(
+            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout
+        )
+        return
     engine = ReplayEngine(script, options)
     try:
         code = serve_stdio(engine, answer_timeout=answer_timeout)

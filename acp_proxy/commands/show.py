@@ -413,13 +413,9 @@ class _TextShow:
     def flush(self, tl: SessionTimeline, *, force: bool = False) -> None:
         if not tl.items:
             return
-        if (
-            tl.session_id is None
-            and not force
-            and any(isinstance(i, Exchange) and not i.answered for i in tl.items)
-        ):
+        items = tl.drain(settled_only=not force)
+        if not items:
             return
-        items = tl.drain()
         if not self.wants(tl.session_id) or (self.session_filter and tl.session_id is None):
             return
         if tl.session_id is not None and tl.session_id != self.current:

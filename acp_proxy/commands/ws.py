@@ -6,7 +6,9 @@ import asyncio
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +22,9 @@ from acp_proxy.transport.ws_bridge import (
     parse_listen,
     ws_url_ok,
 )
+
+if TYPE_CHECKING:
+    from acp_proxy.replay.engine import ReplayEngine
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -281,3 +286,43 @@ def connect_command(
     finally:
         recorder.close()
     sys.exit(code)
+
+
+def serve_replay_listen(
+    listen: str,
+    new_engine: Callable[[], ReplayEngine],
+    *,
+    answer_timeout: float,
+    record: Path | None = None,
+) -> None:
+    """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
+
+    The same handshake rules as ``acp-proxy ws``: 127.0.0.1 unless ``ACP_PROXY_TOKEN`` is set
+    (then the token is required on every upgrade), browser origins limited to localhost.
+    """
+    import os
+
+    try:
+        host, port = parse_listen(listen)
+    except ListenError as exc:
+        raise click.UsageError(str(exc)) from None
+    token = os.environ.get("ACP_PROXY_TOKEN") or None
+    if not is_loopback(host) and token is None:
+        raise click.UsageError(
+            f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
+            "listen on 127.0.0.1"
+        )
+    _check_record_path(record)
+    from acp_proxy.transport.ws_replay import serve_replay
+
+    recorder = Recorder(record)
+    try:
+        serve_replay(
+            new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout
+        )
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        recorder.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import queue
 import sys
@@ -148,6 +149,17 @@ def _id_key(rpc_id: Json) -> str:
     return json.dumps(rpc_id)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text}")
+    return value
+
+
+def _no_constants(text: str) -> Any:
+    raise ValueError(f"not JSON: {text}")
+
+
 def _valid_id(value: Json) -> bool:
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
@@ -180,7 +192,9 @@ class DemoAgent:
         if not text:
             return
         try:
-            message = json.loads(text.decode("utf-8"))
+            message = json.loads(
+                text.decode("utf-8"), parse_float=_finite_float, parse_constant=_no_constants
+            )
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             self.log(f"parse error: {exc}")
             self._error(None, PARSE_ERROR, f"Parse error: {exc}")

@@ -235,6 +235,19 @@ class AgentConnection:
         except TimeoutError:
             raise ClientError(f"the agent did not become idle within {self.timeout:g}s") from None
 
+    async def abort(self) -> None:
+        """Stop the agent now (after a failure): SIGTERM, then SIGKILL."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.terminate()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 5)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+
     async def close(self) -> int | None:
         """Close the agent's stdin and wait for it to exit (terminate it if it will not)."""
         if self.proc is None:
@@ -270,12 +283,14 @@ class Scenario:
         self.cwd = cwd
         self.env = dict(os.environ)
         self.connections = 0
+        self.live: list[AgentConnection] = []
 
     async def _connect(self) -> AgentConnection:
         self.connections += 1
         shown = ["python" if arg == sys.executable else arg for arg in self.command]
         self.out(f"== agent process {self.connections}: {shlex.join(shown)}")
         conn = AgentConnection(self.out, self.timeout)
+        self.live.append(conn)
         await conn.start(self.command, self.env)
         params: dict[str, Any] = {"protocolVersion": self.protocol}
         if self.protocol >= 2:
@@ -333,6 +348,13 @@ class Scenario:
         return reason
 
     async def run(self, reconnect: bool) -> None:
+        try:
+            await self._run(reconnect)
+        finally:  # never leave an agent process behind, whatever happened
+            for conn in self.live:
+                await conn.abort()
+
+    async def _run(self, reconnect: bool) -> None:
         conn = await self._connect()
         self.out(f"-> session/new (cwd {self.cwd})")
         result = await conn.request("session/new", {"cwd": self.cwd, "mcpServers": []})

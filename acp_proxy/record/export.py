@@ -291,7 +291,8 @@ def _parse_line(line: bytes, lineno: int) -> dict[str, Any]:
                 raise ExportFormatError(
                     f"line {lineno}: cut short (the file is truncated)"
                 ) from None
-            raise ExportFormatError(f"line {lineno}: not valid JSON: {exc}") from None
+            where = f"{exc.msg} at column {exc.colno}"
+            raise ExportFormatError(f"line {lineno}: not valid JSON ({where})") from None
     if not isinstance(value, dict):
         raise ExportFormatError(f"line {lineno}: expected a JSON object")
     return value

@@ -55,6 +55,9 @@ BATCH_FRAMES = 20_000
 BATCH_BYTES = 4 * 1024 * 1024
 """Most raw bytes taken from the queue for one transaction (a bigger single frame still goes)."""
 
+INCIDENT_QUIET_SECONDS = 2.0
+"""A loss incident ends after this long without losses (then a new loss warns again)."""
+
 LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
 DEFAULT_LOCK_RETRY_SECONDS = 30.0
 
@@ -198,9 +201,11 @@ class Recorder:
         self._queued_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._stop = False
-        # Inside a loss incident (queue full, or SQLite failing): warned once, cleared when
-        # a batch commits again with the queue drained below half its budget.
+        # Inside a loss incident (queue full, or SQLite failing): warned once, over when
+        # batches commit again, the queue is below half its budget and nothing was lost
+        # for INCIDENT_QUIET_SECONDS (a nearly full disk must not flap the warning).
         self._incident = False
+        self._last_loss = 0.0
         self._carry: list[tuple[Any, ...]] = []  # control ops to retry with the next batch
         self._db: sqlite3.Connection | None = None
         self._failed: str | None = None
@@ -240,6 +245,7 @@ class Recorder:
 
     def _start_incident(self, reason: str | None = None) -> None:
         """Warn once per incident (call with the lock held)."""
+        self._last_loss = time.monotonic()
         if not self._incident:
             self._incident = True
             why = reason or self._failed or "the recorder is behind (queue full)"
@@ -536,7 +542,12 @@ class Recorder:
                 self._apply(ops)
                 self.batches_committed += 1
                 with self._cond:
-                    if self._incident and self._queued_bytes < self.queue_bytes // 2:
+                    if (
+                        self._incident
+                        and self._failed is None
+                        and self._queued_bytes < self.queue_bytes // 2
+                        and time.monotonic() - self._last_loss > INCIDENT_QUIET_SECONDS
+                    ):
                         self._incident = False
                 return
             except sqlite3.OperationalError as exc:

@@ -428,6 +428,10 @@ class ReplayEngine:
             raw = self._set_id(raw, live)
             if self.options.advertise_load and (conn, msg.id) in self._initialize_ids:
                 raw = _advertise_load(raw)
+            result = msg.result
+            minted = result.get("sessionId") if isinstance(result, dict) else None
+            if isinstance(minted, str):  # the client now knows this session by that id
+                self.sessions.bind(minted, self.sessions.to_live(minted))
         elif msg.kind == "request" and msg.id is not None:
             fresh = str(self._next_fresh)
             self._next_fresh += 1

@@ -23,9 +23,12 @@ pytest-recording:
   connections are kept, e.g. sessions that a later test loads).
 - ``all``: delete the recording and record it again.
 
-The recording of a test is ``<test file dir>/acp_recordings/<module>/<test name>.db``
-unless the marker says ``recording="path"`` (relative to the test file). Extra
-``acp-proxy replay`` options go in ``replay_args=[...]``.
+The recording of a test is ``<test file dir>/acp_recordings/<module>/<test name>.jsonl``
+(the export format: text, diffable, fit for version control) unless the marker says
+``recording="path"`` (relative to the test file; a ``.db`` path keeps the SQLite file
+instead). A ``.jsonl`` recording is made by recording into a temporary SQLite file next to
+it and exporting that when the test ends (secrets redacted unless the ``acp_record_redact``
+ini key is false). Extra ``acp-proxy replay`` options go in ``replay_args=[...]``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "new: record and append; all: re-record everything.",
     )
     parser.addini("acp_record_mode", "default --acp-record-mode", default="none")
+    parser.addini(
+        "acp_record_redact",
+        "redact secrets when writing .jsonl recordings",
+        type="bool",
+        default=True,
+    )
     parser.addini(
         "acp_recordings_dir",
         "directory (next to each test file) for recordings",
@@ -133,7 +142,39 @@ def acp_recording_path(request: pytest.FixtureRequest) -> Path:
         return base / str(marker.kwargs["recording"])
     directory = request.config.getini("acp_recordings_dir")
     module = _slug(Path(str(request.node.path)).stem)
-    return base / str(directory) / module / f"{_slug(request.node.name)}.db"
+    return base / str(directory) / module / f"{_slug(request.node.name)}.jsonl"
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with_suffix = Path(str(path) + suffix)
+        if with_suffix.exists():
+            os.unlink(with_suffix)
+
+
+def _import_jsonl(jsonl: Path, db_path: Path) -> None:
+    from acp_proxy.record.export import import_export
+    from acp_proxy.record.schema import connect
+
+    db = connect(db_path, create=True)
+    try:
+        import_export(jsonl, db)
+    finally:
+        db.close()
+
+
+def _export_jsonl(db_path: Path, jsonl: Path, redact: bool) -> None:
+    from acp_proxy.record.export import export_recording
+    from acp_proxy.record.reader import open_recording
+
+    db = open_recording(db_path)
+    partial = jsonl.with_name(jsonl.name + ".partial")
+    try:
+        with partial.open("wb") as out:
+            export_recording(db, out, redact=redact)
+        os.replace(partial, jsonl)
+    finally:
+        db.close()
 
 
 @pytest.fixture
@@ -142,7 +183,7 @@ def acp_agent(
     acp_record_mode: str,
     acp_agent_command: list[str] | None,
     acp_recording_path: Path,
-) -> AcpAgent:
+) -> Iterator[AcpAgent]:
     """The agent for this test: ``acp-proxy replay`` or the real agent being recorded."""
     marker = request.node.get_closest_marker("acp_agent")
     replay_args: Sequence[str] = marker.kwargs.get("replay_args", ()) if marker else ()
@@ -156,18 +197,30 @@ def acp_agent(
                 pytrace=False,
             )
         command = [*_proxy_exe(), "replay", str(path), *replay_args]
-        return AcpAgent("replay", path, command, acp_agent_command)
+        yield AcpAgent("replay", path, command, acp_agent_command)
+        return
     if not acp_agent_command:
         pytest.fail(
             f"recording {path} needs the real agent: add @pytest.mark.acp_agent(*argv) or "
             "override the acp_agent_command fixture",
             pytrace=False,
         )
-    if acp_record_mode == "all" and exists:
-        for suffix in ("", "-wal", "-shm"):
-            with_suffix = Path(str(path) + suffix)
-            if with_suffix.exists():
-                os.unlink(with_suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
-    command = [*_proxy_exe(), "--record", str(path), "--", *acp_agent_command]
-    return AcpAgent("record", path, command, acp_agent_command)
+    if path.suffix != ".jsonl":
+        if acp_record_mode == "all" and exists:
+            _remove_db(path)
+        command = [*_proxy_exe(), "--record", str(path), "--", *acp_agent_command]
+        yield AcpAgent("record", path, command, acp_agent_command)
+        return
+    scratch = path.with_name(path.name + ".recording.db")
+    _remove_db(scratch)
+    if acp_record_mode == "new" and exists:
+        _import_jsonl(path, scratch)
+    command = [*_proxy_exe(), "--record", str(scratch), "--", *acp_agent_command]
+    try:
+        yield AcpAgent("record", path, command, acp_agent_command)
+        if scratch.exists():
+            redact = bool(request.config.getini("acp_record_redact"))
+            _export_jsonl(scratch, path, redact)
+    finally:
+        _remove_db(scratch)

@@ -2,9 +2,9 @@
 
 Three pump threads move bytes with blocking ``os.read``/``os.write`` (the GIL is released
 while they wait): client stdin -> agent stdin, agent stdout -> client stdout, agent stderr
--> proxy stderr. Each chunk is written on *before* the same chunk is handed to the
-recorder, which cuts lines on its own thread, so forwarding never waits for a newline,
-parsing or SQLite. Back-pressure is the OS pipe's: a client that stops reading slows the
+-> proxy stderr. Each chunk read is appended to the recorder's queue (a lock and a deque
+append, never a wait) and written on at once; lines are cut, parsed and stored on the
+recorder's threads, so forwarding never waits for a newline, parsing or SQLite. Back-pressure is the OS pipe's: a client that stops reading slows the
 agent, never grows the proxy's memory.
 
 Lifecycle: the client closing stdin closes the agent's stdin, then the agent gets a grace
@@ -52,7 +52,7 @@ def pump(
     on_data: Callable[[bytes], None] | None,
     on_dst_error: Callable[[OSError], None] | None = None,
 ) -> None:
-    """Copy ``src`` to ``dst`` until EOF, handing each forwarded chunk to ``on_data``.
+    """Copy ``src`` to ``dst`` until EOF, handing each chunk to ``on_data`` as it is forwarded.
 
     A failed write (the reader went away) stops forwarding but keeps draining ``src`` so
     the writer on the other side is never blocked, and what it sends is still recorded.
@@ -67,6 +67,10 @@ def pump(
             break
         if not data:
             break
+        if on_data is not None:
+            # Queued (never waited for) before it is written: a reply can only be read
+            # after its request was written, so the recording keeps causal order.
+            on_data(data)
         if dst_ok:
             try:
                 write_all(dst, data)
@@ -74,8 +78,6 @@ def pump(
                 dst_ok = False
                 if on_dst_error is not None:
                     on_dst_error(exc)
-        if on_data is not None:
-            on_data(data)
 
 
 class StdioProxy:
@@ -153,6 +155,11 @@ class StdioProxy:
         # them open must not keep the proxy alive forever).
         for t in threads[1:]:
             t.join(timeout=max(self.grace, 1.0))
+        if any(t.is_alive() for t in threads[1:]):
+            # Something the agent started still holds its pipes: the agent's process
+            # group (its own, see spawn_agent) goes with it rather than outliving us.
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGTERM)
         if record:
             conn.close(exit_status=returncode)
         return exit_code_of(returncode)

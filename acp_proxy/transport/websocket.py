@@ -141,7 +141,7 @@ class CloseInfo:
     reason: str
 
 
-def _close_info(msg: aiohttp.WSMessage, ws: AnyWebSocket, by: str) -> CloseInfo:
+def close_info(msg: aiohttp.WSMessage, ws: AnyWebSocket, by: str) -> CloseInfo:
     if msg.type == WSMsgType.CLOSE:
         return CloseInfo(by, int(msg.data), str(msg.extra or ""))
     if msg.type == WSMsgType.ERROR:
@@ -152,7 +152,7 @@ def _close_info(msg: aiohttp.WSMessage, ws: AnyWebSocket, by: str) -> CloseInfo:
     return CloseInfo(by, int(code) if code is not None else None, "")
 
 
-async def _close(ws: AnyWebSocket, code: int, reason: str) -> None:
+async def close_quietly(ws: AnyWebSocket, code: int, reason: str) -> None:
     with contextlib.suppress(Exception):
         await ws.close(code=code, message=clip_reason(reason).encode())
 
@@ -465,7 +465,7 @@ class WsServer:
 
     async def _on_shutdown(self, app: web.Application) -> None:
         for ws in list(self.active):
-            await _close(ws, CLOSE_GOING_AWAY, "acp-proxy is shutting down")
+            await close_quietly(ws, CLOSE_GOING_AWAY, "acp-proxy is shutting down")
 
     async def _on_cleanup(self, app: web.Application) -> None:
         if self._session is not None:
@@ -498,6 +498,7 @@ class AgentBridge:
         self.settings = settings
         self.warned_binary = False
         self.client_gone = False
+        self.too_big = False
 
     async def run(self) -> None:
         c2a = asyncio.create_task(self._client_to_agent())
@@ -521,7 +522,7 @@ class AgentBridge:
                     self.rec.event(
                         "websocket_close", {"by": "proxy", "code": code, "reason": reason}
                     )
-                await _close(self.ws, code, reason)
+                await close_quietly(self.ws, code, reason)
                 await _settle(c2a, grace)
             await _settle(err, grace)
         finally:
@@ -564,44 +565,51 @@ class AgentBridge:
                         {"by": "proxy", "code": decision.code, "reason": decision.reason},
                     )
                     log(f"closing a connection: {decision.reason} (close code {decision.code})")
-                    await _close(ws, decision.code, decision.reason)
+                    await close_quietly(ws, decision.code, decision.reason)
                     return
                 continue
-            info = _close_info(msg, ws, "client")
+            info = close_info(msg, ws, "client")
             rec.event("websocket_close", {"by": info.by, "code": info.code, "reason": info.reason})
             return
 
     async def _agent_to_client(self) -> None:
-        ws, rec = self.ws, self.rec
         framer = LineFramer()
         limit = self.settings.max_message
         while True:
             data = await self.stdout.read(CHUNK)
             if not data:
                 break
+            if self.too_big:
+                continue  # the connection is closing: drain the agent, keep nothing
             for line in framer.feed(data):
-                await self._send(line)
-            if framer.pending > limit and not ws.closed:
-                reason = f"the agent wrote a line over the {limit}-byte limit"
-                rec.event(
-                    "websocket_close", {"by": "proxy", "code": CLOSE_TOO_BIG, "reason": reason}
-                )
-                log(f"closing a connection: {reason}")
-                await _close(ws, CLOSE_TOO_BIG, reason)
-                self.client_gone = True
-                framer = LineFramer()  # keep draining the agent, in bounded memory
+                if not await self._send(line):
+                    break
+            if framer.pending > limit and not self.too_big:
+                await self._refuse_too_big()
         last = framer.close()
-        if last is not None:
+        if last is not None and not self.too_big:
             await self._send(last)
 
-    async def _send(self, line: bytes) -> None:
+    async def _send(self, line: bytes) -> bool:
         payload, binary = line_to_message(line)
+        if len(payload) > self.settings.max_message:
+            await self._refuse_too_big()
+            return False
         if not self.client_gone:
             try:
                 await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
             except (ConnectionError, RuntimeError):
                 self.client_gone = True
         self.rec.frame(A2C, payload, binary=binary)
+        return True
+
+    async def _refuse_too_big(self) -> None:
+        """The agent wrote a line over the limit: close 1009; the agent is then ended."""
+        self.too_big = self.client_gone = True
+        reason = f"the agent wrote a line over the {self.settings.max_message}-byte limit"
+        self.rec.event("websocket_close", {"by": "proxy", "code": CLOSE_TOO_BIG, "reason": reason})
+        log(f"closing a connection: {reason}")
+        await close_quietly(self.ws, CLOSE_TOO_BIG, reason)
 
     async def _stderr(self) -> None:
         framer = LineFramer()
@@ -686,7 +694,7 @@ async def _pump_ws(
                     dst_ok = False
             rec.frame(direction, msg.data, binary=binary)
             continue
-        return _close_info(msg, src, by)
+        return close_info(msg, src, by)
 
 
 async def relay_websockets(
@@ -704,13 +712,13 @@ async def relay_websockets(
         rec.event("websocket_close", {"by": info.by, "code": info.code, "reason": info.reason})
         other_ws: AnyWebSocket = upstream if first is c2a else client
         code, reason = relay_close(info.code, info.reason, peer=info.by)
-        await _close(other_ws, code, reason)
+        await close_quietly(other_ws, code, reason)
         await _settle(c2a if first is a2c else a2c, 10.0)
     finally:
         c2a.cancel()
         a2c.cancel()
-        await _close(client, CLOSE_GOING_AWAY, "")
-        await _close(upstream, CLOSE_GOING_AWAY, "")
+        await close_quietly(client, CLOSE_GOING_AWAY, "")
+        await close_quietly(upstream, CLOSE_GOING_AWAY, "")
         rec.close()
 
 
@@ -735,8 +743,6 @@ async def serve(
     The listening URL, with the real port when ``port`` is 0, goes to ``on_ready`` (default:
     one line on stderr).
     """
-    if os.environ.get("XSW"):
-        sys.setswitchinterval(float(os.environ["XSW"]))
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=30)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
@@ -842,7 +848,7 @@ async def run_connect(s: ConnectSettings) -> int:
             return await _bridge(ws, rec, s)
         finally:
             rec.close()
-            await _close(ws, 1000, "")
+            await close_quietly(ws, 1000, "")
     finally:
         await session.close()
 
@@ -903,7 +909,7 @@ async def _bridge(ws: _ClientWebSocket, rec: ConnectionRecorder, s: ConnectSetti
                     rec.frame(A2C, payload)
                     raise _Refused(decision.code, decision.reason)
                 continue
-            return _close_info(msg, ws, "server")
+            return close_info(msg, ws, "server")
 
     up = asyncio.create_task(stdin_to_ws())
     down = asyncio.create_task(ws_to_stdout())
@@ -920,7 +926,7 @@ async def _bridge(ws: _ClientWebSocket, rec: ConnectionRecorder, s: ConnectSetti
                 )
                 waiter.cancel()
             if not down.done():
-                await _close(ws, 1000, "")
+                await close_quietly(ws, 1000, "")
                 await _settle(down, 10.0)
                 return 0
         return await _outcome(ws, rec, up, down)
@@ -942,7 +948,7 @@ async def _outcome(
         exc = task.exception() if task.done() else None
         if isinstance(exc, _Refused):
             rec.event("websocket_close", {"by": "proxy", "code": exc.code, "reason": exc.reason})
-            await _close(ws, exc.code, exc.reason)
+            await close_quietly(ws, exc.code, exc.reason)
             log(f"closed the connection: {exc.reason} (close code {exc.code})")
             return 1
         if exc is not None:

@@ -347,6 +347,8 @@ async def api_session(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
     connection_id = _connection_id(request)
     session_id = request.match_info["session_id"]
+    offset = _int_arg(request, "offset", 0) or 0
+    limit = _int_arg(request, "limit", views.SESSION_ITEMS) or views.SESSION_ITEMS
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as conn:
@@ -356,7 +358,9 @@ async def api_session(request: web.Request) -> web.StreamResponse:
                 raise web.HTTPNotFound(
                     reason=f"no session {session_id!r} on connection {connection_id}"
                 )
-            return views.session_view(conn, connection_id, session_id)
+            return views.session_view(
+                path, conn, connection_id, session_id, offset=offset, limit=limit
+            )
 
     return _json(await _blocking(work))
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import sqlite3
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +40,84 @@ def findings_available() -> bool:
     return mod is not None and hasattr(mod, "ConnectionChecker")
 
 
-def session_view(conn: sqlite3.Connection, connection_id: int, session_id: str) -> dict[str, Any]:
-    """The reconstructed conversation of one session, as plain data (``show --json`` shape).
+@dataclass
+class _SessionModel:
+    model: Any
+    last_seq: int = 0
 
-    Only the session's frames and the connection-level frames (``initialize``...) are fed,
-    streamed in sequence order.
+
+_session_models: OrderedDict[tuple[str, int, str], _SessionModel] = OrderedDict()
+_SESSION_MODELS_MAX = 2
+SESSION_ITEMS = 2000
+"""Items per session page: a long session is sent (and rendered) a page at a time."""
+SESSION_TURNS = 50
+
+
+def session_view(
+    path: Path,
+    conn: sqlite3.Connection,
+    connection_id: int,
+    session_id: str,
+    *,
+    offset: int = 0,
+    limit: int = SESSION_ITEMS,
+) -> dict[str, Any]:
+    """The reconstructed conversation of one session, as plain data.
+
+    The shape follows :meth:`acp_proxy.acp.model.ConnectionModel.to_json` (``show --json``)
+    for one session, with the session's items sliced (``offset``/``limit``,
+    ``totalItems``) and the last :data:`SESSION_TURNS` turns. Only the session's frames and
+    the connection-level ones (``initialize``...) are fed, streamed in sequence order. The
+    model of the last few sessions viewed is kept and fed only the frames recorded since,
+    so a live session refreshes cheaply.
     """
     model_mod = _module("acp_proxy.acp.model")
     if model_mod is None:
         return {"available": False, "reason": "the session model is not installed"}
-    model = model_mod.ConnectionModel(connection_id)
+    key = (str(path.resolve()), connection_id, session_id)
+    with _cache_lock:
+        entry = _session_models.pop(key, None)  # exclusive while we feed it
+    max_seq = conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
+    ).fetchone()[0]
+    if entry is None or entry.last_seq > max_seq:  # new, or the file was replaced
+        entry = _SessionModel(model_mod.ConnectionModel(connection_id))
+    model = entry.model
     cur = conn.execute(
         "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = ? "
-        "AND (session_id = ? OR session_id IS NULL) ORDER BY seq",
-        (connection_id, session_id),
+        "AND (session_id = ? OR session_id IS NULL) AND seq > ? ORDER BY seq",
+        (connection_id, session_id, entry.last_seq),
     )
     for seq, direction, raw, mono_ns in cur:
         model.feed(direction, bytes(raw), seq=seq, mono_ns=mono_ns)
-    data: dict[str, Any] = model.to_json({session_id})
-    data["available"] = True
-    data["session"] = next(
-        (s for s in data.get("sessions", []) if s.get("sessionId") == session_id),
-        {"sessionId": session_id, "facts": {}, "items": []},
-    )
-    data.pop("sessions", None)
+        entry.last_seq = seq
+    timeline = model.sessions.get(session_id)
+    items = list(timeline.items) if timeline is not None else []
+    offset = max(0, offset)
+    page = items[offset : offset + max(1, limit)]
+    turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
+    data: dict[str, Any] = {
+        "available": True,
+        "connectionId": connection_id,
+        "protocolVersion": model.protocol_version,
+        "clientInfo": model.client_info,
+        "agentInfo": model.agent_info,
+        "frames": model.frames,
+        "session": {
+            "sessionId": session_id,
+            "facts": timeline.facts.to_json() if timeline is not None else {},
+            "items": [item.to_json() for item in page],
+        },
+        "offset": offset,
+        "totalItems": len(items),
+        "turnCount": len(turns),
+        "turns": [t.to_json() for t in turns[-SESSION_TURNS:]],
+    }
     data["seqToId"] = _seq_ids(conn, connection_id, data)
+    with _cache_lock:
+        _session_models[key] = entry
+        while len(_session_models) > _SESSION_MODELS_MAX:
+            _session_models.popitem(last=False)
     return data
 
 
@@ -83,7 +138,7 @@ def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any])
                 if isinstance(inner, dict):
                     walk(inner)
 
-    walk({"session": data.get("session"), "items": data.get("items"), "turns": data.get("turns")})
+    walk({"session": data.get("session"), "turns": data.get("turns")})
     out: dict[str, int] = {}
     ordered = sorted(seqs)
     for start in range(0, len(ordered), 500):

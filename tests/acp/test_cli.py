@@ -240,3 +240,25 @@ def test_reindex_rederives_columns_and_facts(v1_db: Path, tmp_path: Path) -> Non
     )
     again = run_proxy(["reindex", str(copy)])
     assert "0 row(s) changed" in again.stderr.decode()
+
+
+RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"
+
+
+@pytest.mark.parametrize("name", ["v1-load.jsonl", "v2-resume-replay.jsonl"])
+def test_show_and_stats_on_the_example_recordings(tmp_path: Path, name: str) -> None:
+    source = RECORDINGS / name
+    if not source.exists():
+        pytest.skip(f"{source} is not in this checkout")
+    db = tmp_path / "example.db"
+    out(["import", str(source), str(db)])
+    text = out(["show", str(db)])
+    assert "(replayed)" in text  # connection 2 takes the session back with a replay
+    assert "(live-only)" in text and "unknown update _vendor_demo" in text
+    replayed = [ln for ln in text.splitlines() if "(replayed)" in ln]
+    assert not [ln for ln in replayed if "notice" in ln]  # notices are not replayed history
+    data = orjson.loads(out(["show", str(db), "--json"]))
+    assert len(data["connections"]) == 2
+    stats = orjson.loads(out(["stats", str(db), "--json"]))
+    (sess,) = stats["sessions"]
+    assert sess["turns"] >= 2 and sess["unfinished"] == 0

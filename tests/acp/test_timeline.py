@@ -362,3 +362,28 @@ def test_malformed_updates_never_raise() -> None:
         tl.apply(bad)
     assert tl.update_count == 10
     assert only_entity(tl, "agent_message", "m").problems
+
+
+def test_history_updates_in_v1_form() -> None:
+    tl = fold(
+        {"sessionUpdate": "user_message_chunk", "content": text("q")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("a")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("b")},
+        {"sessionUpdate": "tool_call", "toolCallId": "c", "title": "T", "status": "pending"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "c", "status": "completed"},
+        {"sessionUpdate": "plan", "entries": [{"content": "x", "status": "pending"}]},
+        {"sessionUpdate": "notice", "severity": "info", "title": "live"},
+    )
+    assert tl.history_updates(version=1) == [
+        {"sessionUpdate": "user_message_chunk", "content": text("q")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("a")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("b")},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c",
+            "title": "T",
+            "status": "completed",
+            "content": [],
+        },
+        {"sessionUpdate": "plan", "entries": [{"content": "x", "status": "pending"}]},
+    ]

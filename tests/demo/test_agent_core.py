@@ -299,6 +299,8 @@ def test_malformed_input_gets_errors_never_exceptions() -> None:
         (b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"z"}}', None, None),
         (b'{"jsonrpc":"2.0","id":99,"result":{}}', None, None),
         (b"   \r", None, None),
+        (b'{"jsonrpc":"2.0","id":NaN,"method":"x"}', None, -32700),
+        (b'{"jsonrpc":"2.0","id":1e999,"method":"x"}', None, -32700),
         (b"[" * 100000, None, -32700),
     ]
     for line, rpc_id, code in cases:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import proxy_exe
 
@@ -178,3 +181,22 @@ def test_demo_recordings_are_byte_identical_across_runs(tmp_path: Path) -> None:
     assert len(first) > 80
     assert first == second
     assert b'"cwd":"/home/u/project"' in b"".join(raw for _, _, raw in first)
+
+
+def test_demo_client_gives_up_on_a_silent_agent_without_leaving_it_behind(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    silent = tmp_path / "silent_agent.py"
+    silent.write_text(
+        "import os, sys, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "sys.stdin.readline()\n"
+        "time.sleep(600)\n"
+    )
+    done = run([*DEMO_CLIENT, "--timeout", "2", "--", sys.executable, str(silent)])
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == "demo-client: no answer to initialize within 2s"
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -105,9 +105,7 @@ def test_bad_files_import_nothing(tmp_path: Path, good_export: bytes) -> None:
     assert _counts(target) != before
 
 
-@pytest.mark.parametrize(
-    "case", ["not an export", "newer version", "truncated mid-line", "duplicate seq"]
-)
+@pytest.mark.parametrize("case", ["not an export", "truncated mid-line"])
 def test_cli_reports_bad_files_in_one_line(tmp_path: Path, good_export: bytes, case: str) -> None:
     target = tmp_path / "target.db"
     record(target, b"{}\n")
@@ -141,7 +139,6 @@ def test_swapped_arguments_and_missing_files(tmp_path: Path) -> None:
     assert "no connection 42" in line
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"garbage" * 500)
-    assert "not a usable acp-proxy recording" in one_line_error(cli("export", str(corrupt)))
     assert "not a usable" in one_line_error(cli("import", "-", str(corrupt), stdin=b"x\n"))
 
 

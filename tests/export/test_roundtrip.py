@@ -13,7 +13,7 @@ from acp_proxy.record.export import import_export
 from acp_proxy.record.writer import Recorder
 from tests.export.helpers import cli, frame_rows, record, rows
 
-HUGE = b'{"jsonrpc":"2.0","method":"_big","params":{"blob":"' + b"x" * (6 * 1024 * 1024) + b'"}}\n'
+HUGE = b'{"jsonrpc":"2.0","method":"_big","params":{"blob":"' + b"x" * (3 * 1024 * 1024) + b'"}}\n'
 
 AWKWARD = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
@@ -87,7 +87,7 @@ def test_format_shape(tmp_path: Path) -> None:
     assert records[1]["transport"] == "stdio" and records[1]["protocol_version"] == 1
     frames = [r for r in records if r and r["type"] == "frame"]
     c2a = [f for f in frames if f["direction"] == "c2a"]
-    assert len(frames) == 24  # 26 minus the two 6 MiB lines, not parsed here
+    assert len(frames) == 24  # 26 minus the two 3 MiB lines, not parsed here
     crlf = c2a[2]
     assert crlf["text"].endswith("\r\n")
     bad = c2a[5]
@@ -128,18 +128,17 @@ def test_import_appends_and_remaps_ids(tmp_path: Path) -> None:
     _export(src, export)
     target = tmp_path / "target.db"
     record(target, b"{}\n")
-    record(target, b"[]\n")
     done = cli("import", str(export), str(target))
     assert done.returncode == 0, done.stderr
-    assert "(1->3)" in done.stdout.decode()
+    assert "(1->2)" in done.stdout.decode()
     done = cli("import", "-", str(target), stdin=export.read_bytes())
     assert done.returncode == 0, done.stderr
-    assert "(1->4)" in done.stdout.decode()
-    assert frame_rows(target, 3) == frame_rows(src, 1) == frame_rows(target, 4)
+    assert "(1->3)" in done.stdout.decode()
+    assert frame_rows(target, 2) == frame_rows(src, 1) == frame_rows(target, 3)
     # --connection exports one connection, still importable on its own
-    one = cli("export", str(target), "--no-redact", "--connection", "4")
+    one = cli("export", str(target), "--no-redact", "--connection", "3")
     assert one.returncode == 0
-    assert one.stdout == export.read_bytes().replace(b'"connection":1', b'"connection":4')
+    assert one.stdout == export.read_bytes().replace(b'"connection":1', b'"connection":3')
 
 
 def test_library_import_into_memory(tmp_path: Path) -> None:

@@ -335,3 +335,23 @@ def test_engine_answer_timeout_moves_on() -> None:
     assert isinstance(out[0], Note) and sends(out) == [
         b'{"jsonrpc":"2.0","id":2,  "result":{"stopReason":"end_turn"}}\n'
     ]
+
+
+def test_engine_binds_sessions_it_announces() -> None:
+    lines = [
+        ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}\n'),
+        ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"A"}}\n'),
+        ("c2a", b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}\n'),
+        ("a2c", b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"B"}}\n'),
+        ("c2a", b'{"jsonrpc":"2.0","id":3,"method":"_go","params":{"sessionId":"A"}}\n'),
+        ("a2c", b'{"jsonrpc":"2.0","id":3,"result":"from A"}\n'),
+        ("c2a", b'{"jsonrpc":"2.0","id":4,"method":"_go","params":{"sessionId":"B"}}\n'),
+        ("a2c", b'{"jsonrpc":"2.0","id":4,"result":"from B"}\n'),
+    ]
+    frames = [rec_frame(1, i, i, d, raw) for i, (d, raw) in enumerate(lines, 1)]  # type: ignore[arg-type]
+    e = ReplayEngine(build_script(frames, {1: ConnectionInfo(1, 1)}))
+    e.receive(b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}\n')
+    e.receive(b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}\n')
+    # B is asked first: it must get B's answer, not the earlier-recorded A's.
+    out = e.receive(b'{"jsonrpc":"2.0","id":9,"method":"_go","params":{"sessionId":"B"}}\n')
+    assert sends(out) == [b'{"jsonrpc":"2.0","id":9,"result":"from B"}\n']

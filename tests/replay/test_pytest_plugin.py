@@ -41,15 +41,20 @@ def run_inner(tmp: Path, *args: str, agent: list[str]) -> subprocess.CompletedPr
 def test_record_modes(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
     (tmp_path / "test_inner.py").write_text(INNER)
-    recording = tmp_path / "acp_recordings" / "test_inner" / "test_echo.db"
+    # A plain test beside it: the plugin never gets in the way of tests that do not use it.
+    (tmp_path / "test_plain.py").write_text("def test_ok():\n    assert True\n")
+    recording = tmp_path / "acp_recordings" / "test_inner" / "test_echo.jsonl"
     # none (the default): no recording yet -> a clear failure.
     first = run_inner(tmp_path, agent=AGENT_V1)
     assert first.returncode == 1
     assert f"no ACP recording at {recording}" in first.stdout
+    assert "1 passed, 1 error" in first.stdout
     # once: records through the proxy.
     second = run_inner(tmp_path, "--acp-record-mode=once", agent=AGENT_V1)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "MODE record" in second.stdout and recording.exists()
+    assert recording.read_bytes().startswith(b"{")  # the text export format
+    assert sorted(p.name for p in recording.parent.iterdir()) == ["test_echo.jsonl"]
     # none: replays; the real agent is not even runnable now.
     broken = ["/nonexistent/agent"]
     third = run_inner(tmp_path, agent=broken)
@@ -60,11 +65,4 @@ def test_record_modes(tmp_path: Path) -> None:
         tmp_path, "--acp-record-mode=all", agent=["env", "AGENT_VARIANT=changed", *AGENT_V1]
     )
     assert fifth.returncode == 1
-    assert "ECHO: hello" in fifth.stdout
-
-
-def test_plugin_is_inert_for_projects_that_do_not_use_it(tmp_path: Path) -> None:
-    (tmp_path / "test_plain.py").write_text("def test_ok():\n    assert True\n")
-    done = run_inner(tmp_path, agent=AGENT_V1)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed" in done.stdout
+    assert "ECHO: hello" in fifth.stdout and "1 failed, 1 passed" in fifth.stdout

@@ -45,7 +45,10 @@ def test_exit_code_is_the_agents(tmp_path: Path) -> None:
 def test_missing_agent_is_one_clear_line_and_127(db_path: Path) -> None:
     done = run_proxy(["--record", str(db_path), "--", "definitely-not-an-agent-xyz"])
     assert done.returncode == 127
-    assert done.stderr.decode().strip() == "acp-proxy: agent command not found: definitely-not-an-agent-xyz"
+    assert (
+        done.stderr.decode().strip()
+        == "acp-proxy: agent command not found: definitely-not-an-agent-xyz"
+    )
 
 
 def test_not_executable_is_126(tmp_path: Path) -> None:

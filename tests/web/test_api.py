@@ -17,17 +17,8 @@ from aiohttp.test_utils import TestClient
 from acp_proxy.record.schema import connect
 from acp_proxy.web import store
 from acp_proxy.web.server import CSP, make_app
-from tests.web.helpers import SESSION_ID, make_big_db, record_session, rows
-
-PROMPTS = ["Please review main.py", "xss please", "bad-utf8 now"]
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("web-api") / "session.db"
-    record_session(db, PROMPTS)
-    record_session(db, ["second connection"])
-    return db
+from tests.web.conftest import PROMPTS
+from tests.web.helpers import SESSION_ID, record_session, rows
 
 
 @pytest.fixture
@@ -370,13 +361,6 @@ async def test_live_websocket_refuses_other_origins(client: TestClient) -> None:
     assert resp.status == 403
 
 
-@pytest.fixture(scope="module")
-def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("web-big") / "big.db"
-    make_big_db(db, 100_000)
-    return db
-
-
 async def test_100k_frames_pages_from_both_ends(aiohttp_client: Any, big_db: Path) -> None:
     client = await aiohttp_client(make_app(big_db))
     first = await get_json(client, "/api/frames?limit=200")
@@ -422,3 +406,15 @@ def test_reader_sees_commits_of_a_writer_that_stays_open(tmp_path: Path) -> None
     with store.read_connection(db) as conn:
         assert store.db_state(conn)[0] == 1
     writer.close()
+
+
+async def test_session_items_come_in_pages(client: TestClient) -> None:
+    path = f"/api/connections/1/sessions/{SESSION_ID}"
+    full = await get_json(client, path)
+    total = full["totalItems"]
+    assert total == len(full["session"]["items"]) > 10
+    first = await get_json(client, path + "?limit=5")
+    second = await get_json(client, path + "?offset=5&limit=5")
+    assert first["totalItems"] == second["totalItems"] == total
+    assert first["session"]["items"] + second["session"]["items"] == full["session"]["items"][:10]
+    assert full["turnCount"] == len(PROMPTS)

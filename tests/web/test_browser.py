@@ -19,10 +19,8 @@ from tests.web.helpers import (
     ARTIFACTS,
     SESSION_ID,
     LiveProxy,
-    make_big_db,
     opening,
     prompt,
-    record_session,
     rows,
     wait_until,
     web_server,
@@ -117,13 +115,6 @@ def page(browser: Any) -> Iterator[Page]:
     p.close()
     assert not p.dialogs, f"a dialog ran: {p.dialogs}"
     assert not p.errors, f"page errors: {p.errors}"
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("web-browser") / "session.db"
-    record_session(db, ["Please review main.py", "xss please", "bad-utf8 now"])
-    return db
 
 
 def test_open_filter_and_read_a_raw_frame(page: Page, recording: Path) -> None:
@@ -316,10 +307,8 @@ def test_frames_arrive_live_without_reload(page: Page, tmp_path: Path) -> None:
         assert proxy.close() == 0
 
 
-def test_100k_frame_recording_pages_in_the_browser(page: Page, tmp_path: Path) -> None:
-    db = tmp_path / "big.db"
-    make_big_db(db, 100_000)
-    with web_server(db) as url:
+def test_100k_frame_recording_pages_in_the_browser(page: Page, big_db: Path) -> None:
+    with web_server(big_db) as url:
         p = page.page
         p.goto(url)
         page.wait_rows(200)  # one page, not the recording

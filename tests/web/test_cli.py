@@ -18,7 +18,6 @@ from tests.web.helpers import (
     LiveProxy,
     opening,
     prompt,
-    record_session,
     rows,
     stop,
     wait_until,
@@ -35,11 +34,9 @@ def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("web-cli") / "s.db"
-    record_session(path, ["hello"])
-    return path
+@pytest.fixture
+def db(recording: Path) -> Path:
+    return recording
 
 
 def test_web_serves_a_recording_and_stops_cleanly(db: Path) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +48,20 @@ def _drain(stream: object, sink: list[bytes]) -> None:
         sink.append(line)
 
 
-@contextmanager
-def ws_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[Server]:
+def ws_server(args: list[str], env: dict[str, str] | None = None) -> AbstractContextManager[Server]:
     """Run ``acp-proxy ws --listen 127.0.0.1:0 ARGS`` until the block ends."""
-    argv = [*proxy_exe(), "ws", "--listen", "127.0.0.1:0", *args]
+    return listening(["ws", "--listen", "127.0.0.1:0", *args], env)
+
+
+@contextmanager
+def listening(args: list[str], env: dict[str, str] | None = None) -> Iterator[Server]:
+    """Run ``acp-proxy ARGS`` (a command that prints "listening on URL") until the block ends."""
+    argv = [*proxy_exe(), *args]
     proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
     assert proc.stderr is not None

@@ -31,8 +31,9 @@ class TapClient:
         if isinstance(text, str):
             self.texts.append(text)
 
-    async def request_permission(self, options: list[Any], session_id: str, tool_call: Any,
-                                 **kwargs: Any) -> RequestPermissionResponse:
+    async def request_permission(
+        self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
+    ) -> RequestPermissionResponse:
         return RequestPermissionResponse(outcome=AllowedOutcome(option_id=options[0].option_id))
 
 
@@ -69,8 +70,9 @@ async def sdk_prompt_over_ws(url: str, text: str, headers: dict[str, str] | None
     try:
         init = await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd="/tmp")
-        result = await conn.prompt(session_id=session.session_id,
-                                   prompt=[TextContentBlock(text=text)])
+        result = await conn.prompt(
+            session_id=session.session_id, prompt=[TextContentBlock(text=text)]
+        )
         tapped.result = {
             "protocol": init.protocol_version,
             "session": session.session_id,

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from tests.conftest import ECHO_AGENT, frames_of, proxy_exe, run_proxy
+from tests.conftest import frames_of, proxy_exe, run_proxy
 from tests.websocket.helpers import SDK_AGENT, SDK_CLIENT, TEE, ws_server
 
+RESPONDER = [sys.executable, str(Path(__file__).parent / "responder_agent.py")]
 INIT = b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 
@@ -24,7 +25,8 @@ def test_sdk_stdio_client_through_connect_and_ws_to_an_sdk_agent(tmp_path: Path)
     with ws_server(["--record", str(server_db), "--", *TEE, str(logs), "--", *SDK_AGENT]) as srv:
         done = subprocess.run(
             [*SDK_CLIENT, "--", *proxy_exe(), "connect", srv.url, "--record", str(bridge_db)],
-            capture_output=True, timeout=120,
+            capture_output=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr.decode()
         srv.stop()
@@ -47,57 +49,49 @@ def test_sdk_stdio_client_through_connect_and_ws_to_an_sdk_agent(tmp_path: Path)
 def test_stdin_eof_waits_for_pending_answers() -> None:
     """`printf REQUEST | acp-proxy connect` still prints the response before exiting."""
     with ws_server(["--", *SDK_AGENT]) as srv:
-        done = run_proxy(["connect", srv.url], stdin=INIT)
+        done = run_proxy(["connect", srv.url, "--grace", "60"], stdin=INIT, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     answer = json.loads(done.stdout)
     assert answer["id"] == 7 and answer["result"]["protocolVersion"] == 1
     assert done.stdout.count(b"\n") == 1
 
 
-RESPONDER = """
-import json, sys
-for line in sys.stdin.buffer:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        msg = None
-    if isinstance(msg, dict) and "id" in msg and "method" in msg:
-        out = {"jsonrpc": "2.0", "id": msg["id"], "result": {"got": line.decode()}}
-        sys.stdout.write(json.dumps(out, separators=(",", ":")) + "\\n")
-    else:
-        sys.stdout.buffer.write(line)
-    sys.stdout.flush()
-"""
-
-
 def test_stdio_lines_cross_unchanged_and_odd_lines_are_handled(tmp_path: Path) -> None:
     db = tmp_path / "bridge.db"
-    agent = tmp_path / "responder.py"
-    agent.write_text(RESPONDER)
     lines = (
         b'{"jsonrpc":"2.0","id":1,"method":"_a"}\r\n'
         + b"\xff\xfe not utf-8\n"
         + b'{"jsonrpc":"2.0","method":"_note"}\n'
         + b'{"jsonrpc":"2.0","id":"two","method":"_b"}'  # the last line has no newline
     )
-    with ws_server(["--", sys.executable, str(agent)]) as srv:
+    with ws_server(["--", *RESPONDER]) as srv:
         proc = subprocess.Popen(
-            [*proxy_exe(), "connect", srv.url, "--record", str(db)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [*proxy_exe(), "connect", srv.url, "--record", str(db), "--grace", "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         out, err = proc.communicate(lines, timeout=60)
     assert proc.returncode == 0, err.decode()
     # The bridge exits once both requests are answered. The \r (JSON whitespace) reached
     # the agent; the invalid UTF-8 line crossed as a binary frame, which stdio agents never
     # see; the unterminated last line became a whole line for the agent.
-    got = [json.loads(line) if line.startswith(b'{"jsonrpc":"2.0","id"') else line
-           for line in out.splitlines(keepends=True)]
+    got = [
+        json.loads(line) if line.startswith(b'{"jsonrpc":"2.0","id"') else line
+        for line in out.splitlines(keepends=True)
+    ]
     assert got == [
-        {"jsonrpc": "2.0", "id": 1,
-         "result": {"got": '{"jsonrpc":"2.0","id":1,"method":"_a"}\r\n'}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"got": '{"jsonrpc":"2.0","id":1,"method":"_a"}\r\n'},
+        },
         b'{"jsonrpc":"2.0","method":"_note"}\n',
-        {"jsonrpc": "2.0", "id": "two",
-         "result": {"got": '{"jsonrpc":"2.0","id":"two","method":"_b"}\n'}},
+        {
+            "jsonrpc": "2.0",
+            "id": "two",
+            "result": {"got": '{"jsonrpc":"2.0","id":"two","method":"_b"}\n'},
+        },
     ]
     c2a = [(raw, binary) for raw, binary in _c2a_frames(db)]
     assert c2a == [
@@ -123,13 +117,16 @@ def test_connect_errors_are_one_line() -> None:
     assert done.returncode == 1
     assert done.stderr.decode().startswith("acp-proxy: cannot connect to ws://127.0.0.1:9/acp")
     assert done.stderr.count(b"\n") == 1
-    with ws_server(["--", *SDK_AGENT], env={"ACP_PROXY_TOKEN": "sekrit"}) as srv:
+    with ws_server(["--", *RESPONDER], env={"ACP_PROXY_TOKEN": "sekrit"}) as srv:
         env = {k: v for k, v in os.environ.items() if k != "ACP_PROXY_TOKEN"}
-        refused = subprocess.run([*proxy_exe(), "connect", srv.url], input=INIT,
-                                 capture_output=True, timeout=60, env=env)
+        refused = subprocess.run(
+            [*proxy_exe(), "connect", srv.url], input=INIT, capture_output=True, timeout=60, env=env
+        )
         assert refused.returncode == 1
         assert b"refused the WebSocket handshake: 401" in refused.stderr
-        ok = run_proxy(["connect", srv.url], stdin=INIT, env={"ACP_PROXY_TOKEN": "sekrit"})
+        ok = run_proxy(
+            ["connect", srv.url, "--grace", "60"], stdin=INIT, env={"ACP_PROXY_TOKEN": "sekrit"}
+        )
         assert ok.returncode == 0 and json.loads(ok.stdout)["id"] == 7
 
 
@@ -160,7 +157,11 @@ async def test_server_frames_that_stdio_cannot_carry() -> None:
             (b'{"jsonrpc":"2.0","id":1,"method":"_anything"}\n', "code 4003: session expired"),
         ):
             proc = await asyncio.create_subprocess_exec(
-                *proxy_exe(), "connect", url, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                *proxy_exe(),
+                "connect",
+                url,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
             out, err = await asyncio.wait_for(proc.communicate(text), 60)

@@ -74,8 +74,13 @@ async def test_sdk_client_to_demo_agent_byte_exact(tmp_path: Path) -> None:
     # The demo's turn includes a permission request answered by the client: both directions.
     conn = sqlite3.connect(db)
     methods = {m for (m,) in conn.execute("SELECT method FROM frames WHERE method IS NOT NULL")}
-    assert {"initialize", "session/new", "session/prompt", "session/update",
-            "session/request_permission"} <= methods
+    assert {
+        "initialize",
+        "session/new",
+        "session/prompt",
+        "session/update",
+        "session/request_permission",
+    } <= methods
 
 
 async def _raw_session(url: str, **kwargs: object) -> aiohttp.ClientWebSocketResponse:
@@ -140,15 +145,19 @@ async def test_binary_is_recorded_not_forwarded_and_bad_utf8_lines_become_binary
         await _done(ws)
         server.stop()
     conn = sqlite3.connect(db)
-    rows = [(d, bytes(r), b) for d, r, b in
-            conn.execute("SELECT direction, raw, binary FROM frames ORDER BY seq")]
+    rows = [
+        (d, bytes(r), b)
+        for d, r, b in conn.execute("SELECT direction, raw, binary FROM frames ORDER BY seq")
+    ]
     assert rows == [
         ("c2a", b"\x00\x01binary", 1),
         ("c2a", b"after binary", 0),
         ("a2c", b"after binary", 0),
         ("a2c", b"\xff\xfe not utf-8\r", 1),
     ]
-    assert conn.execute("SELECT count(*) FROM events WHERE kind='binary_ignored'").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM events WHERE kind='binary_ignored'").fetchone() == (
+        1,
+    )
 
 
 async def test_oversize_message_closes_1009_with_reason_and_server_lives_on(
@@ -186,7 +195,10 @@ async def test_agent_exit_closes_the_connection_with_its_status(tmp_path: Path) 
         await _done(ws)
         server.stop()
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT exit_status FROM connections ORDER BY id").fetchall() == [(3,), (3,)]
+    assert conn.execute("SELECT exit_status FROM connections ORDER BY id").fetchall() == [
+        (3,),
+        (3,),
+    ]
 
 
 async def test_agent_ends_when_its_connection_does(tmp_path: Path) -> None:
@@ -200,8 +212,9 @@ async def test_agent_ends_when_its_connection_does(tmp_path: Path) -> None:
         "sys.stdin.read()\n"
         "time.sleep(3600)\n"
     )
-    with ws_server(["--record", str(db), "--grace", "0.3", "--",
-                    sys.executable, str(stubborn)]) as server:
+    with ws_server(
+        ["--record", str(db), "--grace", "0.3", "--", sys.executable, str(stubborn)]
+    ) as server:
         ws = await _raw_session(server.url)
         assert (await ws.receive()).data == "ready"
         await ws.close(code=4001, message=b"client says bye")
@@ -215,7 +228,9 @@ async def test_agent_ends_when_its_connection_does(tmp_path: Path) -> None:
         assert row is not None and row[1] == -9, row
         with pytest.raises(ProcessLookupError):
             os.kill(row[0], 0)
-        (detail,) = conn.execute("SELECT detail FROM events WHERE kind='websocket_close'").fetchone()
+        (detail,) = conn.execute(
+            "SELECT detail FROM events WHERE kind='websocket_close'"
+        ).fetchone()
         assert '"code":4001' in detail and "client says bye" in detail
 
 
@@ -235,3 +250,65 @@ async def test_unstartable_agent_gets_502_and_a_missing_one_exits_127(tmp_path: 
             assert info.value.status == 502
     assert "not executable" in server.stderr_text
     assert "Traceback" not in server.stderr_text
+
+
+async def test_agent_line_over_the_limit_closes_1009(tmp_path: Path) -> None:
+    db = tmp_path / "ws.db"
+    agent = [
+        "sh",
+        "-c",
+        'read line; echo small; head -c 3000 /dev/zero | tr "\\0" x; echo; sleep 3600',
+    ]
+    with ws_server(
+        ["--record", str(db), "--max-message-size", "1K", "--grace", "0.2", "--", *agent]
+    ) as server:
+        ws = await _raw_session(server.url)
+        await ws.send_str("go")
+        assert (await ws.receive()).data == "small"
+        msg = await ws.receive()
+        assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1009
+        assert msg.extra == "the agent wrote a line over the 1024-byte limit"
+        await _done(ws)
+        server.stop()
+    conn = sqlite3.connect(db)
+    assert [bytes(r) for (r,) in conn.execute("SELECT raw FROM frames ORDER BY seq")] == [
+        b"go",
+        b"small",
+    ]
+    (status,) = conn.execute("SELECT exit_status FROM connections").fetchone()
+    assert status is not None and status < 0  # the sleeping agent was ended by a signal
+
+
+async def test_ping_pong_keepalive_drops_a_silent_peer(tmp_path: Path) -> None:
+    db = tmp_path / "ws.db"
+    with ws_server(["--record", str(db), "--heartbeat", "0.2", "--", *ECHO_AGENT]) as server:
+        async with aiohttp.ClientSession() as session:
+            ws = await session.ws_connect(server.url, autoping=False)
+            # A live peer: answer three pings by hand, the connection stays up.
+            pings = 0
+            while pings < 3:
+                msg = await ws.receive()
+                assert msg.type == aiohttp.WSMsgType.PING, msg
+                await ws.pong(msg.data)
+                pings += 1
+            await ws.send_str("still here")
+            while (msg := await ws.receive()).type == aiohttp.WSMsgType.PING:
+                await ws.pong(msg.data)
+            assert msg.data == "still here"
+            # A silent peer: stop answering; the proxy gives up on it and ends the agent.
+            while True:
+                msg = await ws.receive(timeout=60)
+                if msg.type != aiohttp.WSMsgType.PING:
+                    break
+            assert msg.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSED,
+                aiohttp.WSMsgType.ERROR,
+            )
+        conn = sqlite3.connect(db)
+        for _ in range(600):
+            row = conn.execute("SELECT exit_status FROM connections").fetchone()
+            if row is not None and row[0] is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert row == (0,)  # the echo agent ended normally once its stdin closed

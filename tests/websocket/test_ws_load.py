@@ -18,12 +18,15 @@ FRAMES = 1000
 
 def _frame(client: int, n: int) -> bytes:
     return b'{"jsonrpc":"2.0","id":%d,"method":"_load/ping","params":{"client":%d,"pad":"%s"}}' % (
-        n, client, b"x" * (n % 97)
+        n,
+        client,
+        b"x" * (n % 97),
     )
 
 
-async def _client(session: aiohttp.ClientSession, url: str, client: int,
-                   ready: asyncio.Barrier) -> int:
+async def _client(
+    session: aiohttp.ClientSession, url: str, client: int, ready: asyncio.Barrier
+) -> int:
     async with session.ws_connect(url, max_msg_size=0, heartbeat=None) as ws:
         await ready.wait()  # every connection is open (and has its agent) before traffic
 

@@ -72,7 +72,8 @@ async def test_token_allows_a_non_loopback_bind() -> None:
 
     proc = subprocess.Popen(
         [*proxy_exe(), "ws", "--listen", "0.0.0.0:0", "--", *ECHO_AGENT],
-        stderr=subprocess.PIPE, env={**os.environ, "ACP_PROXY_TOKEN": TOKEN},
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_TOKEN": TOKEN},
     )
     try:
         assert proc.stderr is not None

@@ -30,8 +30,11 @@ async def test_messages_headers_and_close_codes_pass_through(tmp_path: Path) -> 
         with ws_server(["--record", str(db), "--upstream", upstream.url]) as server:
             async with websockets.connect(
                 server.url,
-                additional_headers={"Cookie": "affinity=node-7", "X-Team": "blue",
-                                    "Acp-Session-Hint": "s1"},
+                additional_headers={
+                    "Cookie": "affinity=node-7",
+                    "X-Team": "blue",
+                    "Acp-Session-Hint": "s1",
+                },
                 subprotocols=["acp.v1"],  # type: ignore[list-item]
             ) as ws:
                 # The upstream's Acp-Connection-Id and cookie come back to the client.
@@ -39,7 +42,9 @@ async def test_messages_headers_and_close_codes_pass_through(tmp_path: Path) -> 
                 assert ws.response.headers["Set-Cookie"] == "affinity=node-7; Path=/"
                 assert ws.subprotocol == "acp.v1"
                 await ws.send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}')
-                assert await ws.recv() == '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+                assert (
+                    await ws.recv() == '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+                )
                 await ws.send(b"\x00\xffbinary")
                 assert await ws.recv() == b"\x00\xffbinary"
                 await ws.send('pretty\n{"multi":"line"}')  # no stdio here: passes unchanged
@@ -112,8 +117,10 @@ async def test_upstream_refusals_and_outages_become_http_errors() -> None:
 async def test_proxy_chain_to_an_sdk_agent(tmp_path: Path) -> None:
     """SDK WebSocket client -> ws --upstream -> ws -- SDK agent: the same bytes at each hop."""
     front_db, back_db = tmp_path / "front.db", tmp_path / "back.db"
-    with ws_server(["--record", str(back_db), "--", *SDK_AGENT]) as back, \
-            ws_server(["--record", str(front_db), "--upstream", back.url]) as front:
+    with (
+        ws_server(["--record", str(back_db), "--", *SDK_AGENT]) as back,
+        ws_server(["--record", str(front_db), "--upstream", back.url]) as front,
+    ):
         tapped = await sdk_prompt_over_ws(front.url, "through two proxies")
         front.stop()
         back.stop()

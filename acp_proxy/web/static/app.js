@@ -275,7 +275,7 @@
   }
 
   function rowFor(fr) {
-    const isErr = fr.kind === "response" && /^\{?\s*"?[^]*"error"\s*:/.test(fr.preview) && !/"result"\s*:/.test(fr.preview);
+    const isErr = fr.kind === "response" && fr.preview.includes('"error":') && !fr.preview.includes('"result":');
     const what = fr.update_kind ? (fr.method === "session/update" ? `update · ${fr.update_kind}` : `${fr.method || ""} · ${fr.update_kind}`) : (fr.method || "");
     let pair = "";
     let pairMissing = false;
@@ -532,6 +532,9 @@
   // ---- session view -------------------------------------------------------------------------
   let sessionGen = 0;
   let sessionData = null;
+  const SESSION_PAGE = 2000;
+  let sessionLimit = SESSION_PAGE;
+  let sessionKey = null;
   const openDetails = new Set();
 
   function seqLink(seq, data) {
@@ -690,11 +693,17 @@
       facts.state ? h("span", {}, `state ${facts.state}${facts.stopReason ? ` (${facts.stopReason})` : ""}`) : null,
       facts.currentModeId ? h("span", {}, `mode ${facts.currentModeId}`) : null,
       h("span", { class: "muted" }, `${s.items.length} items`));
-    const turns = (data.turns || []);
-    const turnLine = turns.length ? h("div", { class: "turns muted" },
-      `${turns.length} turn(s): ` + turns.map((t) => `${t.stopReason || (t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
+    const turns = (data.turns || []).slice(-8);
+    const turnCount = data.turnCount || 0;
+    const turnLine = turnCount ? h("div", { class: "turns muted" },
+      `${turnCount} turn(s)${turnCount > turns.length ? `, last ${turns.length}` : ""}: ` + turns.map((t) => `${t.stopReason || (t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
     const items = h("div", { class: "items" }, s.items.map((it, i) => it.item === "entity" ? renderEntity(it, data, i) : renderEvent(it, data, i)));
-    box.replaceChildren(head, turnLine, items);
+    const total = data.totalItems || s.items.length;
+    const more = total > s.items.length ? h("p", {},
+      h("span", { class: "muted" }, `showing ${s.items.length} of ${total} items · `),
+      h("button", { type: "button", class: "link", on: { click: () => { sessionLimit += SESSION_PAGE; loadSession(); } } },
+        `show ${Math.min(SESSION_PAGE, total - s.items.length)} more`)) : null;
+    box.replaceChildren(...[head, turnLine, items, more].filter(Boolean));
     box.scrollTop = atBottom ? box.scrollHeight : top;
   }
 
@@ -704,8 +713,10 @@
       return;
     }
     const gen = ++sessionGen;
+    const key = `${state.connection}/${state.session}`;
+    if (key !== sessionKey) { sessionKey = key; sessionLimit = SESSION_PAGE; }
     try {
-      const data = await api(`/api/connections/${state.connection}/sessions/${encodeURIComponent(state.session)}`);
+      const data = await api(`/api/connections/${state.connection}/sessions/${encodeURIComponent(state.session)}?limit=${sessionLimit}`);
       if (gen !== sessionGen) return;
       sessionData = data;
       renderSession();
@@ -758,12 +769,12 @@
     ws = new WebSocket(`${proto}//${location.host}/api/live`);
     ws.addEventListener("open", () => {
       wsRetry = 500;
-      $("live").className = "live on";
+      $("live").className = "livestate on";
       $("live-text").textContent = "watching";
       subscribe();
     });
     ws.addEventListener("close", () => {
-      $("live").className = "live off";
+      $("live").className = "livestate off";
       $("live-text").textContent = "reconnecting";
       setTimeout(connectLive, wsRetry);
       wsRetry = Math.min(wsRetry * 2, 10000);
@@ -798,6 +809,7 @@
       state.maxId = Math.max(state.maxId, msg.max_id);
       updateFoot();
     } else if (msg.type === "state") {
+      if (!state.info) api("/api/info").then((info) => { state.info = info; $("db-name").textContent = info.name; }).catch(() => {});
       const grew = msg.max_id > state.maxId;
       if (grew && list.hasAfter) list.newCount += msg.max_id - state.maxId;
       state.maxId = Math.max(state.maxId, msg.max_id);

@@ -1,0 +1,181 @@
+"""A recorder that cannot write (read-only place, read-only file, a lock held too long, a
+full disk) never disturbs forwarding: the loss is counted and reported once per incident."""
+
+from __future__ import annotations
+
+import os
+import select
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ECHO_AGENT, frames_of, proxy_exe, run_proxy
+
+LINES = b"".join(b'{"jsonrpc":"2.0","method":"_t","params":{"n":%d}}\n' % i for i in range(3000))
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
+    return done.returncode == 0
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def readonly_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory nobody can write in (a read-only tmpfs as root, else chmod 0500).
+
+    A recording made beforehand sits inside as ``old.db``.
+    """
+    place = tmp_path / "ro"
+    if os.geteuid() == 0:
+        if not _mount_tmpfs(place, "4m"):
+            pytest.skip("cannot mount a tmpfs to make a read-only place")
+        run_proxy(["--record", str(place / "old.db"), "--", *ECHO_AGENT], stdin=b"{}\n")
+        subprocess.run(["mount", "-o", "remount,ro", str(place)], check=True)
+        yield place
+        _umount(place)
+    else:
+        place.mkdir()
+        run_proxy(["--record", str(place / "old.db"), "--", *ECHO_AGENT], stdin=b"{}\n")
+        for f in place.iterdir():
+            f.chmod(0o400)
+        place.chmod(0o500)
+        yield place
+        place.chmod(0o700)
+
+
+def _incident_lines(stderr: bytes) -> list[str]:
+    return [
+        line
+        for line in stderr.decode().splitlines()
+        if line.startswith("acp-proxy: recording") and "were not recorded" not in line
+    ]
+
+
+def test_unwritable_directory(readonly_dir: Path) -> None:
+    done = run_proxy(["--record", str(readonly_dir / "new.db"), "--", *ECHO_AGENT], stdin=LINES)
+    assert done.returncode == 0
+    assert done.stdout == LINES
+    incidents = _incident_lines(done.stderr)
+    assert len(incidents) == 1, done.stderr
+    assert "recording disabled" in incidents[0] and "forwarding continues" in incidents[0]
+    assert b"Traceback" not in done.stderr
+    assert b"echo agent ready\n" in done.stderr  # the agent's stderr still passes through
+
+
+def _frames_readonly(db: Path) -> list[tuple[str, bytes]]:
+    con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+    try:
+        return [(d, bytes(r)) for d, r in con.execute("SELECT direction, raw FROM frames")]
+    finally:
+        con.close()
+
+
+def test_read_only_recording_file(readonly_dir: Path) -> None:
+    before = _frames_readonly(readonly_dir / "old.db")
+    assert before == [("c2a", b"{}\n"), ("a2c", b"{}\n")]
+    done = run_proxy(["--record", str(readonly_dir / "old.db"), "--", *ECHO_AGENT], stdin=LINES)
+    assert done.returncode == 0
+    assert done.stdout == LINES
+    assert len(_incident_lines(done.stderr)) == 1, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert _frames_readonly(readonly_dir / "old.db") == before
+
+
+def _read_stderr_until(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) -> bytes:
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(seen)
+        data = os.read(fd, 65536)
+        if not data:
+            raise EOFError(seen)
+        seen += data
+    return seen
+
+
+def _echo(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Send ``data`` through the proxy and read the echo back completely."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(data)
+    proc.stdin.flush()
+    got = b""
+    while len(got) < len(data):
+        chunk = os.read(proc.stdout.fileno(), 1 << 20)
+        assert chunk, "the proxy stopped forwarding"
+        got += chunk
+    assert got == data
+
+
+def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
+    db = tmp_path / "locked.db"
+    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "0.3"},
+    )
+    try:
+        first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
+        _echo(proc, first)  # forwarding works while the recorder is stuck
+        seen = _read_stderr_until(proc, b"database is locked", 60)
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    later = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
+    _echo(proc, later)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    stderr = seen + proc.stderr.read()
+    assert len(_incident_lines(stderr)) == 1, stderr
+    con = sqlite3.connect(db)
+    try:
+        dropped, status = con.execute(
+            "SELECT frames_dropped, exit_status FROM connections WHERE id = 2"
+        ).fetchone()
+    finally:
+        con.close()
+    frames = [raw for _, raw in frames_of(db, 2)]
+    assert status == 0
+    assert dropped >= 1
+    assert len(frames) + dropped == 2 * (50 + 70)
+    # what came after the lock was released is all there, in both directions
+    assert frames.count(later[: len(later) // 70]) == 140
+
+
+def test_a_full_disk(tmp_path: Path) -> None:
+    place = tmp_path / "tiny"
+    if not _mount_tmpfs(place, "256k"):
+        pytest.skip("cannot mount a tiny tmpfs (needs root)")
+    try:
+        data = LINES * 10  # ~1.4 MB each way, far more than fits
+        done = run_proxy(["--record", str(place / "full.db"), "--", *ECHO_AGENT], stdin=data)
+        assert done.returncode == 0
+        assert done.stdout == data
+        incidents = _incident_lines(done.stderr)
+        assert len(incidents) == 1, done.stderr
+        assert "full" in incidents[0]
+        assert b"Traceback" not in done.stderr
+    finally:
+        _umount(place)

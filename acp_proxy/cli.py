@@ -18,13 +18,13 @@ from acp_proxy.commands.check import check_command
 from acp_proxy.commands.demo import demo_command
 from acp_proxy.commands.inspect import dump_command, ls_command
 from acp_proxy.commands.proxy import proxy_command
-from acp_proxy.commands.replay import replay_command
 from acp_proxy.commands.reindex import reindex_command
+from acp_proxy.commands.replay import replay_command
 from acp_proxy.commands.show import show_command
 from acp_proxy.commands.stats import stats_command
-from acp_proxy.commands.ws import connect_command, ws_command
 from acp_proxy.commands.transfer import export_command, import_command
 from acp_proxy.commands.web import web_command
+from acp_proxy.commands.ws import connect_command, ws_command
 
 
 class ProxyByDefaultGroup(click.Group):
@@ -64,7 +64,22 @@ def cli() -> None:
     """
 
 
-COMMANDS: list[click.Command] = [proxy_command, ls_command, dump_command, demo_command, web_command, export_command, import_command, ws_command, connect_command, show_command, replay_command, check_command, stats_command, reindex_command]
+COMMANDS: list[click.Command] = [
+    proxy_command,
+    ls_command,
+    dump_command,
+    demo_command,
+    web_command,
+    export_command,
+    import_command,
+    ws_command,
+    connect_command,
+    show_command,
+    replay_command,
+    check_command,
+    stats_command,
+    reindex_command,
+]
 for _command in COMMANDS:
     cli.add_command(_command)
 

@@ -15,15 +15,15 @@ import json
 import os
 import sys
 
-CHUNK_TEXT = "The quick brown fox jumps over the lazy dog. " * 3
+CHUNK_TEXT = "The quick brown fox jumps over the lazy dog. " * 2 + "Lorem ipsum dolor."
 
 
 def chunk_frame(n: int) -> bytes:
     """One ~300-byte agent_message_chunk notification, numbered ``n``."""
     return (
         '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_bench_0001",'
-        '"update":{"sessionUpdate":"agent_message_chunk","messageId":"msg_%08d",'
-        '"content":{"type":"text","text":"%s%08d"}}}}\n' % (n // 50, CHUNK_TEXT, n)
+        f'"update":{{"sessionUpdate":"agent_message_chunk","messageId":"msg_{n // 50:08d}",'
+        f'"content":{{"type":"text","text":"{CHUNK_TEXT}{n:08d}"}}}}}}}}\n'
     ).encode()
 
 

@@ -6,9 +6,12 @@ For each target it measures, through real pipes and processes:
   sending one ``bench/flood`` request to receiving its response (which comes after the
   last chunk);
 - request round-trip latency p50/p99 at low load (one ``bench/ping`` at a time);
-- for the proxy: peak RSS (VmHWM of the proxy process), the time from the last frame
-  reaching the client until the recording is complete (the proxy has exited after
-  flushing), the frames actually recorded and the frames the recorder dropped.
+- peak RSS of the target process (VmHWM, sampled until it exits; for "agent directly" that
+  is the agent itself, for the others the relay or proxy process, agent excluded);
+- for ``--record``: the time from the last frame reaching the client until the recording
+  is complete (the proxy has flushed and exited), the frames actually in the database,
+  the frames the recorder dropped, and the recording rate (frames / time from the flood
+  request to the complete recording).
 
 Usage::
 
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +51,10 @@ class Result:
     p50_us: float = 0.0
     p99_us: float = 0.0
     peak_rss_mb: float | None = None
+    cpu_s: float | None = None
+    stats: str = ""
     drain_s: float | None = None
+    record_fps: float | None = None
     recorded: int | None = None
     dropped: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -59,6 +66,16 @@ class Result:
     @property
     def mbps(self) -> float:
         return self.nbytes / self.seconds / 1e6 if self.seconds else 0.0
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time ``pid`` has used so far (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def vm_hwm_mb(pid: int) -> float | None:
@@ -73,17 +90,46 @@ def vm_hwm_mb(pid: int) -> float | None:
     return None
 
 
+class RssSampler(threading.Thread):
+    """Polls the peak RSS (VmHWM) of a process until it exits."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak: float | None = None
+        self.cpu: float | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            value = vm_hwm_mb(self.pid)
+            cpu = cpu_seconds(self.pid)
+            if value is None or cpu is None:
+                break
+            self.peak, self.cpu = value, cpu
+            self.stop.wait(0.02)
+
+
 class Peer:
     """The bench client: writes requests to a target's stdin and reads its stdout."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            env={**os.environ, "ACP_PROXY_STATS": "1"},
+        )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.out = self.proc.stdout.fileno()
         self.buf = b""
         self.next_id = 1
+        self.stderr = ""
 
     def send(self, method: str, params: dict[str, object] | None = None) -> bytes:
+        """Send a request; return the prefix its response line starts with."""
         rid = self.next_id
         self.next_id += 1
         msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
@@ -92,24 +138,21 @@ class Peer:
         return b'{"jsonrpc":"2.0","id":%d,"result"' % rid
 
     def read_until(self, marker: bytes) -> tuple[int, int]:
-        """Read until a line starting with ``marker``; return (lines before it, bytes read)."""
+        """Read until a line starting with ``marker``; return (lines before it, their bytes)."""
         lines = 0
         total = 0
         buf = self.buf
         while True:
-            pos = buf.find(b"\n" + marker) if buf else -1
-            if buf.startswith(marker):
-                pos = -1
-                end = buf.index(b"\n") + 1
-                self.buf = buf[end:]
-                return lines, total + end
-            if pos >= 0:
+            if buf.startswith(marker) and b"\n" in buf:
+                self.buf = buf[buf.index(b"\n") + 1 :]
+                return lines, total
+            pos = buf.find(b"\n" + marker)
+            if pos >= 0 and b"\n" in buf[pos + 1 :]:
                 lines += buf.count(b"\n", 0, pos + 1)
                 total += pos + 1
                 buf = buf[pos + 1 :]
                 continue
-            # keep the last partial line, count the complete ones
-            cut = buf.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n") + 1 if pos < 0 else pos + 1
             lines += buf.count(b"\n", 0, cut)
             total += cut
             buf = buf[cut:]
@@ -121,19 +164,23 @@ class Peer:
     def close(self, timeout: float = 600) -> int:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        # drain what is left so the target never blocks on a full pipe
-        while True:
+        while True:  # drain what is left so the target never blocks on a full pipe
             ready, _, _ = select.select([self.out], [], [], timeout)
             if not ready or not os.read(self.out, 1 << 20):
                 break
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read().decode(errors="replace")
+        return code
 
 
 def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | None) -> Result:
     res = Result(name)
     peer = Peer(argv)
-    # warm up (imports, first allocations) before measuring anything
-    peer.read_until(peer.send("bench/ping"))
+    sampler = RssSampler(peer.proc.pid)
+    sampler.start()
+    for _ in range(50):  # warm up (imports, first allocations) before measuring
+        peer.read_until(peer.send("bench/ping"))
     lat: list[float] = []
     for _ in range(pings):
         t0 = time.perf_counter_ns()
@@ -148,17 +195,20 @@ def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | N
     if got != frames:
         res.notes.append(f"received {got} chunks instead of {frames}")
     res.frames, res.nbytes, res.seconds = got, nbytes, t1 - t0
-    is_proxy = "acp-proxy" in Path(argv[0]).name
-    if is_proxy:
-        res.peak_rss_mb = vm_hwm_mb(peer.proc.pid)
-    pid = peer.proc.pid
-    hwm = res.peak_rss_mb
     code = peer.close()
-    res.drain_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    sampler.stop.set()
+    sampler.join()
+    res.peak_rss_mb = sampler.peak
+    res.cpu_s = sampler.cpu
+    res.stats = " ".join(
+        line.split("stats: ", 1)[1] for line in peer.stderr.splitlines() if "stats: " in line
+    )
     if code != 0:
         res.notes.append(f"exit code {code}")
-    del pid, hwm
     if db is not None:
+        res.drain_s = t2 - t1
+        res.record_fps = frames / (t2 - t0)
         con = sqlite3.connect(db)
         try:
             res.recorded = con.execute(
@@ -170,11 +220,6 @@ def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | N
     return res
 
 
-def rss_sampled(argv: list[str]) -> list[str]:
-    """Wrap ``argv`` so its peak RSS is printed to a side file when it exits."""
-    return argv
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--frames", type=int, default=1_000_000, help="chunks per flood")
@@ -183,6 +228,7 @@ def main() -> int:
     ap.add_argument(
         "--only", default="agent,relay,proxy,proxy-record", help="comma-separated targets"
     )
+    ap.add_argument("--proxy-args", default="", help="extra acp-proxy options, e.g. --queue-mb 16")
     args = ap.parse_args()
     exe = shutil.which("acp-proxy")
     if exe is None:
@@ -193,11 +239,16 @@ def main() -> int:
     db = tmp / "bench.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+    extra = args.proxy_args.split()
     targets = {
         "agent": ("agent directly", AGENT, None),
         "relay": ("asyncio line relay (baseline)", [*RELAY, *AGENT], None),
-        "proxy": ("acp-proxy (no recording)", [exe, "--", *AGENT], None),
-        "proxy-record": ("acp-proxy --record", [exe, "--record", str(db), "--", *AGENT], db),
+        "proxy": ("acp-proxy", [exe, *extra, "--", *AGENT], None),
+        "proxy-record": (
+            "acp-proxy --record",
+            [exe, *extra, "--record", str(db), "--", *AGENT],
+            db,
+        ),
     }
     results: list[Result] = []
     for key in args.only.split(","):
@@ -206,23 +257,32 @@ def main() -> int:
         results.append(run_target(name, argv, args.frames, args.pings, rec))
     base = next((r for r in results if "baseline" in r.name), None)
     direct = next((r for r in results if r.name == "agent directly"), None)
-    print()
-    print(f"{args.frames:,} agent_message_chunk frames (~{results[0].nbytes // max(1, results[0].frames)} B each), {args.pings} pings; {os.cpu_count()} CPUs")
-    print()
-    print("| target | frames/s | MB/s | vs baseline | RTT p50 | RTT p99 | added p99 | peak RSS | recorded | dropped | recording complete after |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    size = results[0].nbytes // max(1, results[0].frames)
+    print(
+        f"\n{args.frames:,} agent_message_chunk frames of ~{size} B, {args.pings} pings, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end\n"
+    )
+    print(
+        "| target | frames/s | MB/s | vs baseline | RTT p50 | RTT p99 | added p99 | peak RSS "
+        "| recorded | dropped | recording complete after | recorded/s | CPU s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         ratio = f"{r.fps / base.fps:.2f}x" if base else "-"
-        added = f"{(r.p99_us - direct.p99_us):+.0f} µs" if direct and r is not direct else "-"
+        added = f"{r.p99_us - direct.p99_us:+.0f} µs" if direct and r is not direct else "-"
         rss = f"{r.peak_rss_mb:.0f} MB" if r.peak_rss_mb is not None else "-"
         rec = f"{r.recorded:,}" if r.recorded is not None else "-"
-        drop = str(r.dropped) if r.dropped is not None else "-"
-        drain = f"{r.drain_s:.2f} s" if r.recorded is not None and r.drain_s is not None else "-"
+        drop = f"{r.dropped:,}" if r.dropped is not None else "-"
+        drain = f"{r.drain_s:.2f} s" if r.drain_s is not None else "-"
+        rfps = f"{r.record_fps:,.0f}" if r.record_fps is not None else "-"
+        cpu = f"{r.cpu_s:.1f}" if r.cpu_s is not None else "-"
         print(
             f"| {r.name} | {r.fps:,.0f} | {r.mbps:.0f} | {ratio} | {r.p50_us:.0f} µs | "
-            f"{r.p99_us:.0f} µs | {added} | {rss} | {rec} | {drop} | {drain} |"
+            f"{r.p99_us:.0f} µs | {added} | {rss} | {rec} | {drop} | {drain} | {rfps} | {cpu} |"
         )
     for r in results:
+        if r.stats:
+            print(f"recorder: {r.stats}")
         for note in r.notes:
             print(f"note: {r.name}: {note}")
     if not args.keep:

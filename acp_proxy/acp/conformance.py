@@ -212,6 +212,11 @@ class ConnectionChecker:
     # -- public API ------------------------------------------------------------------------
 
     @property
+    def negotiated_version(self) -> int | None:
+        """The protocol version from ``initialize`` (result, else request); None if unseen."""
+        return self.version if self.version is not None else self._requested_version
+
+    @property
     def effective_version(self) -> int:
         return self.version if self.version is not None else (self._requested_version or 1)
 

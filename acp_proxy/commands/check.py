@@ -66,7 +66,7 @@ def check_connection(
     return ConnectionReport(
         connection_id,
         transport or "-",
-        checker.version if checker.version is not None else checker.effective_version,
+        checker.negotiated_version,
         checker.frames,
         findings,
         dict(checker.counts),

@@ -36,7 +36,7 @@ from acp_proxy.web.cli import start_ui, ui_options
 @click.option(
     "--queue-mb",
     type=int,
-    default=64,
+    default=16,
     show_default=True,
     help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
     "(and counted), forwarding never waits.",

@@ -39,24 +39,30 @@ from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.framing import LineFramer
 
-DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
-"""Bytes that may wait for the writer before new ones are dropped (and counted).
+DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
+"""Backlog (bytes waiting for the writer) beyond which new frames are dropped and counted.
 
-The trade-off: a bigger queue absorbs longer writer stalls (a slow disk, a checkpoint,
-another process holding the lock) without losing frames, at the price of that much
-memory in the worst case. 64 MiB holds one large frame (a base64 image, a whole file)
-while the writer is busy with the previous one, or about two seconds of a saturated
-stream of small frames.
+The trade-off: a bigger budget rides out longer writer stalls (a slow disk, another
+process holding the lock) without losing frames, at the price of that much memory when
+the writer falls behind. 16 MiB is many seconds of real editor traffic, or about half a
+second of a saturated stream of small frames. A single frame larger than the budget is
+not affected: the rest of a line that is already being recorded is always queued.
 """
 
 BATCH_FRAMES = 20_000
 """Most queue items taken for one transaction."""
 
-BATCH_BYTES = 4 * 1024 * 1024
+BATCH_BYTES = 2 * 1024 * 1024
 """Most raw bytes taken from the queue for one transaction (a bigger single frame still goes)."""
 
 INCIDENT_QUIET_SECONDS = 2.0
 """A loss incident ends after this long without losses (then a new loss warns again)."""
+
+STATS_ENV = "ACP_PROXY_STATS"
+"""Set to print the recorder's counters and CPU time on stderr at exit (benchmarks)."""
+
+HARD_LIMIT_BYTES = 2 * 1024 * 1024 * 1024
+"""Even the rest of a line already being recorded is dropped beyond this much queued."""
 
 LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
 DEFAULT_LOCK_RETRY_SECONDS = 30.0
@@ -85,7 +91,8 @@ def warn_stderr(message: str) -> None:
 # Queue items are plain tuples, cheapest to build on the forwarding threads:
 #   (_CHUNK, conn, stream, ts, mono_ns, data)    a piece of a byte stream
 #   (_FRAME, conn, direction, ts, mono_ns, raw, binary)   one whole message
-#   (_GAP, conn, stream)                         bytes of ``stream`` were dropped here
+#   (_GAP, conn, stream, partial)                bytes of ``stream`` were dropped here;
+#                                                partial: they ended inside a line
 #   (_END, conn, stream, ts, mono_ns)            end of ``stream``: flush its last line
 #   (_CONTROL, conn, op, fields)                 open | update | event | close
 _CHUNK, _FRAME, _GAP, _END, _CONTROL = range(5)
@@ -122,8 +129,10 @@ class ConnectionRecorder:
         self._stderr_seq = 0
         self._framers: dict[str, LineFramer] = {}
         self._skip_partial: set[str] = set()
-        # producer-side state (under the recorder's lock)
-        self._gapped: set[str] = set()
+        # producer-side state (under the recorder's lock): streams whose queued bytes end
+        # inside a line, and streams with dropped bytes (True: they ended inside a line)
+        self._open: set[str] = set()
+        self._gaps: dict[str, bool] = {}
         recorder._put_control((_CONTROL, self, "open", fields))
 
     def stream(self, direction: Direction | str, data: bytes) -> None:
@@ -137,7 +146,7 @@ class ConnectionRecorder:
 
     def stream_end(self, direction: Direction | str) -> None:
         """The stream ended: its last unterminated line (if any) becomes a frame."""
-        self._recorder._put_control((_END, self, direction, time.time(), time.monotonic_ns()))
+        self._recorder._put_end(self, direction)
 
     def frame(self, direction: Direction, raw: bytes, *, binary: bool = False) -> None:
         """Record one whole frame (a WebSocket message) that was just forwarded."""
@@ -192,9 +201,11 @@ class Recorder:
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
         warn: Callable[[str], None] = warn_stderr,
         lock_retry: float | None = None,
+        batch_bytes: int = BATCH_BYTES,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.queue_bytes = queue_bytes
+        self.batch_bytes = batch_bytes
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self._queue: deque[tuple[Any, ...]] = deque()
@@ -216,6 +227,8 @@ class Recorder:
         self._threads: list[threading.Thread] = []
         self.batches_committed = 0
         self.frames_written = 0
+        self.index_cpu = 0.0  # CPU seconds spent by the indexer thread
+        self.sqlite_cpu = 0.0  # ... and by the SQLite writer thread
         if self.path is not None:
             self._threads = [
                 threading.Thread(target=self._index_loop, name="acp-proxy-indexer", daemon=True),
@@ -252,26 +265,54 @@ class Recorder:
             self.warn(f"recording: dropping frames, {why}; forwarding continues")
 
     def _put_chunk(self, conn: ConnectionRecorder, stream: str, data: bytes) -> None:
+        """Queue a stream chunk, or drop (and count) what the budget does not allow.
+
+        The budget applies to backlog, not to a single long line: while a line that was
+        accepted so far is still open, the chunk's bytes up to and including the newline
+        that ends it are queued even over budget (up to :data:`HARD_LIMIT_BYTES`), so
+        one frame bigger than the budget is recorded whole. What follows is subject to the
+        budget.
+        """
         if self.path is None:
             return
-        size = len(data)
         ts = time.time()
         mono = time.monotonic_ns()
         with self._cond:
-            if self._over_budget(size):
-                lines = data.count(b"\n")
-                if stream != STDERR:
-                    conn.frames_dropped += lines
-                    conn.bytes_dropped += size
-                if stream not in conn._gapped:
-                    conn._gapped.add(stream)
-                    self._queue.append((_GAP, conn, stream))
-                self._start_incident()
+            if self._failed is None and not self._over_budget(len(data)):
+                self._accept(conn, stream, ts, mono, data)
                 return
-            conn._gapped.discard(stream)
-            self._queue.append((_CHUNK, conn, stream, ts, mono, data))
-            self._queued_bytes += size
-            self._cond.notify()
+            keep = b""
+            if (
+                self._failed is None
+                and stream in conn._open
+                and self._queued_bytes + len(data) <= HARD_LIMIT_BYTES
+            ):
+                end = data.find(b"\n")
+                keep = data if end < 0 else data[: end + 1]
+                self._accept(conn, stream, ts, mono, keep)
+            rest = data[len(keep) :]
+            if rest:
+                conn._open.discard(stream)
+                if stream != STDERR:
+                    conn.frames_dropped += rest.count(b"\n")
+                    conn.bytes_dropped += len(rest)
+                conn._gaps[stream] = not rest.endswith(b"\n")
+                self._start_incident()
+
+    def _accept(
+        self, conn: ConnectionRecorder, stream: str, ts: float, mono: int, data: bytes
+    ) -> None:
+        """Queue ``data`` (lock held), after a gap marker if bytes before it were dropped."""
+        gap = conn._gaps.pop(stream, None)
+        if gap is not None:
+            self._queue.append((_GAP, conn, stream, gap))
+        self._queue.append((_CHUNK, conn, stream, ts, mono, data))
+        self._queued_bytes += len(data)
+        if data.endswith(b"\n"):
+            conn._open.discard(stream)
+        else:
+            conn._open.add(stream)
+        self._cond.notify()
 
     def _put_frames(self, conn: ConnectionRecorder, items: list[tuple[Any, ...]]) -> None:
         if self.path is None:
@@ -286,6 +327,19 @@ class Recorder:
                 return
             self._queue.extend(items)
             self._queued_bytes += size
+            self._cond.notify()
+
+    def _put_end(self, conn: ConnectionRecorder, stream: str) -> None:
+        if self.path is None:
+            return
+        with self._cond:
+            gap = conn._gaps.pop(stream, None)
+            if gap is not None:
+                self._queue.append((_GAP, conn, stream, False))
+                if gap and stream != STDERR:
+                    conn.frames_dropped += 1  # the dropped tail had no newline: one more frame
+            conn._open.discard(stream)
+            self._queue.append((_END, conn, stream, time.time(), time.monotonic_ns()))
             self._cond.notify()
 
     def _put_control(self, item: tuple[Any, ...]) -> None:
@@ -311,9 +365,15 @@ class Recorder:
             t.join(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in self._threads):
             self.warn("recording: the writer did not finish in time; the last frames may be lost")
+        if os.environ.get(STATS_ENV):
+            self.warn(
+                f"stats: {self.frames_written} frames in {self.batches_committed} batches; "
+                f"CPU indexer {self.index_cpu:.2f} s, SQLite {self.sqlite_cpu:.2f} s"
+            )
         dropped = sum(c.frames_dropped for c in self._connections)
         if dropped:
-            self.warn(f"recording: {dropped} frame(s) were not recorded (see frames_dropped)")
+            where = "" if self._failed else " (see frames_dropped)"
+            self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
 
     # -- stage 1: the indexer thread ---------------------------------------------------------
 
@@ -327,7 +387,7 @@ class Recorder:
             out: list[tuple[Any, ...]] = []
             taken = 0
             queue = self._queue
-            while queue and taken < BATCH_BYTES and len(out) < BATCH_FRAMES:
+            while queue and taken < self.batch_bytes and len(out) < BATCH_FRAMES:
                 item = queue.popleft()
                 out.append(item)
                 if item[0] in (_CHUNK, _FRAME):
@@ -341,7 +401,9 @@ class Recorder:
                 items = self._take()
                 if items is None:
                     break
+                cpu = time.thread_time()
                 ops = self._index(items)
+                self.index_cpu += time.thread_time() - cpu
                 with self._batch_cond:
                     while self._batches:
                         self._batch_cond.wait()
@@ -387,9 +449,10 @@ class Recorder:
                     # The start of this line was dropped: the rest is lost too.
                     conn._skip_partial.discard(stream)
                     lost = lines.pop(0)
-                    with self._cond:
-                        conn.frames_dropped += 1
-                        conn.bytes_dropped += len(lost)
+                    if stream != STDERR:
+                        with self._cond:
+                            conn.frames_dropped += 1
+                            conn.bytes_dropped += len(lost)
                 if lines:
                     self._rows(conn, stream, item[3], item[4], lines, frame_rows, stderr_rows)
             elif tag == _FRAME:
@@ -405,17 +468,24 @@ class Recorder:
                 )
             elif tag == _GAP:
                 framer = conn._framers.get(item[2])
-                if framer is not None:
-                    framer.close()  # its line's end was in the dropped bytes: counted there
-                conn._skip_partial.add(item[2])
+                start = framer.close() if framer is not None else None
+                if start is not None and item[2] != STDERR:
+                    # this line's end was in the dropped bytes (the frame counted there)
+                    with self._cond:
+                        conn.bytes_dropped += len(start)
+                if item[3]:  # the next bytes finish a line whose start was dropped
+                    conn._skip_partial.add(item[2])
+                else:
+                    conn._skip_partial.discard(item[2])
             elif tag == _END:
                 framer = conn._framers.pop(item[2], None)
                 last = framer.close() if framer is not None else None
                 if last is not None:
                     if item[2] in conn._skip_partial:
-                        with self._cond:
-                            conn.frames_dropped += 1
-                            conn.bytes_dropped += len(last)
+                        if item[2] != STDERR:
+                            with self._cond:
+                                conn.frames_dropped += 1
+                                conn.bytes_dropped += len(last)
                     else:
                         self._rows(conn, item[2], item[3], item[4], [last], frame_rows, stderr_rows)
                 conn._skip_partial.discard(item[2])
@@ -507,7 +577,9 @@ class Recorder:
             if self._db is None:
                 self._count_lost(ops)
                 continue
+            cpu = time.thread_time()
             self._write_batch(ops)
+            self.sqlite_cpu += time.thread_time() - cpu
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")

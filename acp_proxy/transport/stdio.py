@@ -4,8 +4,9 @@ Three pump threads move bytes with blocking ``os.read``/``os.write`` (the GIL is
 while they wait): client stdin -> agent stdin, agent stdout -> client stdout, agent stderr
 -> proxy stderr. Each chunk read is appended to the recorder's queue (a lock and a deque
 append, never a wait) and written on at once; lines are cut, parsed and stored on the
-recorder's threads, so forwarding never waits for a newline, parsing or SQLite. Back-pressure is the OS pipe's: a client that stops reading slows the
-agent, never grows the proxy's memory.
+recorder's threads, so forwarding never waits for a newline, parsing or SQLite.
+Back-pressure is the OS pipe's: a client that stops reading slows the agent, never grows
+the proxy's memory.
 
 Lifecycle: the client closing stdin closes the agent's stdin, then the agent gets a grace
 period, SIGTERM, another grace period, SIGKILL. The agent exiting first ends the proxy

@@ -644,6 +644,8 @@ class _Batcher:
         self.scheduled = False
 
     async def write(self, data: bytes) -> None:
+        if self.writer.transport.is_closing():
+            raise ConnectionResetError("the agent closed its stdin")
         self.parts.append(data)
         self.size += len(data)
         if self.size >= CHUNK:
@@ -662,6 +664,8 @@ class _Batcher:
         data = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
         self.parts.clear()
         self.size = 0
+        if self.writer.transport.is_closing():
+            return  # the agent is gone; write() reports it to the reader loop
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             self.writer.write(data)
 
@@ -768,9 +772,11 @@ async def serve(
     try:
         await stop.wait()
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-        await runner.cleanup()
+        try:
+            await runner.cleanup()  # a second signal meanwhile is absorbed, not fatal
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
 
 
 # -- the stdio <-> WebSocket bridge ---------------------------------------------------------
@@ -843,7 +849,9 @@ async def run_connect(s: ConnectSettings) -> int:
             return 1
         assert isinstance(ws, _ClientWebSocket)
         kept = headers_worth_keeping(headers.items(), ws.response_headers)
-        rec = s.recorder.connection("connect", peer=s.url, headers=kept, label=s.label)
+        rec = s.recorder.connection(
+            "connect", peer=s.url, headers=kept, label=s.label, agent_command=[s.url]
+        )
         try:
             return await _bridge(ws, rec, s)
         finally:

@@ -425,14 +425,14 @@ def session_connections(conn: sqlite3.Connection, session_id: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def iter_connection_frames(
-    conn: sqlite3.Connection, connection_id: int
+def iter_frames_after(
+    conn: sqlite3.Connection, connection_id: int, after_seq: int = 0
 ) -> Iterator[tuple[int, str, bytes, int, bool]]:
-    """(seq, direction, raw, mono_ns, binary) of one connection in order, streamed."""
+    """(seq, direction, raw, mono_ns, binary) of one connection after ``after_seq``, streamed."""
     cur = conn.execute(
         "SELECT seq, direction, raw, mono_ns, binary FROM frames WHERE connection_id = ? "
-        "ORDER BY seq",
-        (connection_id,),
+        "AND seq > ? ORDER BY seq",
+        (connection_id, after_seq),
     )
     for r in cur:
         yield int(r[0]), str(r[1]), bytes(r[2]), int(r[3]), bool(r[4])

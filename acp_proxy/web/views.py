@@ -13,15 +13,14 @@ import importlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from acp_proxy.web import store
 
-_findings_cache: dict[tuple[str, int], tuple[tuple[int, Any], dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
-_CACHE_MAX = 256
+_CACHE_MAX = 64
 
 
 def _module(name: str) -> Any:
@@ -152,22 +151,27 @@ def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any])
     return out
 
 
-def _fingerprint(conn: sqlite3.Connection, connection_id: int) -> tuple[int, Any]:
-    max_seq = conn.execute(
-        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
-    ).fetchone()[0]
-    ended = conn.execute(
-        "SELECT ended_at FROM connections WHERE id = ?", (connection_id,)
-    ).fetchone()
-    return int(max_seq), ended[0] if ended else None
+@dataclass
+class _Checked:
+    """A connection's checker, fed up to ``last_seq``, and what it found so far."""
+
+    checker: Any
+    last_seq: int = 0
+    found: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+    result: dict[str, Any] | None = None
+
+
+_checked: OrderedDict[tuple[str, int], _Checked] = OrderedDict()
 
 
 def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[str, Any]:
     """Conformance findings of one connection, each with the frame ids it points at.
 
-    A connection that is still being recorded is checked without the end-of-connection
-    rules (a request still waiting for its answer is not a finding yet): ``complete`` says
-    which.
+    The checker streams: it is kept per connection and fed only the frames recorded since the
+    last call, so watching a live connection costs what the new frames cost. While the
+    connection is still being recorded the end-of-connection rules (a request never
+    answered...) wait: ``complete`` says whether they ran.
     """
     mod = _module("acp_proxy.acp.conformance")
     if mod is None or not hasattr(mod, "ConnectionChecker"):
@@ -178,32 +182,57 @@ def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[s
             "summary": None,
         }
     key = (str(path.resolve()), connection_id)
-    fp = _fingerprint(conn, connection_id)
-    with _cache_lock:
-        cached = _findings_cache.get(key)
-    if cached is not None and cached[0] == fp:
-        return cached[1]
     row = conn.execute(
         "SELECT transport, frames_dropped, ended_at FROM connections WHERE id = ?",
         (connection_id,),
     ).fetchone()
     transport, dropped, ended = row if row else (None, 0, None)
-    checker = mod.ConnectionChecker(
-        connection_id, transport=transport, frames_dropped=int(dropped or 0)
-    )
-    found: list[Any] = []  # the first feed() also returns findings queued at creation
-    for seq, direction, raw, mono_ns, binary in store.iter_connection_frames(conn, connection_id):
-        found.extend(checker.feed(seq, direction, raw, mono_ns, binary=binary))
-    complete = ended is not None
-    if complete:
-        found.extend(checker.finish())
-    items = [_finding_json(f) for f in found]
+    max_seq = conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
+    ).fetchone()[0]
+    with _cache_lock:
+        entry = _checked.pop(key, None)  # exclusive while we feed it
+    if entry is None or entry.last_seq > max_seq or (entry.finished and ended is None):
+        entry = _Checked(
+            mod.ConnectionChecker(
+                connection_id, transport=transport, frames_dropped=int(dropped or 0)
+            )
+        )
+    changed = entry.result is None
+    for seq, direction, raw, mono_ns, binary in store.iter_frames_after(
+        conn, connection_id, entry.last_seq
+    ):
+        # The first feed() also returns findings queued when the checker was created.
+        entry.found.extend(
+            _finding_json(f)
+            for f in entry.checker.feed(seq, direction, raw, mono_ns, binary=binary)
+        )
+        entry.last_seq = seq
+        changed = True
+    if ended is not None and not entry.finished:
+        entry.found.extend(_finding_json(f) for f in entry.checker.finish())
+        entry.finished = True
+        changed = True
+    if changed or entry.result is None:
+        entry.result = _findings_result(conn, connection_id, entry)
+    result = entry.result
+    with _cache_lock:
+        _checked[key] = entry
+        while len(_checked) > _CACHE_MAX:
+            _checked.popitem(last=False)
+    return result
+
+
+def _findings_result(
+    conn: sqlite3.Connection, connection_id: int, entry: _Checked
+) -> dict[str, Any]:
+    items = [dict(item) for item in entry.found]
     summary = {"error": 0, "warning": 0, "info": 0}
     for item in items:
         tier = item.get("tier")
         if tier in summary:
             summary[tier] += 1
-    counts = getattr(checker, "counts", None)
+    counts = getattr(entry.checker, "counts", None)
     if isinstance(counts, dict):  # includes findings over the per-rule cap
         summary = {t: int(counts.get(t, summary[t])) for t in summary}
     seqs = sorted({s for item in items for s in item["seqs"]})
@@ -218,24 +247,34 @@ def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[s
             ids[int(seq)] = int(fid)
     for item in items:
         item["frame_ids"] = [ids.get(s) for s in item["seqs"]]
-    result = {"available": True, "findings": items, "summary": summary, "complete": complete}
-    with _cache_lock:
-        if len(_findings_cache) >= _CACHE_MAX:
-            _findings_cache.clear()
-        _findings_cache[key] = (fp, result)
-    return result
+    return {
+        "available": True,
+        "findings": items,
+        "summary": summary,
+        "complete": entry.finished,
+        "checked_to_seq": entry.last_seq,
+    }
 
 
 def findings_summary(path: Path, conn: sqlite3.Connection, connection_id: int) -> Any:
-    """The cached per-tier counts for the connection list (``None``: not computed yet)."""
+    """The last computed per-tier counts for the connection list, without checking.
+
+    ``None`` when never computed. The counts may lag a live connection by a moment: the
+    page asks for the findings (which catches up) when ``stale`` is true, and the badge
+    keeps its place meanwhile instead of blinking out.
+    """
     key = (str(path.resolve()), connection_id)
     with _cache_lock:
-        cached = _findings_cache.get(key)
-    if cached is None:
+        entry = _checked.get(key)
+    if entry is None or entry.result is None:
         return None
-    if cached[0] != _fingerprint(conn, connection_id):
-        return None
-    return cached[1].get("summary")
+    max_seq, ended = conn.execute(
+        "SELECT (SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?), ended_at "
+        "FROM connections WHERE id = ?",
+        (connection_id, connection_id),
+    ).fetchone()
+    stale = max_seq != entry.last_seq or (ended is not None) != entry.finished
+    return {**entry.result["summary"], "stale": stale}
 
 
 def _finding_json(finding: Any) -> dict[str, Any]:

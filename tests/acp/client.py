@@ -51,7 +51,7 @@ class Client:
         while True:
             line = self.proc.stdout.readline()
             assert line, "the proxy closed stdout"
-            msg = json.loads(line)
+            msg: dict[str, Any] = json.loads(line)
             if msg.get("method") == "session/request_permission":
                 self.send(
                     {

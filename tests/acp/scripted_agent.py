@@ -38,7 +38,8 @@ def read() -> dict[str, Any] | None:
     line = sys.stdin.readline()
     if not line:
         return None
-    return json.loads(line)
+    msg: dict[str, Any] = json.loads(line)
+    return msg
 
 
 def ask_permission(sid: str, call_id: str) -> Any:

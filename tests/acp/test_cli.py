@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
 from tests.acp.client import record_v1, record_v2
-from tests.conftest import run_proxy
+from tests.conftest import proxy_exe, run_proxy
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +153,33 @@ def test_show_session_filter_and_raw(v1_db: Path) -> None:
     assert raw.count("[agent_message_chunk]") == 3
 
 
-def test_show_colour_only_on_request_of_a_terminal(v2_db: Path) -> None:
-    # piped output is plain; NO_COLOR is honoured (a tty is not available in tests)
-    assert "\x1b[" not in out(["show", str(v2_db)], env={"NO_COLOR": "1"})
+def on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
+    """Run ``acp-proxy ARGS`` with its stdout on a pseudo-terminal; return what it wrote."""
+    base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [*proxy_exe(), *args], stdout=child, stderr=subprocess.DEVNULL, env={**base, **env}
+    )
+    os.close(child)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO once the child side is closed
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(main)
+    assert proc.wait(timeout=60) == 0
+    return data
+
+
+def test_show_colour_on_a_terminal_only(v2_db: Path) -> None:
+    coloured = on_a_terminal(["show", str(v2_db)], {})
+    assert b"\x1b[" in coloured and b"session/prompt" in coloured
+    assert b"\x1b[" not in on_a_terminal(["show", str(v2_db)], {"NO_COLOR": "1"})
+    assert "\x1b[" not in out(["show", str(v2_db)])  # piped: plain
 
 
 @pytest.mark.parametrize(

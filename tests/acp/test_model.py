@@ -8,7 +8,7 @@ import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.model import ConnectionModel
-from acp_proxy.acp.timeline import Entity, Exchange
+from acp_proxy.acp.timeline import Entity, Event, Exchange
 
 
 def line(obj: Any) -> bytes:
@@ -63,7 +63,9 @@ def test_ids_keep_their_exact_text() -> None:
     feed(m, [("c2a", req("1", "_x", {})), ("a2c", res(1, {})), ("a2c", res("1", {}))])
     (ex,) = [i for i in m.connection.items if isinstance(i, Exchange)]
     assert ex.id == '"1"' and ex.response_seq == 3
-    orphans = [i for i in m.connection.items if getattr(i, "kind", None) == "orphan_response"]
+    orphans = [
+        i for i in m.connection.items if isinstance(i, Event) and i.kind == "orphan_response"
+    ]
     assert len(orphans) == 1 and orphans[0].extra["id"] == "1"
 
 

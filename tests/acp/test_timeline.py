@@ -54,7 +54,8 @@ def test_omitted_content_leaves_content_unchanged_and_patches_meta() -> None:
 
 
 def test_clear_with_null_and_with_empty_array() -> None:
-    for clear in (None, []):
+    clears: tuple[list[Any] | None, ...] = (None, [])
+    for clear in clears:
         tl = fold(
             {"sessionUpdate": "agent_thought_chunk", "messageId": "t", "content": text("x")},
             {"sessionUpdate": "agent_thought", "messageId": "t", "content": clear},
@@ -131,7 +132,9 @@ def test_tool_call_patch_chunks_and_replacement() -> None:
 
 
 def test_terminal_snapshot_and_chunks() -> None:
-    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
     tl = fold(
         {"sessionUpdate": "terminal_update", "terminalId": "t1", "command": "ls", "cwd": "/w"},
         {"sessionUpdate": "terminal_output_chunk", "terminalId": "t1", "data": b64(b"a\n")},
@@ -276,7 +279,7 @@ def test_unknown_variants_kept_in_place_with_raw_payload() -> None:
         future,
         {"sessionUpdate": "agent_message", "messageId": "m2", "content": [text("b")]},
     )
-    kinds = [i.kind if isinstance(i, Event) else i.type for i in tl.items]
+    kinds = [i.kind if isinstance(i, Event) else getattr(i, "type", None) for i in tl.items]
     assert kinds == ["agent_message", "unknown", "notice", "unknown", "agent_message"]
     unknown = [i for i in tl.items if isinstance(i, Event) and i.kind == "unknown"]
     assert [u.payload for u in unknown] == [vendor, future]
@@ -347,7 +350,7 @@ def test_drain_forgets_items_and_marks_continuations() -> None:
 
 def test_malformed_updates_never_raise() -> None:
     tl = SessionTimeline("s")
-    for bad in (
+    bads: tuple[Any, ...] = (
         None,
         5,
         "x",
@@ -358,7 +361,8 @@ def test_malformed_updates_never_raise() -> None:
         {"sessionUpdate": "agent_message", "messageId": "m", "content": "notalist"},
         {"sessionUpdate": "terminal_output_chunk", "terminalId": "t"},
         {"sessionUpdate": "plan_update", "plan": "x"},
-    ):
+    )
+    for bad in bads:
         tl.apply(bad)
     assert tl.update_count == 10
     assert only_entity(tl, "agent_message", "m").problems

@@ -199,3 +199,15 @@ def test_rule_listing(tmp_path: Path) -> None:
     assert [r["rule"] for r in rows] == [r.id for r in RULES]
     text = check_in_process("--rules")
     assert "jsonrpc.response-id-echo" in text.stdout and "v2.cancel-idle" in text.stdout
+
+
+def test_connection_without_initialize_has_no_version(tmp_path: Path) -> None:
+    db = tmp_path / "raw.db"
+    write_recording(db, [[C(b'{"jsonrpc":"2.0","method":"_hello"}\n')]])
+    done = check_in_process(str(db), "--json")
+    assert done.returncode == 1
+    conn = orjson.loads(done.stdout)["connections"][0]
+    assert conn["protocol_version"] is None
+    assert [f["rule"] for f in conn["findings"]] == ["lifecycle.initialize-first"]
+    text = check_in_process(str(db))
+    assert "== connection 1 (stdio, v?, 1 frames): 1 error, 0 warning, 0 info" in text.stdout

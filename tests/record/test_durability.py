@@ -130,9 +130,11 @@ def test_a_64_mib_frame_is_forwarded_and_recorded_exactly(tmp_path: Path) -> Non
             (len(small), "request", "after"),
         ], d
         assert hashlib.sha256(bytes(frames[0][4])).hexdigest() == hashlib.sha256(line).hexdigest()
-    # memory: a small multiple of the frame, not of the stream
-    print(f"peak RSS of the proxy: {result['peak'] / 2**20:.0f} MiB")
-    assert result["peak"] < 6 * size, f"peak RSS {result['peak'] / 2**20:.0f} MiB"
+    # Memory: a small multiple of the frames in flight. The echo puts two 64 MiB frames in
+    # flight at once; each may be held about three times (the line, its parsed text while
+    # indexing, SQLite's copy while inserting), plus the recorder's queue budget (64 MiB).
+    peak_mib = result["peak"] / 2**20
+    assert result["peak"] < 8 * size, f"peak RSS {peak_mib:.0f} MiB"
 
 
 def test_two_proxies_record_into_one_database_completely(tmp_path: Path) -> None:
@@ -152,7 +154,15 @@ def test_two_proxies_record_into_one_database_completely(tmp_path: Path) -> None
         with open(tmp_path / f"in{n}.bin", "rb") as i, open(tmp_path / f"out{n}.bin", "wb") as o:
             procs.append(
                 subprocess.Popen(
-                    [*proxy_exe(), "--record", str(db), "--label", f"window {n}", "--", *ECHO_AGENT],
+                    [
+                        *proxy_exe(),
+                        "--record",
+                        str(db),
+                        "--label",
+                        f"window {n}",
+                        "--",
+                        *ECHO_AGENT,
+                    ],
                     stdin=i,
                     stdout=o,
                     stderr=subprocess.PIPE,

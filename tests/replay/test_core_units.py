@@ -355,3 +355,20 @@ def test_engine_binds_sessions_it_announces() -> None:
     # B is asked first: it must get B's answer, not the earlier-recorded A's.
     out = e.receive(b'{"jsonrpc":"2.0","id":9,"method":"_go","params":{"sessionId":"B"}}\n')
     assert sends(out) == [b'{"jsonrpc":"2.0","id":9,"result":"from B"}\n']
+
+
+def test_v1_user_messages_echoed_by_the_agent_are_not_rebuilt() -> None:
+    prompt = {"sessionId": "S", "prompt": [{"type": "text", "text": "q"}]}
+    echo = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "q"}}
+    frames = frames_of(
+        [
+            ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": prompt}),
+            upd(echo),
+            ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}),
+            # A prompt that failed (error response) is not history at all.
+            ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt}),
+            ("a2c", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "auth"}}),
+        ]
+    )
+    out = [orjson.loads(h.raw)["params"]["update"] for h in history_frames("S", frames, 1)]
+    assert out == [echo]

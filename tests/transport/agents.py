@@ -24,6 +24,7 @@ def drain_stdin() -> None:
 def main(mode: str) -> None:
     say(f"pid {os.getpid()}")
     if mode == "signals":  # report forwarded signals, exit 3
+
         def handler(signum: int, frame: object) -> None:
             say(f"got {signal.Signals(signum).name}")
             os._exit(3)
@@ -62,7 +63,11 @@ def main(mode: str) -> None:
         sys.exit(5)
     if mode == "flood":  # writes lines until killed
         say("ready")
-        line = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"' + b"z" * 200 + b'"}}}}\n'
+        line = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+            + b"z" * 200
+            + b'"}}}}\n'
+        )
         while True:
             os.write(1, line * 64)
     if mode == "grandchild":  # a child keeps the pipes open after the agent exits

@@ -261,7 +261,7 @@ async def test_findings_point_at_real_frames(client: TestClient, recording: Path
     assert b"\xff\xfe" in raw
     assert data["summary"]["error"] >= 1
     listed = await get_json(client, "/api/connections")
-    assert listed["connections"][0]["findings"] == data["summary"]
+    assert listed["connections"][0]["findings"] == {**data["summary"], "stale": False}
 
 
 async def test_token_is_required_on_every_request(aiohttp_client: Any, recording: Path) -> None:
@@ -418,3 +418,48 @@ async def test_session_items_come_in_pages(client: TestClient) -> None:
     assert first["totalItems"] == second["totalItems"] == total
     assert first["session"]["items"] + second["session"]["items"] == full["session"]["items"][:10]
     assert full["turnCount"] == len(PROMPTS)
+
+
+async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_path: Path) -> None:
+    """The checker is fed only new frames; the result equals a check of the whole file."""
+    from tests.web.helpers import LiveProxy, opening, prompt
+
+    db = tmp_path / "grow.db"
+    client = await aiohttp_client(make_app(db))
+    proxy = LiveProxy(db)
+    try:
+        proxy.send(opening())
+        proxy.wait_output(lambda out: b'"id":2' in out)
+        proxy.send(prompt(3, "bad-utf8 please"))
+        proxy.wait_output(lambda out: b"end_turn" in out)
+        first: dict[str, Any] = {}
+        while first.get("checked_to_seq") != rows(db, "SELECT max(seq) FROM frames")[0][0]:
+            first = await get_json(client, "/api/connections/1/findings")
+        assert first["complete"] is False
+        listed = (await get_json(client, "/api/connections"))["connections"][0]["findings"]
+        assert listed["stale"] is False
+        proxy.send(prompt(4, "bad-utf8 again"))
+        proxy.wait_output(lambda out: out.count(b"end_turn") == 2)
+    finally:
+        assert proxy.close() == 0
+    listed = (await get_json(client, "/api/connections"))["connections"][0]["findings"]
+    assert listed["stale"] is True  # the file grew and the connection ended since
+    final = await get_json(client, "/api/connections/1/findings")
+    assert final["complete"] is True
+    utf8 = [f for f in final["findings"] if f["rule"] == "framing.utf8"]
+    assert len(utf8) == 2 and len(utf8) > len(
+        [f for f in first["findings"] if f["rule"] == "framing.utf8"]
+    )
+    # Same as checking the finished recording from scratch with the checker itself.
+    from acp_proxy.acp.conformance import ConnectionChecker
+
+    checker = ConnectionChecker(1, transport="stdio")
+    whole = []
+    for seq, direction, raw, mono_ns in rows(
+        db, "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = 1 ORDER BY seq"
+    ):
+        whole += checker.feed(seq, direction, bytes(raw), mono_ns)
+    whole += checker.finish()
+    assert [(f["rule"], f["seqs"]) for f in final["findings"]] == [
+        (f.rule, list(f.seqs)) for f in whole
+    ]

@@ -312,3 +312,25 @@ async def test_ping_pong_keepalive_drops_a_silent_peer(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.05)
         assert row == (0,)  # the echo agent ended normally once its stdin closed
+
+
+async def test_sigterm_closes_connections_with_1001_and_ends_agents(tmp_path: Path) -> None:
+    db = tmp_path / "ws.db"
+    with ws_server(["--record", str(db), "--", *ECHO_AGENT]) as server:
+        ws = await _raw_session(server.url)
+        await ws.send_str("hello")
+        assert (await ws.receive()).data == "hello"
+        server.proc.send_signal(15)
+        msg = await ws.receive()
+        assert (msg.type, msg.data, msg.extra) == (
+            aiohttp.WSMsgType.CLOSE,
+            1001,
+            "acp-proxy is shutting down",
+        )
+        await _done(ws)
+        assert server.proc.wait(120) == 0
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT exit_status, ended_at IS NOT NULL FROM connections").fetchone() == (
+        0,
+        1,
+    )

@@ -52,8 +52,11 @@ async def test_200_connections_1000_frames_each_all_recorded(tmp_path: Path) -> 
         ready = asyncio.Barrier(CONNECTIONS)
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
-            results = await asyncio.gather(
-                *(_client(session, server.url, c, ready) for c in range(CONNECTIONS))
+            results = await asyncio.wait_for(  # generous: fail, never hang
+                asyncio.gather(
+                    *(_client(session, server.url, c, ready) for c in range(CONNECTIONS))
+                ),
+                600,
             )
         assert sum(results) == CONNECTIONS * FRAMES
         assert server.stop() == 0  # SIGTERM: flushes the recorder

@@ -122,7 +122,7 @@
   const dirTitle = (d) => (d === "c2a" ? "client → agent" : "agent → client");
 
   // ---- connections sidebar ---------------------------------------------------------------
-  const findingsFetched = new Map(); // connection id -> frame count when last checked
+  const findingsFetched = new Map(); // connection id -> when its findings were last asked for
   let findingsBusy = false;
 
   async function loadConnections() {
@@ -190,10 +190,12 @@
 
   async function fetchMissingFindings() {
     if (findingsBusy || !state.info || !state.info.findings) return;
-    const todo = state.connections.find((c) => !c.findings && findingsFetched.get(c.id) !== c.frame_count);
+    const now = Date.now();
+    const todo = state.connections.find((c) => (!c.findings || c.findings.stale)
+      && now - (findingsFetched.get(c.id) || 0) > 2000);
     if (!todo) return;
     findingsBusy = true;
-    findingsFetched.set(todo.id, todo.frame_count);
+    findingsFetched.set(todo.id, now);
     try {
       const data = await api(`/api/connections/${todo.id}/findings`);
       todo.findings = data.summary;

@@ -7,6 +7,7 @@ is a subcommand. Each command family lives in :mod:`acp_proxy.commands`.
 from __future__ import annotations
 
 import difflib
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -14,26 +15,48 @@ from typing import Any
 import click
 
 from acp_proxy import __version__
-from acp_proxy.commands.check import check_command
-from acp_proxy.commands.demo import demo_command
-from acp_proxy.commands.inspect import dump_command, ls_command
-from acp_proxy.commands.proxy import proxy_command
-from acp_proxy.commands.reindex import reindex_command
-from acp_proxy.commands.replay import replay_command
-from acp_proxy.commands.show import show_command
-from acp_proxy.commands.stats import stats_command
-from acp_proxy.commands.transfer import export_command, import_command
-from acp_proxy.commands.web import web_command
-from acp_proxy.commands.ws import connect_command, ws_command
+
+# name -> "module:attribute". Commands are imported only when used, so that starting the
+# proxy (what an editor does on every session) does not pay for the web server, the replay
+# engine or sqlite-utils.
+LAZY_COMMANDS: dict[str, str] = {
+    "proxy": "acp_proxy.commands.proxy:proxy_command",
+    "demo": "acp_proxy.commands.demo:demo_command",
+    "ls": "acp_proxy.commands.inspect:ls_command",
+    "dump": "acp_proxy.commands.inspect:dump_command",
+    "show": "acp_proxy.commands.show:show_command",
+    "check": "acp_proxy.commands.check:check_command",
+    "stats": "acp_proxy.commands.stats:stats_command",
+    "export": "acp_proxy.commands.transfer:export_command",
+    "import": "acp_proxy.commands.transfer:import_command",
+    "reindex": "acp_proxy.commands.reindex:reindex_command",
+    "replay": "acp_proxy.commands.replay:replay_command",
+    "ws": "acp_proxy.commands.ws:ws_command",
+    "connect": "acp_proxy.commands.ws:connect_command",
+    "web": "acp_proxy.commands.web:web_command",
+}
+COMMAND_NAMES: tuple[str, ...] = tuple(LAZY_COMMANDS)
 
 
 class ProxyByDefaultGroup(click.Group):
-    """A group whose default action is the proxy: ``acp-proxy --record x -- agent``."""
+    """Lazily loaded subcommands; the default action is the proxy (``acp-proxy -- AGENT``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(LAZY_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+        if args and args[0] not in LAZY_COMMANDS and args[0] not in ("--help", "-h", "--version"):
             if not args[0].startswith("-") and "--" not in args:
-                close = difflib.get_close_matches(args[0], list(self.commands), n=1)
+                close = difflib.get_close_matches(args[0], list(LAZY_COMMANDS), n=1)
                 if close:
                     raise click.UsageError(
                         f"no command {args[0]!r}; did you mean {close[0]!r}? (to run an agent "
@@ -62,26 +85,6 @@ def cli() -> None:
 
     The proxy forwards every byte unchanged; recording happens off the forwarding path.
     """
-
-
-COMMANDS: list[click.Command] = [
-    proxy_command,
-    ls_command,
-    dump_command,
-    demo_command,
-    web_command,
-    export_command,
-    import_command,
-    ws_command,
-    connect_command,
-    show_command,
-    replay_command,
-    check_command,
-    stats_command,
-    reindex_command,
-]
-for _command in COMMANDS:
-    cli.add_command(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -131,7 +131,7 @@ def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
 
 
 def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:
-    from acp_proxy.cli import cli  # here, not at import time: cli imports this module
+    from acp_proxy.cli import COMMAND_NAMES  # here, not at import time: cli loads this module
 
     db = shlex.quote(str(db_path))
     hints = [
@@ -148,7 +148,7 @@ def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:
         ("replay", f"acp-proxy replay {db}", "serve the recording to an editor as an agent"),
         ("web", f"acp-proxy web {db}", "browse the recording in a browser"),
     ]
-    available = [(cmd, why) for name, cmd, why in hints if name in cli.commands]
+    available = [(cmd, why) for name, cmd, why in hints if name in COMMAND_NAMES]
     if not available:
         return
     width = min(44, max(len(cmd) for cmd, _ in available))

@@ -11,8 +11,6 @@ import os
 import sqlite3
 from pathlib import Path
 
-import sqlite_utils
-
 SCHEMA_VERSION = 1
 
 MIGRATIONS: list[str] = [
@@ -140,6 +138,8 @@ def migrate(conn: sqlite3.Connection, *, readonly: bool = False) -> int:
     if version == SCHEMA_VERSION:
         return version
     if version == 0:
+        import sqlite_utils  # only when a file is new: keeps start-up fast
+
         if readonly and not sqlite_utils.Database(conn).table_names():
             raise RecordingError("the file is empty, not a recording")
         tables = sqlite_utils.Database(conn).table_names()

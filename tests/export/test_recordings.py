@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -100,3 +102,29 @@ def test_readme_lists_the_files() -> None:
     readme = (RECORDINGS / "README.md").read_text()
     for path in RECORDINGS.glob("*.jsonl"):
         assert path.name in readme
+
+
+def test_the_script_regenerates_normalized_recordings(tmp_path: Path) -> None:
+    """scripts/make_recordings.py runs the demo through the real proxy and writes exports."""
+    script = RECORDINGS.parent / "scripts" / "make_recordings.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path)],
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("v1-load.jsonl", "v2-resume-replay.jsonl"):
+        lines = (tmp_path / name).read_bytes().splitlines()
+        records = [orjson.loads(line) for line in lines]
+        conns = [r for r in records if r["type"] == "connection"]
+        assert conns[0]["started_at"] == 1767225600.01 and len(conns) == 2
+        assert all(c["pid"] is None and c["agent_command"][0] == "python" for c in conns)
+        stamps = [r["ts"] for r in records if "ts" in r]
+        assert all(1767225600 < ts < 1767225700 for ts in stamps)
+        # same records as the committed copy, up to the interleaving of the two directions
+        committed = (RECORDINGS / name).read_bytes().splitlines()
+        assert len(lines) == len(committed)
+        assert {r["type"] for r in records} == {
+            "header", "connection", "frame", "stderr", "event", "end"
+        }  # fmt: skip
+        assert records[-1] == orjson.loads(committed[-1])

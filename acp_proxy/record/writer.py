@@ -230,6 +230,9 @@ class Recorder:
         self.index_cpu = 0.0  # CPU seconds spent by the indexer thread
         self.sqlite_cpu = 0.0  # ... and by the SQLite writer thread
         if self.path is not None:
+            # Opened (created, migrated) before anything is forwarded, so once the proxy
+            # has passed a byte on, the file is a recording; a failure is reported now.
+            self._open_db()
             self._threads = [
                 threading.Thread(target=self._index_loop, name="acp-proxy-indexer", daemon=True),
                 threading.Thread(target=self._sqlite_loop, name="acp-proxy-sqlite", daemon=True),
@@ -418,8 +421,8 @@ class Recorder:
         """Turn queue items into write operations, in order.
 
         Operations: ``("rows", conn, frame_rows, stderr_rows)``, ``("control", conn, op,
-        fields)`` and ``("facts", conn, (version, client_info, agent_info))``. Rows lack the
-        connection id, which the SQLite writer knows once the connection row exists.
+        fields)`` and ``("facts", conn, (version, client_info, agent_info))``. A row's
+        first column is the connection id if known yet; the SQLite writer fills it in.
         """
         ops: list[tuple[Any, ...]] = []
         cur_conn: ConnectionRecorder | None = None
@@ -556,7 +559,7 @@ class Recorder:
 
     # -- stage 2: the SQLite writer thread -------------------------------------------------
 
-    def _sqlite_loop(self) -> None:
+    def _open_db(self) -> None:
         assert self.path is not None
         try:
             self._db = connect(self.path, create=True)
@@ -566,6 +569,8 @@ class Recorder:
             self._fail(str(exc))
         except (sqlite3.Error, OSError) as exc:
             self._fail(f"cannot open {self.path}: {exc}")
+
+    def _sqlite_loop(self) -> None:
         while True:
             with self._batch_cond:
                 while not self._batches:

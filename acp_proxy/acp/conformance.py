@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
+from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
 from acp_proxy.wire.jsonrpc import Message, classify, id_json_text
 
@@ -61,22 +62,6 @@ MESSAGE_VARIANTS = _words(
     "user_message user_message_chunk agent_message agent_message_chunk agent_thought "
     "agent_thought_chunk"
 )
-ENTITY_OF_VARIANT: dict[str, tuple[str, str]] = {
-    "user_message": ("user_message", "messageId"),
-    "user_message_chunk": ("user_message", "messageId"),
-    "agent_message": ("agent_message", "messageId"),
-    "agent_message_chunk": ("agent_message", "messageId"),
-    "agent_thought": ("agent_thought", "messageId"),
-    "agent_thought_chunk": ("agent_thought", "messageId"),
-    "tool_call": ("tool_call", "toolCallId"),
-    "tool_call_update": ("tool_call", "toolCallId"),
-    "tool_call_content_chunk": ("tool_call", "toolCallId"),
-    "terminal_update": ("terminal", "terminalId"),
-    "terminal_output_chunk": ("terminal", "terminalId"),
-    "plan_update": ("plan", "planId"),
-    "compaction_update": ("compaction", "compactionId"),
-    "compaction_summary_chunk": ("compaction", "compactionId"),
-}
 HISTORY_VARIANTS = MESSAGE_VARIANTS | _words(
     "tool_call tool_call_update tool_call_content_chunk terminal_update terminal_output_chunk "
     "plan plan_update compaction_update compaction_summary_chunk"
@@ -893,15 +878,9 @@ class ConnectionChecker:
         return variant in V1_TURN_VARIANTS or variant in MESSAGE_VARIANTS
 
     def _entity_key(self, variant: str, update: dict[str, Any]) -> tuple[str, str] | None:
-        spec = ENTITY_OF_VARIANT.get(variant)
-        if spec is None:
-            return None
-        if variant == "plan_update":
-            plan = update.get("plan")
-            eid = plan.get("planId") if isinstance(plan, dict) else update.get("planId")
-        else:
-            eid = update.get(spec[1])
-        return (spec[0], eid) if isinstance(eid, str) else None
+        if variant in ("plan", "plan_removed"):
+            return None  # a v1 plan is one per session; a removal creates nothing
+        return entity_key(update)
 
     def _fields(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
         sid = s.sid

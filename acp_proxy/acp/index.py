@@ -15,28 +15,9 @@ from typing import Any
 
 import orjson
 
+from acp_proxy.acp.updates import ENTITY_OF_UPDATE, entity_key
 from acp_proxy.wire.frame import Direction, other_direction
 from acp_proxy.wire.jsonrpc import Kind, Message, classify
-
-# sessionUpdate variant -> (entity type, id field); ``plan_update`` ids live in ``plan.planId``
-ENTITY_OF_UPDATE: dict[str, tuple[str, str]] = {
-    "user_message": ("user_message", "messageId"),
-    "user_message_chunk": ("user_message", "messageId"),
-    "agent_message": ("agent_message", "messageId"),
-    "agent_message_chunk": ("agent_message", "messageId"),
-    "agent_thought": ("agent_thought", "messageId"),
-    "agent_thought_chunk": ("agent_thought", "messageId"),
-    "tool_call": ("tool_call", "toolCallId"),
-    "tool_call_update": ("tool_call", "toolCallId"),
-    "tool_call_content_chunk": ("tool_call", "toolCallId"),
-    "terminal_update": ("terminal", "terminalId"),
-    "terminal_output_chunk": ("terminal", "terminalId"),
-    "plan_update": ("plan", "planId"),
-    "plan_removed": ("plan", "planId"),
-    "plan": ("plan", ""),
-    "compaction_update": ("compaction", "compactionId"),
-    "compaction_summary_chunk": ("compaction", "compactionId"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +105,10 @@ class ConnectionIndexer:
                 variant = update.get("sessionUpdate")
                 if isinstance(variant, str):
                     update_kind = variant
-                    entity = ENTITY_OF_UPDATE.get(variant)
-                    if entity is not None:
-                        entity_type, id_field = entity
-                        if variant == "plan_update":
-                            plan = update.get("plan")
-                            eid = plan.get("planId") if isinstance(plan, dict) else None
-                        else:
-                            eid = update.get(id_field) if id_field else ""
-                        entity_id = eid if isinstance(eid, str) else None
+                    if variant in ENTITY_OF_UPDATE:
+                        entity_type = ENTITY_OF_UPDATE[variant][0]
+                        key = entity_key(update)
+                        entity_id = key[1] if key is not None else None
         return IndexColumns(
             msg.kind, msg.id, msg.method, session_id, update_kind, entity_type, entity_id
         )

@@ -56,45 +56,16 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-MESSAGE_TYPES = ("user_message", "agent_message", "agent_thought")
-
-# sessionUpdate variant -> (entity type, id field, operation)
-_ENTITY_VARIANTS: dict[str, tuple[str, str, str]] = {
-    "user_message": ("user_message", "messageId", "upsert"),
-    "user_message_chunk": ("user_message", "messageId", "chunk"),
-    "agent_message": ("agent_message", "messageId", "upsert"),
-    "agent_message_chunk": ("agent_message", "messageId", "chunk"),
-    "agent_thought": ("agent_thought", "messageId", "upsert"),
-    "agent_thought_chunk": ("agent_thought", "messageId", "chunk"),
-    "tool_call": ("tool_call", "toolCallId", "upsert"),
-    "tool_call_update": ("tool_call", "toolCallId", "upsert"),
-    "tool_call_content_chunk": ("tool_call", "toolCallId", "chunk"),
-    "terminal_update": ("terminal", "terminalId", "upsert"),
-    "terminal_output_chunk": ("terminal", "terminalId", "chunk"),
-    "plan_update": ("plan", "planId", "upsert"),
-    "plan_removed": ("plan", "planId", "remove"),
-    "plan": ("plan", "", "v1plan"),
-    "compaction_update": ("compaction", "compactionId", "upsert"),
-    "compaction_summary_chunk": ("compaction", "compactionId", "chunk"),
-}
-
-EVENT_VARIANTS = frozenset(
-    {
-        "state_update",
-        "usage_update",
-        "available_commands_update",
-        "config_option_update",
-        "session_info_update",
-        "current_mode_update",
-        "notice",
-    }
+from acp_proxy.acp.updates import (
+    ENTITY_UPDATES as _ENTITY_VARIANTS,
 )
-"""Known variants that are events rather than entities."""
-
-KNOWN_VARIANTS = frozenset(_ENTITY_VARIANTS) | EVENT_VARIANTS
-
-LIVE_ONLY_VARIANTS = frozenset({"notice"})
-"""Variants that are live events, never history (SHOULD NOT be replayed)."""
+from acp_proxy.acp.updates import (
+    EVENT_VARIANTS,
+    KNOWN_VARIANTS,
+    LIVE_ONLY_VARIANTS,
+    MESSAGE_TYPES,
+    entity_key,
+)
 
 # the content-like field of each entity type
 _CONTENT_FIELD = {
@@ -115,30 +86,6 @@ _UPSERT_VARIANT = {
     "plan": "plan_update",
     "compaction": "compaction_update",
 }
-
-
-def entity_key(update: Any) -> tuple[str, str] | None:
-    """(entity type, id) that ``update`` addresses, or ``None`` (events, unknown, no id)."""
-    if not isinstance(update, dict):
-        return None
-    variant = update.get("sessionUpdate")
-    spec = _ENTITY_VARIANTS.get(variant) if isinstance(variant, str) else None
-    if spec is None:
-        return None
-    etype, id_field, op = spec
-    if op == "v1plan":
-        return (etype, "")
-    if etype == "plan" and op == "upsert":
-        plan = update.get("plan")
-        eid = plan.get("planId") if isinstance(plan, dict) else None
-    else:
-        eid = update.get(id_field)
-    return (etype, eid) if isinstance(eid, str) else None
-
-
-def is_live_only(update: Any) -> bool:
-    """True for updates that are live events and not conversation history (``notice``)."""
-    return isinstance(update, dict) and update.get("sessionUpdate") in LIVE_ONLY_VARIANTS
 
 
 @dataclass(slots=True, eq=False)

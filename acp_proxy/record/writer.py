@@ -46,7 +46,7 @@ The trade-off: a bigger budget rides out longer writer stalls (a slow disk, anot
 process holding the lock) without losing frames, at the price of that much memory when
 the writer falls behind. 16 MiB is many seconds of real editor traffic, or about half a
 second of a saturated stream of small frames. A single frame larger than the budget is
-not affected: the rest of a line that is already being recorded is always queued.
+not affected: the bytes of a line that has not ended yet do not count against it.
 """
 
 BATCH_FRAMES = 20_000
@@ -62,7 +62,7 @@ STATS_ENV = "ACP_PROXY_STATS"
 """Set to print the recorder's counters and CPU time on stderr at exit (benchmarks)."""
 
 HARD_LIMIT_BYTES = 2 * 1024 * 1024 * 1024
-"""Even the rest of a line already being recorded is dropped beyond this much queued."""
+"""Beyond this much queued, even the rest of a line being recorded is dropped."""
 
 LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
 DEFAULT_LOCK_RETRY_SECONDS = 30.0
@@ -89,7 +89,8 @@ def warn_stderr(message: str) -> None:
 
 
 # Queue items are plain tuples, cheapest to build on the forwarding threads:
-#   (_CHUNK, conn, stream, ts, mono_ns, data)    a piece of a byte stream
+#   (_CHUNK, conn, stream, ts, mono_ns, data, done)  a piece of a byte stream; done: how
+#                                                many of its bytes complete lines
 #   (_FRAME, conn, direction, ts, mono_ns, raw, binary)   one whole message
 #   (_GAP, conn, stream, partial)                bytes of ``stream`` were dropped here;
 #                                                partial: they ended inside a line
@@ -209,7 +210,8 @@ class Recorder:
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self._queue: deque[tuple[Any, ...]] = deque()
-        self._queued_bytes = 0
+        self._queued_bytes = 0  # all bytes queued
+        self._backlog = 0  # the part of them that completes frames (what the budget bounds)
         self._cond = threading.Condition(threading.Lock())
         self._stop = False
         # Inside a loss incident (queue full, or SQLite failing): warned once, over when
@@ -254,9 +256,10 @@ class Recorder:
 
     # -- producer side (forwarding threads) --------------------------------------------
 
-    def _over_budget(self, size: int) -> bool:
+    def _over_budget(self, backlog: int) -> bool:
+        """Would ``backlog`` more bytes of complete frames exceed the budget? (lock held)"""
         return self._failed is not None or (
-            bool(self._queue) and self._queued_bytes + size > self.queue_bytes
+            self._backlog > 0 and self._backlog + backlog > self.queue_bytes
         )
 
     def _start_incident(self, reason: str | None = None) -> None:
@@ -270,29 +273,26 @@ class Recorder:
     def _put_chunk(self, conn: ConnectionRecorder, stream: str, data: bytes) -> None:
         """Queue a stream chunk, or drop (and count) what the budget does not allow.
 
-        The budget applies to backlog, not to a single long line: while a line that was
-        accepted so far is still open, the chunk's bytes up to and including the newline
-        that ends it are queued even over budget (up to :data:`HARD_LIMIT_BYTES`), so
-        one frame bigger than the budget is recorded whole. What follows is subject to the
-        budget.
+        The budget bounds the *backlog of complete frames*; the bytes of a line that has
+        not ended yet do not count, so one frame bigger than the budget is recorded whole
+        (memory then grows with that frame, up to :data:`HARD_LIMIT_BYTES` queued). Over
+        budget, a line already being recorded is still finished; what follows is dropped.
         """
         if self.path is None:
             return
         ts = time.time()
         mono = time.monotonic_ns()
         with self._cond:
-            if self._failed is None and not self._over_budget(len(data)):
-                self._accept(conn, stream, ts, mono, data)
-                return
             keep = b""
-            if (
-                self._failed is None
-                and stream in conn._open
-                and self._queued_bytes + len(data) <= HARD_LIMIT_BYTES
-            ):
-                end = data.find(b"\n")
-                keep = data if end < 0 else data[: end + 1]
-                self._accept(conn, stream, ts, mono, keep)
+            if self._failed is None and self._queued_bytes + len(data) <= HARD_LIMIT_BYTES:
+                done = data.rfind(b"\n") + 1  # the bytes that complete lines
+                if not self._over_budget(done):
+                    self._accept(conn, stream, ts, mono, data, done)
+                    return
+                if stream in conn._open:
+                    end = data.find(b"\n")
+                    keep = data if end < 0 else data[: end + 1]
+                    self._accept(conn, stream, ts, mono, keep, end + 1)
             rest = data[len(keep) :]
             if rest:
                 conn._open.discard(stream)
@@ -303,14 +303,15 @@ class Recorder:
                 self._start_incident()
 
     def _accept(
-        self, conn: ConnectionRecorder, stream: str, ts: float, mono: int, data: bytes
+        self, conn: ConnectionRecorder, stream: str, ts: float, mono: int, data: bytes, done: int
     ) -> None:
         """Queue ``data`` (lock held), after a gap marker if bytes before it were dropped."""
         gap = conn._gaps.pop(stream, None)
         if gap is not None:
             self._queue.append((_GAP, conn, stream, gap))
-        self._queue.append((_CHUNK, conn, stream, ts, mono, data))
+        self._queue.append((_CHUNK, conn, stream, ts, mono, data, done))
         self._queued_bytes += len(data)
+        self._backlog += done
         if data.endswith(b"\n"):
             conn._open.discard(stream)
         else:
@@ -322,7 +323,7 @@ class Recorder:
             return
         size = sum(len(i[5]) for i in items)
         with self._cond:
-            if self._over_budget(size):
+            if self._over_budget(size) or self._queued_bytes + size > HARD_LIMIT_BYTES:
                 if items[0][2] != STDERR:
                     conn.frames_dropped += len(items)
                     conn.bytes_dropped += size
@@ -330,6 +331,7 @@ class Recorder:
                 return
             self._queue.extend(items)
             self._queued_bytes += size
+            self._backlog += size
             self._cond.notify()
 
     def _put_end(self, conn: ConnectionRecorder, stream: str) -> None:
@@ -388,14 +390,19 @@ class Recorder:
             if not self._queue:
                 return None
             out: list[tuple[Any, ...]] = []
-            taken = 0
+            taken = backlog = 0
             queue = self._queue
             while queue and taken < self.batch_bytes and len(out) < BATCH_FRAMES:
                 item = queue.popleft()
                 out.append(item)
-                if item[0] in (_CHUNK, _FRAME):
+                if item[0] == _CHUNK:
                     taken += len(item[5])
+                    backlog += item[6]
+                elif item[0] == _FRAME:
+                    taken += len(item[5])
+                    backlog += len(item[5])
             self._queued_bytes -= taken
+            self._backlog -= backlog
             return out
 
     def _index_loop(self) -> None:
@@ -622,7 +629,7 @@ class Recorder:
                     if (
                         self._incident
                         and self._failed is None
-                        and self._queued_bytes < self.queue_bytes // 2
+                        and self._backlog < self.queue_bytes // 2
                         and time.monotonic() - self._last_loss > INCIDENT_QUIET_SECONDS
                     ):
                         self._incident = False

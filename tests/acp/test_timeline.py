@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from acp_proxy.acp.timeline import Entity, Event, SessionTimeline, entity_key, is_live_only
+from acp_proxy.acp.timeline import Entity, Event, SessionTimeline
+from acp_proxy.acp.updates import entity_key, is_live_only
 
 
 def text(t: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.acp.index import ENTITY_OF_UPDATE
+from acp_proxy.acp.updates import ENTITY_OF_UPDATE
 from tests.export.helpers import cli, rows
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "recordings"

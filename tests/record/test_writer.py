@@ -92,9 +92,21 @@ def test_a_frame_bigger_than_the_queue_budget_is_kept_whole(tmp_path: Path) -> N
     data = b"a\n" + big + b"z\n"
     chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
     frames, dropped, _, warnings = _record(tmp_path / "b.db", chunks, queue=8192, stall=True)
-    # the line being recorded is finished whatever the budget; the backlog after it is not
-    assert frames == [b"a\n", big]
-    assert dropped == 1
+    # an unfinished line does not count against the budget: nothing is backlog here
+    assert frames == [b"a\n", big, b"z\n"]
+    assert dropped == 0 and not warnings
+
+
+def test_backlog_beyond_the_budget_is_dropped_but_the_open_line_finished(tmp_path: Path) -> None:
+    small = b"".join(b"s%05d\n" % i for i in range(3000))  # 21 KB of complete frames
+    big = b"B" * 100_000 + b"\n"
+    data = small + big + small
+    chunks = [data[i : i + 1000] for i in range(0, len(data), 1000)]
+    frames, dropped, bytes_dropped, warnings = _record(
+        tmp_path / "c.db", chunks, queue=4096, stall=True
+    )
+    assert dropped > 0 and len(frames) + dropped == 6001
+    assert sum(map(len, frames)) + bytes_dropped == len(data)
     assert len([w for w in warnings if "dropping frames" in w]) == 1
 
 

@@ -10,7 +10,7 @@ For each target it measures, through real pipes and processes:
   is the agent itself, for the others the relay or proxy process, agent excluded);
 - for ``--record``: the time from the last frame reaching the client until the recording
   is complete (the proxy has flushed and exited), the frames actually in the database,
-  the frames the recorder dropped, and the recording rate (frames / time from the flood
+  the frames the recorder dropped, and the recording rate (frames recorded / time from the flood
   request to the complete recording).
 
 Usage::
@@ -208,12 +208,12 @@ def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | N
         res.notes.append(f"exit code {code}")
     if db is not None:
         res.drain_s = t2 - t1
-        res.record_fps = frames / (t2 - t0)
         con = sqlite3.connect(db)
         try:
             res.recorded = con.execute(
                 "SELECT count(*) FROM frames WHERE update_kind = 'agent_message_chunk'"
             ).fetchone()[0]
+            res.record_fps = res.recorded / (t2 - t0)
             res.dropped = con.execute("SELECT sum(frames_dropped) FROM connections").fetchone()[0]
         finally:
             con.close()

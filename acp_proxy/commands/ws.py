@@ -22,6 +22,7 @@ from acp_proxy.transport.ws_bridge import (
     parse_listen,
     ws_url_ok,
 )
+from acp_proxy.web.cli import start_ui, ui_options
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine
@@ -135,6 +136,7 @@ def _check_record_path(record: Path | None) -> None:
     help="Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).",
 )
 @QUEUE_OPTION
+@ui_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def ws_command(
     listen: str,
@@ -147,6 +149,8 @@ def ws_command(
     heartbeat: float,
     grace: float,
     queue_mb: int,
+    ui: tuple[str, int] | None,
+    ui_token: str | None,
     agent_command: tuple[str, ...],
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
@@ -186,6 +190,7 @@ def ws_command(
     _check_record_path(record)
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
+    inspector = start_ui(ui, ui_token, record)
     recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
     settings = WsSettings(
         recorder=recorder,
@@ -206,6 +211,8 @@ def ws_command(
         pass
     finally:
         recorder.close()
+        if inspector is not None:
+            inspector.stop()
 
 
 @click.command("connect")

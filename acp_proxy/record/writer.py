@@ -49,6 +49,12 @@ second of a saturated stream of small frames. A single frame larger than the bud
 not affected: the bytes of a line that has not ended yet do not count against it.
 """
 
+RECORDER_NICE = 10
+"""Scheduling niceness of the recorder's threads (Linux), below forwarding."""
+
+LINGER_SECONDS = 0.02
+"""How long the indexer lets items gather after the first one before taking a batch."""
+
 BATCH_FRAMES = 20_000
 """Most queue items taken for one transaction."""
 
@@ -214,6 +220,7 @@ class Recorder:
         self._backlog = 0  # the part of them that completes frames (what the budget bounds)
         self._cond = threading.Condition(threading.Lock())
         self._stop = False
+        self._idle = False  # the indexer waits for the queue to become non-empty
         # Inside a loss incident (queue full, or SQLite failing): warned once, over when
         # batches commit again, the queue is below half its budget and nothing was lost
         # for INCIDENT_QUIET_SECONDS (a nearly full disk must not flap the warning).
@@ -316,7 +323,7 @@ class Recorder:
             conn._open.discard(stream)
         else:
             conn._open.add(stream)
-        self._cond.notify()
+        self._wake()
 
     def _put_frames(self, conn: ConnectionRecorder, items: list[tuple[Any, ...]]) -> None:
         if self.path is None:
@@ -332,7 +339,7 @@ class Recorder:
             self._queue.extend(items)
             self._queued_bytes += size
             self._backlog += size
-            self._cond.notify()
+            self._wake()
 
     def _put_end(self, conn: ConnectionRecorder, stream: str) -> None:
         if self.path is None:
@@ -345,14 +352,14 @@ class Recorder:
                     conn.frames_dropped += 1  # the dropped tail had no newline: one more frame
             conn._open.discard(stream)
             self._queue.append((_END, conn, stream, time.time(), time.monotonic_ns()))
-            self._cond.notify()
+            self._wake()
 
     def _put_control(self, item: tuple[Any, ...]) -> None:
         if self.path is None:
             return
         with self._cond:
             self._queue.append(item)
-            self._cond.notify()
+            self._wake()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -364,7 +371,7 @@ class Recorder:
             return
         with self._cond:
             self._stop = True
-            self._cond.notify()
+            self._wake()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -382,13 +389,31 @@ class Recorder:
 
     # -- stage 1: the indexer thread ---------------------------------------------------------
 
+    def _wake(self) -> None:
+        """Wake the indexer if it idles or a batch is ready (lock held).
+
+        Otherwise it wakes by itself after :data:`LINGER_SECONDS`: fewer wake-ups means
+        less GIL contention with the forwarding threads and bigger, cheaper batches.
+        """
+        if self._idle or self._stop or self._queued_bytes >= self.batch_bytes:
+            self._cond.notify()
+
     def _take(self) -> list[tuple[Any, ...]] | None:
         """Wait for queued items and take up to one batch's worth; None when stopping."""
         with self._cond:
             while not self._queue and not self._stop:
+                self._idle = True
                 self._cond.wait()
+                self._idle = False
             if not self._queue:
                 return None
+            # Let a burst gather (bounded: the recording stays < LINGER_SECONDS behind).
+            deadline = time.monotonic() + LINGER_SECONDS
+            while not self._stop and self._queued_bytes < self.batch_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
             out: list[tuple[Any, ...]] = []
             taken = backlog = 0
             queue = self._queue
@@ -406,6 +431,7 @@ class Recorder:
             return out
 
     def _index_loop(self) -> None:
+        _lower_priority()
         try:
             while True:
                 items = self._take()
@@ -578,6 +604,7 @@ class Recorder:
             self._fail(f"cannot open {self.path}: {exc}")
 
     def _sqlite_loop(self) -> None:
+        _lower_priority()
         while True:
             with self._batch_cond:
                 while not self._batches:
@@ -647,10 +674,9 @@ class Recorder:
                 return
 
     def _lose(self, ops: list[tuple[Any, ...]], reason: str) -> None:
-        lost = self._count_lost(ops)
-        with self._cond:
-            self._start_incident(f"SQLite failed: {reason}")
-        del lost  # counted on the connections; the warning is once per incident
+        if self._count_lost(ops):  # counted on the connections; one warning per incident
+            with self._cond:
+                self._start_incident(f"SQLite failed: {reason}")
         # Connection rows and their updates are small: keep them for the next attempt.
         self._carry = [op for op in ops if op[0] != "rows"]
 
@@ -734,6 +760,17 @@ class Recorder:
                 db.execute(
                     f"UPDATE connections SET {sets} WHERE id = ?", [*fields.values(), conn.db_id]
                 )
+
+
+def _lower_priority() -> None:
+    """Make the calling thread yield the CPU to forwarding (Linux: nice is per thread).
+
+    On a busy machine the recorder's CPU-bound threads would otherwise delay the
+    forwarding threads, the agent and the editor by whole scheduler slices.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RECORDER_NICE)
 
 
 def _with_id(rows: list[tuple[Any, ...]], cid: int) -> list[tuple[Any, ...]]:

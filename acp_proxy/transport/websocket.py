@@ -346,6 +346,7 @@ class WsServer:
         if CONNECTION_ID_HEADER not in ws.headers:
             ws.headers[CONNECTION_ID_HEADER] = connection_id
         await ws.prepare(request)
+        request["acp_proxy.ws"] = ws
         self.active.add(ws)
         self.connections_served += 1
         return ws
@@ -375,6 +376,11 @@ class WsServer:
             raise
         except Exception as exc:  # one connection's bug never takes the server down
             log(f"connection {connection_id}: internal error: {type(exc).__name__}: {exc}")
+            ws = request.get("acp_proxy.ws")
+            if isinstance(ws, web.WebSocketResponse):  # already upgraded: close it instead
+                self.active.discard(ws)
+                await close_quietly(ws, 1011, "internal error in acp-proxy")
+                return ws
             return web.Response(status=500, text="internal error\n")
 
     # -- agent mode -----------------------------------------------------------------------

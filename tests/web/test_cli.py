@@ -158,3 +158,58 @@ def test_proxy_ui_port_in_use_still_proxies(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert b"inspector not started" in done.stderr and b"proxying anyway" in done.stderr
     assert done.stdout.count(b"\n") == 2
+
+
+def test_ws_ui_shows_websocket_frames_live(tmp_path: Path) -> None:
+    """``acp-proxy ws --ui``: the inspector serves the WebSocket recording while it is made."""
+    import asyncio
+    import re
+
+    import aiohttp
+
+    db = tmp_path / "ws.db"
+    proc = subprocess.Popen(
+        [
+            *proxy_exe(),
+            "ws",
+            "--listen",
+            "127.0.0.1:0",
+            "--record",
+            str(db),
+            "--ui",
+            "127.0.0.1:0",
+            "--",
+            "cat",
+        ],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = b""
+        while not (b"ws://" in seen and b"http://" in seen):
+            line = proc.stderr.readline()
+            assert line, f"acp-proxy ws exited: {seen!r}"
+            seen += line
+        ws_url = re.search(rb"ws://[\d.:]+/acp", seen).group().decode()  # type: ignore[union-attr]
+        ui_url = re.search(rb"http://[\d.:]+/", seen).group().decode()  # type: ignore[union-attr]
+        frame = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+
+        async def talk() -> str:
+            async with aiohttp.ClientSession() as session, session.ws_connect(ws_url) as ws:
+                await ws.send_str(frame)
+                reply = await ws.receive(timeout=30)
+                return str(reply.data)
+
+        assert asyncio.run(talk()) == frame
+
+        def frames() -> list[dict[str, Any]]:
+            status, data = fetch(ui_url + "api/frames?limit=100")
+            return data["frames"] if status == 200 else []
+
+        wait_until(lambda: len(frames()) >= 2, what="both frames in the inspector")
+        got = frames()
+        assert {f["direction"] for f in got} == {"c2a", "a2c"}
+        assert all(f["method"] == "initialize" for f in got)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -32,6 +32,30 @@ class IndexColumns:
     entity_type: str | None = None
     entity_id: str | None = None
 
+    def values(self) -> tuple[str | None, ...]:
+        """The columns in :data:`INDEX_COLUMNS` order, for an INSERT or UPDATE."""
+        return (
+            self.kind,
+            self.rpc_id,
+            self.method,
+            self.session_id,
+            self.update_kind,
+            self.entity_type,
+            self.entity_id,
+        )
+
+
+INDEX_COLUMNS = (
+    "kind",
+    "rpc_id",
+    "method",
+    "session_id",
+    "update_kind",
+    "entity_type",
+    "entity_id",
+)
+"""The ``frames`` columns derived from the raw bytes (``acp-proxy reindex`` rebuilds them)."""
+
 
 @dataclass(slots=True)
 class ConnectionFacts:

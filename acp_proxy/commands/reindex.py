@@ -18,25 +18,13 @@ from typing import Any
 import click
 import orjson
 
-from acp_proxy.acp.index import ConnectionIndexer, IndexColumns
+from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer
 from acp_proxy.commands.common import RECORDING_ARG, recording
 from acp_proxy.wire.frame import Direction, other_direction
 
 BATCH = 5000
 
-_COLUMNS = ("kind", "rpc_id", "method", "session_id", "update_kind", "entity_type", "entity_id")
-
-
-def _values(cols: IndexColumns) -> tuple[Any, ...]:
-    return (
-        cols.kind,
-        cols.rpc_id,
-        cols.method,
-        cols.session_id,
-        cols.update_kind,
-        cols.entity_type,
-        cols.entity_id,
-    )
+_COLUMNS = INDEX_COLUMNS
 
 
 def _json(value: Any) -> str | None:
@@ -89,7 +77,7 @@ def reindex_connection(
         for row in rows:
             frame_id, seq, direction, raw = row[0], row[1], row[2], bytes(row[3])
             cols = indexer.index(direction, raw)
-            new = _values(cols)
+            new = cols.values()
             if new != tuple(row[4:]):
                 updates.append((*new, frame_id))
             if cols.kind == "response" and cols.method is None and cols.rpc_id is not None:

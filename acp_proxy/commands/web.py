@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.web.address import check_listen, parse_listen
+from acp_proxy.transport.address import check_listen, parse_listen
 
 LISTEN_HELP = "Address to serve on; anything but loopback needs --token."
 TOKEN_HELP = "Require this token on every request (?token=... once in the browser, then a cookie)."

@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING
 import click
 
 from acp_proxy.record.writer import Recorder
+from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.ws_bridge import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
-    ListenError,
-    is_loopback,
-    parse_listen,
     ws_url_ok,
 )
 from acp_proxy.web.cli import start_ui, ui_options

@@ -475,13 +475,7 @@ class _Importer:
                 raw,
                 len(raw),
                 int(binary),
-                cols.kind,
-                cols.rpc_id,
-                cols.method,
-                cols.session_id,
-                cols.update_kind,
-                cols.entity_type,
-                cols.entity_id,
+                *cols.values(),
                 lineno,
             )
         )

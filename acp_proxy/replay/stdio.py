@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 import time
 from collections.abc import Callable
 
+from acp_proxy.record.writer import warn_stderr
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send, Wait
 from acp_proxy.transport.stdio import write_all
 from acp_proxy.wire.framing import LineFramer
@@ -21,12 +21,7 @@ from acp_proxy.wire.framing import LineFramer
 CHUNK = 256 * 1024
 
 
-def _stderr(text: str) -> None:
-    try:
-        sys.stderr.write(f"acp-proxy: {text}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+_stderr = warn_stderr
 
 
 def serve_stdio(

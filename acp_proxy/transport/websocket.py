@@ -30,7 +30,7 @@ import aiohttp
 from aiohttp import WebSocketError, WSMsgType, web
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.record.writer import ConnectionRecorder, Recorder, warn_stderr
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,
     AgentStartError,
@@ -68,13 +68,8 @@ CHUNK = 256 * 1024
 STDIN_QUEUE_CHUNKS = 8
 
 
-def log(message: str) -> None:
-    """One line on the proxy's stderr."""
-    try:
-        sys.stderr.write(f"acp-proxy: {message}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+log = warn_stderr
+"""One line on the proxy's stderr."""
 
 
 # -- aiohttp WebSocket objects that say why a message was too big ---------------------------

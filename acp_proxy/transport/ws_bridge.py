@@ -13,11 +13,11 @@ UTF-8 bytes; binary frames: the bytes); the stdio side of a bridge sees ``raw + 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from acp_proxy.transport.address import is_loopback
 from acp_proxy.wire.jsonrpc import Message, classify
 
 ACP_PATH = "/acp"
@@ -131,45 +131,6 @@ def agent_exit_close(returncode: int | None) -> tuple[int, str]:
 
 
 # -- listening address and handshake checks -------------------------------------------------
-
-
-class ListenError(ValueError):
-    """A ``--listen`` value that cannot be used; the message is meant for the user."""
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[v6]:PORT`` or ``PORT`` (on 127.0.0.1) -> ``(host, port)``."""
-    text = value.strip()
-    if text.isdigit():
-        host, port_text = "127.0.0.1", text
-    elif text.startswith("["):
-        end = text.find("]")
-        if end < 0 or not text[end + 1 :].startswith(":"):
-            raise ListenError(f"cannot parse --listen {value!r}: use [ADDRESS]:PORT for IPv6")
-        host, port_text = text[1:end], text[end + 2 :]
-    else:
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not host:
-            raise ListenError(
-                f"cannot parse --listen {value!r}: use HOST:PORT, e.g. 127.0.0.1:8765"
-            )
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ListenError(f"bad port in --listen {value!r}: use 0..65535 (0 picks a free port)")
-    return host, int(port_text)
-
-
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    name = host.strip("[]").lower()
-    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def token_from(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.web.address import check_listen, parse_listen
+from acp_proxy.transport.address import check_listen, parse_listen
 
 if TYPE_CHECKING:
     from acp_proxy.web.server import InspectorHandle

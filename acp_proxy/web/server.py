@@ -34,8 +34,8 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.transport.address import check_listen, is_loopback, parse_listen
 from acp_proxy.web import store, views
-from acp_proxy.web.address import check_listen, is_loopback, parse_listen
 
 T = TypeVar("T")
 

@@ -126,13 +126,7 @@ def generate(path: Path, turns: int, chunks: int = 93) -> int:
                     direction,
                     raw,
                     len(raw),
-                    cols.kind,
-                    cols.rpc_id,
-                    cols.method,
-                    cols.session_id,
-                    cols.update_kind,
-                    cols.entity_type,
-                    cols.entity_id,
+                    *cols.values(),
                 )
             )
             count += 1

@@ -6,20 +6,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws_bridge import (
     Ignore,
-    ListenError,
     PendingRequests,
     Refuse,
     ToLine,
     clip_reason,
     downstream_response_headers,
     headers_worth_keeping,
-    is_loopback,
     line_to_message,
     message_to_line,
     origin_allowed,
-    parse_listen,
     relay_close,
     token_from,
     token_ok,

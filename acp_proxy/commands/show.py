@@ -542,7 +542,7 @@ def _show_raw(r: Renderer, db: sqlite3.Connection, connection_id: int, sid: str 
 
 
 def _show_json(db: sqlite3.Connection, rows: list[ConnectionRow], sid: str | None) -> None:
-    out = click.get_text_stream("stdout")
+    out = sys.stdout  # click.get_text_stream is deprecated (click 8.5)
     out.write('{"connections": [')
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)

@@ -134,6 +134,8 @@ class ReplayEngine:
         self._live_ids: dict[tuple[int, str], str] = {}
         self._initialize_ids: set[tuple[int, str]] = set()
         self._last_matched = -1
+        self._current_conn: int | None = None  # connection of the last matched step
+        self._init_conn: int | None = None  # connection whose initialize was matched
         self._last_mono: int | None = None
         self.mismatches = 0
         self.known_sessions = set(script.session_frames)
@@ -224,6 +226,7 @@ class ReplayEngine:
 
     def _accept(self, step: Step, msg: Message) -> None:
         step.consumed = True
+        self._current_conn = step.connection_id
         if self.options.match != "loose" or step.index > self._last_matched:
             self._last_matched = max(self._last_matched, step.index)
         trig = step.trigger
@@ -232,6 +235,7 @@ class ReplayEngine:
             self._live_ids[key] = msg.id
             if trig.method == "initialize":
                 self._initialize_ids.add(key)
+                self._init_conn = step.connection_id
         rec_sid, live_sid = session_of(trig.msg.payload), session_of(msg.payload)
         if rec_sid is not None and live_sid is not None:
             self.sessions.bind(rec_sid, live_sid)
@@ -243,7 +247,11 @@ class ReplayEngine:
         steps = self.steps
         mode = self.options.match
         if mode == "loose":
-            return [s for s in steps if not s.consumed]
+            left = [s for s in steps if not s.consumed]
+            # Prefer the recorded connection being replayed: a multi-connection recording
+            # (v1 and v2 runs of one client) must not mix their answers.
+            current = self._current_conn
+            return sorted(left, key=lambda s: s.connection_id != current)
         after = [s for s in steps[self._last_matched + 1 :] if not s.consumed]
         if mode == "strict":
             return after[:1]
@@ -342,15 +350,27 @@ class ReplayEngine:
             )
             out.append(Note(f"replay: {msg.method} for unknown session {live_sid}"))
             return True
+        frames = self.script.session_frames.get(rec_sid, [])
         version = self.script.protocol_version_of_session(rec_sid)
+        live_version = self._live_version()
+        if live_version is not None:
+            # The same sessionId recorded under another protocol version (agents that
+            # number sessions sess_1, sess_2, ... in every process) is another session.
+            same = [f for f in frames if self._version_of(f.connection_id) == live_version]
+            if same:
+                frames, version = same, live_version
         replay = msg.method == "session/load" or (
             (version or 1) >= 2 and params.get("replayFrom") is not None
         )
         step, _, _ = self._match(msg)
+        if step is not None:
+            # History as it stood when the recorded load/resume was answered: what the
+            # session went on to do later in the recording is not history yet.
+            cut = _answered_at(step)
+            frames = [f for f in frames if (f.connection_id, f.seq) <= cut]
         self.sessions.bind(rec_sid, live_sid)
         history: list[bytes] = []
         if replay:
-            frames = self.script.session_frames.get(rec_sid, [])
             history = [h.raw for h in history_frames(rec_sid, frames, version)]
         for raw in history:
             self._queue.append(_Run(raw, None))
@@ -379,6 +399,14 @@ class ReplayEngine:
             )
         )
         return True
+
+    def _version_of(self, connection_id: int) -> int | None:
+        info = self.script.connections.get(connection_id)
+        return None if info is None else info.protocol_version
+
+    def _live_version(self) -> int | None:
+        """The protocol version of the recorded connection whose initialize was matched."""
+        return None if self._init_conn is None else self._version_of(self._init_conn)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -457,6 +485,17 @@ class ReplayEngine:
             if isinstance(value, str) and mapping.get(value, value) != value:
                 replacements.append((span, orjson.dumps(mapping[value])))
         return splice(raw, replacements) if replacements else raw
+
+
+def _answered_at(step: Step) -> tuple[int, int]:
+    """(connection, seq) of the recorded response to ``step``'s request (else the request)."""
+    trig = step.trigger
+    for item in step.items:
+        if isinstance(item, Emit):
+            f = item.frame
+            if f.kind == "response" and f.rpc_id == trig.msg.id:
+                return f.connection_id, f.seq
+    return trig.frame.connection_id, trig.frame.seq
 
 
 def _asked(msg: Message) -> dict[str, Any]:

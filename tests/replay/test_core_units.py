@@ -372,3 +372,98 @@ def test_v1_user_messages_echoed_by_the_agent_are_not_rebuilt() -> None:
     )
     out = [orjson.loads(h.raw)["params"]["update"] for h in history_frames("S", frames, 1)]
     assert out == [echo]
+
+
+# -- multi-connection recordings ----------------------------------------------------------
+
+
+def _conn_frames(conn: int, lines: list[tuple[str, bytes]]) -> list[RecFrame]:
+    out = []
+    for i, (direction, raw) in enumerate(lines, 1):
+        sid = orjson.loads(raw).get("params", {}).get("sessionId")
+        out.append(rec_frame(conn, i, i, direction, raw, sid))  # type: ignore[arg-type]
+    return out
+
+
+def _init(version: int) -> list[tuple[str, bytes]]:
+    v = str(version).encode()
+    return [
+        (
+            "c2a",
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+            + v
+            + b"}}\n",
+        ),
+        ("a2c", b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":' + v + b"}}\n"),
+    ]
+
+
+def _say(text: str) -> tuple[str, bytes]:
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    msg = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "S", "update": update},
+    }
+    return ("a2c", orjson.dumps(msg) + b"\n")
+
+
+NEW = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}\n'
+
+
+def test_loose_matching_stays_in_the_connection_being_replayed() -> None:
+    # The same client ran twice, v1 then v2; its session/new is identical in both.
+    v1 = _conn_frames(
+        1,
+        [
+            *_init(1),
+            ("c2a", NEW),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S","v":1}}\n'),
+        ],
+    )
+    v2 = _conn_frames(
+        2,
+        [
+            *_init(2),
+            ("c2a", NEW),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S","v":2}}\n'),
+        ],
+    )
+    script = build_script([*v1, *v2], {1: ConnectionInfo(1, 1), 2: ConnectionInfo(2, 2)})
+    e = ReplayEngine(script, ReplayOptions())
+    e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}\n')
+    out = e.receive(NEW)
+    assert sends(out) == [b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S","v":2}}\n']
+
+
+def test_load_re_emits_the_history_as_it_was_when_the_recorded_load_was_answered() -> None:
+    load = (
+        b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
+    )
+    first = _conn_frames(
+        1,
+        [
+            *_init(1),
+            ("c2a", NEW),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}\n'),
+            _say("before"),
+        ],
+    )
+    second = _conn_frames(
+        2,
+        [
+            *_init(1),
+            ("c2a", load),
+            _say("before"),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{}}\n'),
+            _say("after the load"),
+        ],
+    )
+    script = build_script([*first, *second], {1: ConnectionInfo(1, 1), 2: ConnectionInfo(2, 1)})
+    e = ReplayEngine(script, ReplayOptions())
+    e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+    out = sends(e.receive(load))
+    response = out.index(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    history = b"".join(out[:response])
+    assert b"before" in history and b"after the load" not in history
+    assert b"after the load" in out[response + 1]  # recorded after the response: sent after it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import sqlite3
@@ -432,12 +433,18 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
         proxy.wait_output(lambda out: b'"id":2' in out)
         proxy.send(prompt(3, "bad-utf8 please"))
         proxy.wait_output(lambda out: b"end_turn" in out)
-        first: dict[str, Any] = {}
-        while first.get("checked_to_seq") != rows(db, "SELECT max(seq) FROM frames")[0][0]:
+        # The recorder may still be committing the turn's last frames: ask for the findings
+        # (which catch up) until the listing agrees they cover everything recorded so far.
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
             first = await get_json(client, "/api/connections/1/findings")
+            listed = (await get_json(client, "/api/connections"))["connections"][0]["findings"]
+            if not listed["stale"]:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "findings never caught up"
+            await asyncio.sleep(0.05)
+        assert first["checked_to_seq"] > 0
         assert first["complete"] is False
-        listed = (await get_json(client, "/api/connections"))["connections"][0]["findings"]
-        assert listed["stale"] is False
         proxy.send(prompt(4, "bad-utf8 again"))
         proxy.wait_output(lambda out: out.count(b"end_turn") == 2)
     finally:

@@ -244,11 +244,13 @@ def test_session_view_and_findings(page: Page, recording: Path) -> None:
         page.shot("06-session")
         p.keyboard.press("3")
         p.wait_for_selector("#findings-body h3")
-        if p.locator("table.findings").count():
-            link = p.locator("table.findings td button.link").first
-            link.click()
-            p.wait_for_selector("#raw-text, #raw-hex")
-            page.shot("07-finding-frame")
+        # The recording has a framing.utf8 error; its link opens that frame's bytes.
+        row = p.locator("table.findings tr", has_text="framing.utf8")
+        assert row.count() >= 1
+        row.first.locator("td button.link").first.click()
+        p.wait_for_selector("#raw-hex")
+        assert "not valid UTF-8" in p.inner_text("#detail")
+        page.shot("07-finding-frame")
 
 
 def test_frames_arrive_live_without_reload(page: Page, tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ becomes ``python``. Raw frame bytes are never touched. The order in which
 the two directions interleave can still differ between runs (it is real concurrency). The
 stdio proxy records a line just *after* forwarding it, so now and then a fast response is
 numbered before its request; the script records again (up to 10 times) until every
-response follows its request, so the committed files are causally ordered.
+response follows its request and no client request is numbered before the agent frame it
+waited for (:func:`client_ran_ahead`), so the committed files are causally ordered.
 
 Usage: ``python scripts/make_recordings.py [--out recordings] [--no-normalize-times]``
 """
@@ -105,6 +106,40 @@ def unpaired_responses(db: Path) -> int:
         conn.close()
 
 
+def client_ran_ahead(db: Path) -> int:
+    """Client requests recorded before the agent frame they waited for.
+
+    The scripted client sends one request at a time and, in v2, waits for the idle
+    ``state_update`` that ends a turn. A request recorded while an earlier request of its
+    connection is unanswered, or while a v2 turn is running, means the recorder numbered
+    frames in another order than they crossed; a replay of such a file would withhold the
+    awaited frame until the client sends the request that waits for it.
+    """
+    conn = connect(db, create=False)
+    try:
+        query = (
+            "SELECT connection_id, direction, kind, rpc_id, update_kind, raw FROM frames "
+            "ORDER BY connection_id, seq"
+        )
+        count = 0
+        open_requests: dict[int, set[str]] = {}
+        busy: dict[int, bool] = {}
+        for cid, direction, kind, rpc_id, update_kind, raw in conn.execute(query):
+            pending = open_requests.setdefault(cid, set())
+            if direction == "c2a" and kind == "request":
+                if pending or busy.get(cid):
+                    count += 1
+                pending.add(rpc_id)
+            elif direction == "a2c" and kind == "response":
+                pending.discard(rpc_id)
+            elif direction == "a2c" and update_kind == "state_update":
+                update = orjson.loads(raw)["params"]["update"]
+                busy[cid] = update.get("state") in ("running", "requires_action")
+        return count
+    finally:
+        conn.close()
+
+
 def normalize(lines: list[bytes], cwd: str) -> list[bytes]:
     """Rewrite clocks and process details to fixed values; raw bytes stay as they are."""
     records: list[dict[str, Any]] = [orjson.loads(line) for line in lines]
@@ -154,8 +189,16 @@ def main() -> int:
                 db = Path(tmp) / f"demo{attempt}.db"
                 record_scenario(protocol, db, args.cwd, args.timeout)
                 unpaired = unpaired_responses(db)
-                if not unpaired:
+                ahead = client_ran_ahead(db)
+                if not unpaired and not ahead:
                     break
+                if ahead:
+                    print(
+                        f"{name}: attempt {attempt}: {ahead} client request(s) recorded before "
+                        "the agent frame they waited for; recording again",
+                        file=sys.stderr,
+                    )
+                    continue
                 print(
                     f"{name}: attempt {attempt}: {unpaired} response(s) recorded before their "
                     "request (the proxy records after forwarding); recording again",

@@ -28,14 +28,14 @@ from acp_proxy.web.cli import start_ui, ui_options
 @click.option("--label", help="A label stored on the connection row (e.g. the editor window).")
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=DEFAULT_GRACE_SECONDS,
     show_default=True,
     help="Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL).",
 )
 @click.option(
     "--queue-mb",
-    type=int,
+    type=click.IntRange(min=1),
     default=16,
     show_default=True,
     help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "

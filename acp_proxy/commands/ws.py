@@ -67,14 +67,14 @@ MAX_MESSAGE_OPTION = click.option(
 )
 HEARTBEAT_OPTION = click.option(
     "--heartbeat",
-    type=float,
+    type=click.FloatRange(min=0),
     default=DEFAULT_HEARTBEAT,
     show_default=True,
     help="Seconds between keepalive pings; a peer that misses the pong is dropped. 0: off.",
 )
 QUEUE_OPTION = click.option(
     "--queue-mb",
-    type=int,
+    type=click.IntRange(min=1),
     default=256,
     show_default=True,
     help="Memory the recorder may queue before it drops (and counts) frames.",
@@ -128,7 +128,7 @@ def _check_record_path(record: Path | None) -> None:
 @HEARTBEAT_OPTION
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=DEFAULT_GRACE_SECONDS,
     show_default=True,
     help="Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).",
@@ -230,7 +230,7 @@ def ws_command(
 @HEARTBEAT_OPTION
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=DEFAULT_GRACE_SECONDS,
     show_default=True,
     help="After stdin ends, seconds to wait for answers to requests still pending.",

@@ -129,8 +129,16 @@ def connect(
         if create:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise RecordingError(f"{p} is locked by another process ({exc})") from exc
+        raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from exc
+    except RecordingError as exc:
+        if str(exc).startswith(str(p)):
+            raise
+        raise RecordingError(f"{p}: {exc}") from None
     return conn
 
 

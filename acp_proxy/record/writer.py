@@ -70,6 +70,9 @@ STATS_ENV = "ACP_PROXY_STATS"
 HARD_LIMIT_BYTES = 2 * 1024 * 1024 * 1024
 """Beyond this much queued, even the rest of a line being recorded is dropped."""
 
+OPEN_LOCK_WAIT_SECONDS = 0.2
+"""How long start-up waits for a locked database before opening it on the writer thread."""
+
 LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
 DEFAULT_LOCK_RETRY_SECONDS = 30.0
 
@@ -229,6 +232,7 @@ class Recorder:
         self._carry: list[tuple[Any, ...]] = []  # control ops to retry with the next batch
         self._db: sqlite3.Connection | None = None
         self._failed: str | None = None
+        self._open_later = False
         self._connections: list[ConnectionRecorder] = []
         # indexer -> SQLite writer hand-off (one batch waits while one is written)
         self._batches: deque[list[tuple[Any, ...]] | None] = deque()
@@ -241,7 +245,9 @@ class Recorder:
         if self.path is not None:
             # Opened (created, migrated) before anything is forwarded, so once the proxy
             # has passed a byte on, the file is a recording; a failure is reported now.
-            self._open_db()
+            # Only a lock held by another process is waited for on the writer thread
+            # instead (forwarding must not wait for it; frames queue meanwhile).
+            self._open_later = not self._open_db(OPEN_LOCK_WAIT_SECONDS)
             self._threads = [
                 threading.Thread(target=self._index_loop, name="acp-proxy-indexer", daemon=True),
                 threading.Thread(target=self._sqlite_loop, name="acp-proxy-sqlite", daemon=True),
@@ -592,19 +598,34 @@ class Recorder:
 
     # -- stage 2: the SQLite writer thread -------------------------------------------------
 
-    def _open_db(self) -> None:
+    def _open_db(self, lock_wait: float | None = None) -> bool:
+        """Open the database; False (nothing reported) if it stayed locked ``lock_wait`` s.
+
+        ``lock_wait=None`` waits :attr:`lock_retry` and reports any failure.
+        """
         assert self.path is not None
         try:
-            self._db = connect(self.path, create=True)
+            self._db = connect(
+                self.path, create=True, timeout=self.lock_retry if lock_wait is None else lock_wait
+            )
             # Our own retry loop (lock_retry) decides how long to wait for another writer.
             self._db.execute("PRAGMA busy_timeout = 50")
         except RecordingError as exc:
+            cause = exc.__cause__
+            locked = isinstance(cause, sqlite3.OperationalError) and (
+                "locked" in str(cause) or "busy" in str(cause)
+            )
+            if locked and lock_wait is not None:
+                return False
             self._fail(str(exc))
         except (sqlite3.Error, OSError) as exc:
             self._fail(f"cannot open {self.path}: {exc}")
+        return True
 
     def _sqlite_loop(self) -> None:
         _lower_priority()
+        if self._open_later:
+            self._open_db()
         while True:
             with self._batch_cond:
                 while not self._batches:

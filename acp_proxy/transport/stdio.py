@@ -10,7 +10,8 @@ the proxy's memory.
 
 Lifecycle: the client closing stdin closes the agent's stdin, then the agent gets a grace
 period, SIGTERM, another grace period, SIGKILL. The agent exiting first ends the proxy
-once the agent's pipes are drained. SIGINT/SIGTERM/SIGHUP to the proxy are passed on.
+once the agent's pipes are drained. SIGINT/SIGTERM/SIGHUP to the proxy are passed on; an
+agent still running ``grace`` seconds after a SIGTERM/SIGHUP is killed.
 The proxy's exit code is the agent's (128+N for a signal N).
 """
 
@@ -247,3 +248,14 @@ class StdioProxy:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signum)
+            if signum != signal.SIGINT:
+                # SIGTERM/SIGHUP mean "go away": an agent ignoring it gets --grace seconds,
+                # then SIGKILL (else a later SIGKILL of the proxy would orphan it).
+                threading.Thread(target=self._kill_after_grace, args=(proc,), daemon=True).start()
+
+    def _kill_after_grace(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            proc.wait(timeout=self.grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import os
 import signal
 import subprocess
@@ -820,12 +821,70 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+_HANDSHAKE_HINTS = {
+    401: "wrong or missing token (--token or ACP_PROXY_TOKEN)",
+    403: "this origin or client is not allowed",
+    404: "no ACP endpoint at this path (usually /acp)",
+}
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why a connection could not be made, without aiohttp's ``ssl:default`` noise."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+        if isinstance(os_error, ConnectionRefusedError):
+            return "connection refused (is the server running and listening there?)"
+        if os_error.strerror:
+            return os_error.strerror
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def _handshake_reason(status: int) -> str:
+    """``401 Unauthorized: wrong or missing token ...`` for a refused upgrade."""
+    try:
+        text = f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        text = str(status)
+    hint = _HANDSHAKE_HINTS.get(status)
+    return f"{text}: {hint}" if hint else text
+
+
 async def run_connect(s: ConnectSettings) -> int:
     """Bridge this process's stdin/stdout to the WebSocket at ``s.url``; the exit code.
 
     0 when stdin ended or the server closed normally (1000/1001); 1 with a one-line reason on
-    stderr otherwise (refused handshake, abnormal close, a frame stdio cannot carry).
+    stderr otherwise (refused handshake, abnormal close, a frame stdio cannot carry);
+    128+N after a SIGTERM/SIGHUP N, which closes the WebSocket and flushes the recording.
     """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    stopped: list[int] = []
+
+    def stop(signum: int) -> None:
+        if not stopped:
+            stopped.append(signum)
+            task.cancel()
+
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop, int(sig))
+            installed.append(sig)
+    try:
+        return await _run_connect(s)
+    except asyncio.CancelledError:
+        if stopped:
+            return 128 + stopped[0]
+        raise
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _run_connect(s: ConnectSettings) -> int:
     headers = CIMultiDict(s.headers)
     if s.token is not None and "Authorization" not in headers:
         headers["Authorization"] = f"Bearer {s.token}"
@@ -843,10 +902,10 @@ async def run_connect(s: ConnectSettings) -> int:
                 decode_text=False,
             )
         except aiohttp.WSServerHandshakeError as exc:
-            log(f"{s.url} refused the WebSocket handshake: {exc.status} {exc.message}")
+            log(f"{s.url} refused the WebSocket handshake: {_handshake_reason(exc.status)}")
             return 1
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            log(f"cannot connect to {s.url}: {exc or type(exc).__name__}")
+            log(f"cannot connect to {s.url}: {_connect_failure(exc)}")
             return 1
         assert isinstance(ws, _ClientWebSocket)
         kept = headers_worth_keeping(headers.items(), ws.response_headers)

@@ -50,6 +50,9 @@ _SESSION_MODELS_MAX = 2
 SESSION_ITEMS = 2000
 """Items per session page: a long session is sent (and rendered) a page at a time."""
 SESSION_TURNS = 50
+SESSION_TEXT_MAX = 65536
+"""Longest string an item carries in the session view; the raw frame has the rest. A
+multi-megabyte tool output or message would otherwise stall the browser's layout."""
 
 
 def session_view(
@@ -105,7 +108,7 @@ def session_view(
         "session": {
             "sessionId": session_id,
             "facts": timeline.facts.to_json() if timeline is not None else {},
-            "items": [item.to_json() for item in page],
+            "items": [_clip(item.to_json()) for item in page],
         },
         "offset": offset,
         "totalItems": len(items),
@@ -118,6 +121,20 @@ def session_view(
         while len(_session_models) > _SESSION_MODELS_MAX:
             _session_models.popitem(last=False)
     return data
+
+
+def _clip(value: Any) -> Any:
+    """``value`` with every string longer than :data:`SESSION_TEXT_MAX` cut, and saying so."""
+    if isinstance(value, str):
+        if len(value) <= SESSION_TEXT_MAX:
+            return value
+        rest = len(value) - SESSION_TEXT_MAX
+        return value[:SESSION_TEXT_MAX] + f"\u2026 [{rest} more characters: see the raw frame]"
+    if isinstance(value, dict):
+        return {key: _clip(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_clip(inner) for inner in value]
+    return value
 
 
 def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any]) -> dict[str, int]:

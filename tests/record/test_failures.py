@@ -164,6 +164,36 @@ def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
     assert frames.count(later[: len(later) // 70]) == 140
 
 
+def test_a_lock_held_at_start_does_not_delay_forwarding(tmp_path: Path) -> None:
+    """A lock that even blocks readers (exclusive locking mode) when the proxy starts is
+    waited for on the writer thread: the echo comes back while the lock is still held,
+    and once it is released every frame is recorded."""
+    db = tmp_path / "locked.db"
+    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("SELECT count(*) FROM frames").fetchall()
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "120"},
+    )
+    data = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
+    try:
+        _echo(proc, data)  # would wait for the lock if opening the DB blocked forwarding
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    assert b"acp-proxy:" not in proc.stderr.read()
+    assert len(frames_of(db, 2)) == 2 * 50
+
+
 def test_a_full_disk(tmp_path: Path) -> None:
     place = tmp_path / "tiny"
     if not _mount_tmpfs(place, "256k"):

@@ -141,6 +141,14 @@ def test_an_agent_ignoring_sigterm_is_killed() -> None:
     assert wait_dead(p.agent_pid)
 
 
+def test_an_agent_ignoring_a_forwarded_sigterm_is_killed_after_the_grace() -> None:
+    p = Proxy("stubborn", "--grace", "0.2")
+    assert p.readline() == b"ready"
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.wait() == 128 + signal.SIGKILL
+    assert wait_dead(p.agent_pid)
+
+
 def test_agent_exiting_first_has_its_output_forwarded_and_its_code(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
     p = Proxy("burst-exit", "--record", str(db))

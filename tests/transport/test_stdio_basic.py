@@ -94,3 +94,18 @@ def test_reading_a_missing_or_corrupt_recording_is_a_clear_error(tmp_path: Path)
     bad = run_proxy(["dump", str(corrupt)])
     assert bad.returncode == 1
     assert b"Traceback" not in bad.stderr and b"not a usable acp-proxy recording" in bad.stderr
+
+
+def test_reading_an_empty_file_or_an_unknown_connection_is_a_clear_error(
+    tmp_path: Path, db_path: Path
+) -> None:
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    done = run_proxy(["ls", str(empty)])
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == f"Error: {empty}: the file is empty, not a recording"
+    assert empty.read_bytes() == b""  # a reader never turns a file into a recording
+    run_proxy(["--record", str(db_path), "--", *ECHO_AGENT], stdin=b"{}\n")
+    unknown = run_proxy(["dump", str(db_path), "--connection", "7"])
+    assert unknown.returncode == 1
+    assert unknown.stderr.decode().strip() == "Error: no connection 7 in this recording"

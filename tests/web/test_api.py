@@ -421,6 +421,24 @@ async def test_session_items_come_in_pages(client: TestClient) -> None:
     assert full["turnCount"] == len(PROMPTS)
 
 
+async def test_session_view_clips_huge_strings(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A multi-megabyte message would stall the browser; the raw frame keeps every byte."""
+    from acp_proxy.web.views import SESSION_TEXT_MAX
+
+    db = tmp_path / "huge.db"
+    huge = "Z" * (SESSION_TEXT_MAX * 3)
+    record_session(db, [huge])
+    client = await aiohttp_client(make_app(db, poll_interval=0.05))
+    data = await get_json(client, f"/api/connections/1/sessions/{SESSION_ID}")
+    text = orjson.dumps(data["session"]["items"]).decode()
+    assert huge not in text
+    clipped = "Z" * SESSION_TEXT_MAX + f"\u2026 [{SESSION_TEXT_MAX * 2} more characters"
+    assert clipped in text
+    (fid,) = rows(db, "SELECT id FROM frames WHERE instr(raw, ?) > 0", (huge,))[0]
+    raw = await client.get(f"/api/frames/{fid}/raw")
+    assert huge.encode() in await raw.read()
+
+
 async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_path: Path) -> None:
     """The checker is fed only new frames; the result equals a check of the whole file."""
     from tests.web.helpers import LiveProxy, opening, prompt

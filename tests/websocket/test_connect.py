@@ -123,7 +123,9 @@ def test_connect_errors_are_one_line() -> None:
             [*proxy_exe(), "connect", srv.url], input=INIT, capture_output=True, timeout=60, env=env
         )
         assert refused.returncode == 1
-        assert b"refused the WebSocket handshake: 401" in refused.stderr
+        assert b"refused the WebSocket handshake: 401 Unauthorized: wrong or missing token" in (
+            refused.stderr
+        )
         ok = run_proxy(
             ["connect", srv.url, "--grace", "60"], stdin=INIT, env={"ACP_PROXY_TOKEN": "sekrit"}
         )

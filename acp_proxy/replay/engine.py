@@ -362,7 +362,11 @@ class ReplayEngine:
         replay = msg.method == "session/load" or (
             (version or 1) >= 2 and params.get("replayFrom") is not None
         )
-        step, _, _ = self._match(msg)
+        step, diffs, nearest = self._match(msg)
+        if step is None and self.options.match == "strict" and not self.options.advertise_load:
+            # strict: exactly the next recorded client message, or an error.
+            self._no_match(msg, diffs, nearest, out)
+            return True
         if step is not None:
             # History as it stood when the recorded load/resume was answered: what the
             # session went on to do later in the recording is not history yet.

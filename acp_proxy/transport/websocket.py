@@ -547,12 +547,14 @@ class AgentBridge:
                 binary = msg.type == WSMsgType.BINARY
                 decision = message_to_line(payload, binary=binary)
                 if isinstance(decision, ToLine):
+                    # Recorded before it is written (as on stdio): the agent's answer can
+                    # then never be recorded ahead of the request it answers.
+                    rec.frame(C2A, payload)
                     if agent_ok:
                         try:
                             await batcher.write(decision.line)
                         except (ConnectionError, OSError, RuntimeError):
                             agent_ok = False
-                    rec.frame(C2A, payload)
                 elif isinstance(decision, Ignore):
                     rec.frame(C2A, payload, binary=True)
                     if not self.warned_binary:
@@ -597,12 +599,12 @@ class AgentBridge:
         if len(payload) > self.settings.max_message:
             await self._refuse_too_big()
             return False
+        self.rec.frame(A2C, payload, binary=binary)  # before sending: causal order
         if not self.client_gone:
             try:
                 await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
             except (ConnectionError, RuntimeError):
                 self.client_gone = True
-        self.rec.frame(A2C, payload, binary=binary)
         return True
 
     async def _refuse_too_big(self) -> None:
@@ -693,12 +695,12 @@ async def _pump_ws(
         msg = await src.receive()
         if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
             binary = msg.type == WSMsgType.BINARY
+            rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
             if dst_ok:
                 try:
                     await dst.send_frame(msg.data, msg.type)
                 except (ConnectionError, RuntimeError):
                     dst_ok = False
-            rec.frame(direction, msg.data, binary=binary)
             continue
         return close_info(msg, src, by)
 
@@ -935,8 +937,8 @@ async def _bridge(ws: _ClientWebSocket, rec: ConnectionRecorder, s: ConnectSetti
 
         async def send(line: bytes) -> None:
             payload, binary = line_to_message(line)
+            rec.frame(C2A, payload, binary=binary)  # before sending: causal order
             await ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
-            rec.frame(C2A, payload, binary=binary)
             if not binary:
                 pending.sent(payload)
 
@@ -961,8 +963,8 @@ async def _bridge(ws: _ClientWebSocket, rec: ConnectionRecorder, s: ConnectSetti
                 payload: bytes = msg.data
                 decision = message_to_line(payload, binary=msg.type == WSMsgType.BINARY)
                 if isinstance(decision, ToLine):
+                    rec.frame(A2C, payload)  # before writing: causal order
                     await loop.run_in_executor(None, _write_all, s.stdout_fd, decision.line)
-                    rec.frame(A2C, payload)
                     pending.received(payload)
                     if pending.empty:
                         answered.set()

@@ -467,3 +467,29 @@ def test_load_re_emits_the_history_as_it_was_when_the_recorded_load_was_answered
     history = b"".join(out[:response])
     assert b"before" in history and b"after the load" not in history
     assert b"after the load" in out[response + 1]  # recorded after the response: sent after it
+
+
+def test_strict_mode_refuses_a_load_that_is_not_the_next_recorded_message() -> None:
+    load = (
+        b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
+    )
+    first = _conn_frames(
+        1,
+        [
+            *_init(1),
+            ("c2a", NEW),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}\n'),
+            _say("hi"),
+        ],
+    )
+    script = build_script(first, {1: ConnectionInfo(1, 1)})
+    e = ReplayEngine(script, ReplayOptions(match="strict"))
+    e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+    (error,) = sends(e.receive(load))
+    message = orjson.loads(error)["error"]["message"]
+    assert "next in order, --match strict" in message and "session/new" in message
+    # loose (the default) answers a load the recording never saw with the session's history
+    e = ReplayEngine(script, ReplayOptions())
+    e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+    out = sends(e.receive(load))
+    assert b"hi" in out[0] and out[-1] == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'

@@ -178,3 +178,24 @@ def test_connect_help_mentions_the_editor_use() -> None:
     done = run_proxy(["connect", "--help"])
     assert done.returncode == 0 and b"stdin lines" in done.stdout
     assert sys.executable  # the bridge needs nothing but the installed executable
+
+
+def test_sigterm_ends_the_bridge_with_143_and_keeps_the_recording(tmp_path: Path) -> None:
+    import signal
+
+    db = tmp_path / "bridge.db"
+    with ws_server(["--", *RESPONDER]) as srv:
+        proc = subprocess.Popen(
+            [*proxy_exe(), "connect", srv.url, "--record", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(INIT)
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 7
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 128 + signal.SIGTERM
+        proc.stdin.close()
+    assert [d for d, _ in frames_of(db)] == ["c2a", "a2c"]

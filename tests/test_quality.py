@@ -1,4 +1,4 @@
-"""The package type-checks (mypy --strict) and lints clean (ruff), as part of the test run."""
+"""The package type-checks (mypy --strict), lints and is formatted clean (ruff), in the test run."""
 
 from __future__ import annotations
 
@@ -16,10 +16,15 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_lints_clean() -> None:
-    done = _run("ruff", "check", "acp_proxy", "tests", "bench")
+    done = _run("ruff", "check", "acp_proxy", "tests", "bench", "scripts")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_mypy_strict_on_the_package() -> None:
     done = _run("mypy", "acp_proxy")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    done = _run("ruff", "format", "--check", "acp_proxy", "tests", "bench", "scripts")
     assert done.returncode == 0, done.stdout + done.stderr

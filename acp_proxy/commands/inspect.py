@@ -34,7 +34,18 @@ def _agent_name(cmd: list[str] | None, info: object) -> str:
 @RECORDING_ARG
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per connection.")
 def ls_command(recording_path: Path, as_json: bool) -> None:
-    """List the connections in a recording: when, which agent, frames, duration, exit code."""
+    """List the connections in a recording: when, which agent, frames, duration, exit code.
+
+    One row per connection (one per proxied agent process or WebSocket connection): start
+    time, duration ("running" while a proxy still records it), transport, negotiated
+    protocol version, agent name, frames and bytes recorded, the agent's exit status and
+    the frames the recorder had to drop.
+
+    \b
+    Examples:
+      acp-proxy ls session.db
+      acp-proxy ls session.db --json | jq .frame_count
+    """
     import orjson
 
     with recording(recording_path) as db:
@@ -87,7 +98,19 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
 def dump_command(
     recording_path: Path, connection_id: int | None, full: bool, with_stderr: bool
 ) -> None:
-    """Print frames in order with direction arrows (-> client to agent, <- agent to client)."""
+    """Print frames in order with direction arrows (-> client to agent, <- agent to client).
+
+    Each line shows the frame's sequence number, its time since the connection started, the
+    direction, its JSON-RPC kind, method, id and sessionUpdate variant, then the raw frame
+    (cut to the terminal width unless --full). For the conversation itself use
+    `acp-proxy show`.
+
+    \b
+    Examples:
+      acp-proxy dump session.db
+      acp-proxy dump session.db -c 2 --stderr      # one connection, with the agent's log
+      acp-proxy dump session.db --full | less -S
+    """
     width = shutil.get_terminal_size((160, 20)).columns
     with recording(recording_path) as db:
         if connection_id is not None:

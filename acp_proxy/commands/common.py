@@ -12,6 +12,20 @@ import click
 
 from acp_proxy.record.reader import open_recording
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.transport.address import parse_listen
+
+
+def parse_listen_option(
+    ctx: click.Context | None, param: click.Parameter | None, value: str | None
+) -> tuple[str, int] | None:
+    """Click callback for ``--listen``/``--ui``: ``HOST:PORT`` -> (host, port)."""
+    if value is None:
+        return None
+    try:
+        return parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
 
 RECORDING_ARG = click.argument(
     "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB"

@@ -6,23 +6,12 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.commands.common import parse_listen_option
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.transport.address import check_listen, parse_listen
+from acp_proxy.transport.address import check_listen
 
 LISTEN_HELP = "Address to serve on; anything but loopback needs --token."
 TOKEN_HELP = "Require this token on every request (?token=... once in the browser, then a cookie)."
-
-
-def parse_listen_option(
-    ctx: click.Context | None, param: click.Parameter | None, value: str | None
-) -> tuple[str, int] | None:
-    """Click callback: ``HOST:PORT`` -> (host, port)."""
-    if value is None:
-        return None
-    try:
-        return parse_listen(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("web")

@@ -15,23 +15,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.transport.address import check_listen, parse_listen
+from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.transport.address import check_listen
 
 if TYPE_CHECKING:
     from acp_proxy.web.server import InspectorHandle
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _parse_ui(
-    ctx: click.Context | None, param: click.Parameter | None, value: str | None
-) -> tuple[str, int] | None:
-    if value is None:
-        return None
-    try:
-        return parse_listen(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def ui_options(func: F) -> F:
@@ -44,7 +34,7 @@ def ui_options(func: F) -> F:
     )(func)
     func = click.option(
         "--ui",
-        callback=_parse_ui,
+        callback=parse_listen_option,
         metavar="HOST:PORT",
         help="Serve the live web inspector for the --record file while proxying "
         "(e.g. 127.0.0.1:8080; port 0 picks a free one).",

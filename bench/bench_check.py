@@ -26,7 +26,11 @@ from pathlib import Path
 import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker
-from acp_proxy.record.schema import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.check.helpers import write_generated  # noqa: E402
 
 SID = "sess_bench"
 
@@ -140,31 +144,16 @@ def frames(total: int) -> Iterator[tuple[str, bytes]]:
 
 
 def write(path: Path, total: int) -> tuple[int, int]:
-    db = connect(path, create=True)
-    count = size = 0
-    try:
-        db.execute("BEGIN")
-        now = time.time()
-        cid = db.execute(
-            "INSERT INTO connections (started_at, ended_at, transport) VALUES (?, ?, 'stdio')",
-            (now, now + 1),
-        ).lastrowid
+    """Write the recording; return its frame count and raw size in bytes."""
+    size = 0
 
-        def rows() -> Iterator[tuple[object, ...]]:
-            nonlocal count, size
-            for seq, (direction, raw) in enumerate(frames(total), 1):
-                count = seq
-                size += len(raw)
-                yield (cid, seq, now, seq, direction, raw, len(raw))
+    def sized() -> Iterator[tuple[str, bytes]]:
+        nonlocal size
+        for direction, raw in frames(total):
+            size += len(raw)
+            yield direction, raw
 
-        db.executemany(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows(),
-        )
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    count = write_generated(path, sized())  # type: ignore[arg-type]
     return count, size
 
 

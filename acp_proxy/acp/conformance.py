@@ -26,7 +26,7 @@ import orjson
 from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
-from acp_proxy.wire.jsonrpc import Message, classify, id_json_text
+from acp_proxy.wire.jsonrpc import Message, classify, id_json_text, parse_json
 
 
 def _words(text: str) -> frozenset[str]:
@@ -1199,18 +1199,16 @@ def _is_absolute(path: str) -> bool:
 
 def _id_value(text: str) -> tuple[str, Any] | None:
     """An id's JSON value with its type, so that 1 and 1.0 and "1" stay different."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    value, reason = parse_json(text.encode())
+    if reason is not None:
         return None
     return (type(value).__name__, value)
 
 
 def _loose_id(text: str) -> str:
     """Ids that a sloppy peer might confuse (1, 1.0, "1") map to the same key."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    value, reason = parse_json(text.encode())
+    if reason is not None:
         return text
     if isinstance(value, str):
         try:

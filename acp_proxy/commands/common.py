@@ -10,8 +10,9 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.record.reader import open_recording
+from acp_proxy.record.reader import FrameRow, open_recording
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES
 from acp_proxy.transport.address import parse_listen
 
 
@@ -26,6 +27,16 @@ def parse_listen_option(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
+
+QUEUE_OPTION = click.option(
+    "--queue-mb",
+    type=click.IntRange(min=1),
+    default=DEFAULT_QUEUE_BYTES // (1024 * 1024),
+    show_default=True,
+    help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
+    "(and counted), forwarding never waits.",
+)
+"""``--queue-mb``: the recorder's backlog budget, the same for every recording command."""
 
 RECORDING_ARG = click.argument(
     "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB"
@@ -80,3 +91,15 @@ def fmt_exit(status: int | None) -> str:
     if status < 0:
         return f"signal {-status}"
     return str(status)
+
+
+def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
+    """One frame's kind, method, ``id_mark`` + id and [update kind], e.g. ``request prompt #3``."""
+    what = f.kind or "?"
+    if f.method:
+        what += f" {f.method}"
+    if f.rpc_id is not None:
+        what += f" {id_mark}{f.rpc_id}"
+    if f.update_kind:
+        what += f" [{f.update_kind}]"
+    return what

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.commands.common import QUEUE_OPTION
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio import StdioProxy
@@ -33,14 +34,7 @@ from acp_proxy.web.cli import start_ui, ui_options
     show_default=True,
     help="Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL).",
 )
-@click.option(
-    "--queue-mb",
-    type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
-    "(and counted), forwarding never waits.",
-)
+@QUEUE_OPTION
 @ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
@@ -65,7 +59,7 @@ def proxy_command(
       acp-proxy ls session.db
     """
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()

@@ -21,7 +21,7 @@ import orjson
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
-from acp_proxy.commands.common import RECORDING_ARG, fmt_time, recording
+from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
 from acp_proxy.record.reader import ConnectionRow, iter_frames, list_connections
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.wire.frame import Direction
@@ -529,15 +529,8 @@ def _show_raw(r: Renderer, db: sqlite3.Connection, connection_id: int, sid: str 
         if t0 is None:
             t0 = f.mono_ns
         arrow = "->" if f.direction == "c2a" else "<-"
-        what = f.kind or "?"
-        if f.method:
-            what += f" {f.method}"
-        if f.rpc_id is not None:
-            what += f" #{f.rpc_id}"
-        if f.update_kind:
-            what += f" [{f.update_kind}]"
         offset = (f.mono_ns - t0) / 1e9
-        r.echo(r._seq(f.seq) + r.s(f"{offset:9.3f}s {arrow} {what}", bold=True))
+        r.echo(r._seq(f.seq) + r.s(f"{offset:9.3f}s {arrow} {fmt_frame_what(f)}", bold=True))
         r.echo(INDENT + "  " + f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n"))
 
 

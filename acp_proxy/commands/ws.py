@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from acp_proxy.commands.common import parse_listen_option
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
@@ -79,6 +80,19 @@ QUEUE_OPTION = click.option(
     show_default=True,
     help="Memory the recorder may queue before it drops (and counts) frames.",
 )
+
+
+def grace_option(help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--grace SECONDS`` (the same type and default for every command; its own help)."""
+    return click.option(
+        "--grace",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_GRACE_SECONDS,
+        show_default=True,
+        help=help,
+    )
+
+
 TOKEN_OPTION = click.option(
     "--token",
     envvar="ACP_PROXY_TOKEN",
@@ -106,6 +120,7 @@ def _check_record_path(record: Path | None) -> None:
     default="127.0.0.1:8765",
     show_default=True,
     metavar="HOST:PORT",
+    callback=parse_listen_option,
     help="Address to listen on (port 0 picks a free port; the URL is printed on stderr).",
 )
 @click.option(
@@ -126,18 +141,12 @@ def _check_record_path(record: Path | None) -> None:
 )
 @MAX_MESSAGE_OPTION
 @HEARTBEAT_OPTION
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_SECONDS,
-    show_default=True,
-    help="Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).",
-)
+@grace_option("Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).")
 @QUEUE_OPTION
 @ui_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def ws_command(
-    listen: str,
+    listen: tuple[str, int],
     upstream: str | None,
     record: Path | None,
     label: str | None,
@@ -163,10 +172,7 @@ def ws_command(
       acp-proxy ws --listen 127.0.0.1:0 --upstream ws://10.0.0.5:8765/acp --record up.db
       ACP_PROXY_TOKEN=s3cret acp-proxy ws --listen 0.0.0.0:8765 -- my-agent
     """
-    try:
-        host, port = parse_listen(listen)
-    except ListenError as exc:
-        raise click.UsageError(str(exc)) from None
+    host, port = listen
     if upstream and agent_command:
         raise click.UsageError("give either --upstream URL or an agent command after --, not both")
     if not upstream and not agent_command:
@@ -228,13 +234,7 @@ def ws_command(
 )
 @MAX_MESSAGE_OPTION
 @HEARTBEAT_OPTION
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_SECONDS,
-    show_default=True,
-    help="After stdin ends, seconds to wait for answers to requests still pending.",
-)
+@grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
 @QUEUE_OPTION
 def connect_command(
     url: str,

@@ -1,9 +1,11 @@
 """Session history of the demo agent and how it is replayed on ``session/load``/``resume``.
 
-Pure functions over plain JSON values (stdlib only, no I/O). The agent keeps every live
+Pure functions over plain JSON values (no I/O; :mod:`acp_proxy.acp.timeline` and
+:mod:`acp_proxy.acp.updates` are stdlib-only too). The agent keeps every live
 ``session/update`` payload that is conversation history; :func:`replay_updates` folds them
-into entities (messages, thoughts, tool calls, plans; keyed by type and id, in the order they
-first appeared) and re-emits each one in finished form for the requested protocol version:
+with :class:`~acp_proxy.acp.timeline.SessionTimeline` (entities keyed by type and id, in the
+order they first appeared) and re-emits each one in finished form for the requested protocol
+version:
 
 * v1 ``session/load``: messages as ``*_chunk`` updates (one per content block, with their
   ``messageId``), tool calls as one ``tool_call`` snapshot, the plan as one ``plan``.
@@ -12,10 +14,10 @@ first appeared) and re-emits each one in finished form for the requested protoco
   streamed as chunks; tool calls as one ``tool_call_update`` snapshot; plans as their last
   ``plan_update``.
 
-Live-only and state updates (``notice``, ``state_update``, ``usage_update``,
-``session_info_update``) are never
-history. Any other variant, including unknown ``_vendor`` ones, is kept and replayed
-verbatim at its position.
+Events (``notice``, ``state_update``, ``usage_update``, ``session_info_update``...: the
+:data:`~acp_proxy.acp.updates.EVENT_VARIANTS`) are never history. Other entities (terminals,
+compactions) are replayed as the timeline's finished form; unknown variants, including
+``_vendor`` ones, verbatim at their position.
 """
 
 from __future__ import annotations
@@ -23,24 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-NOT_HISTORY = frozenset({"notice", "state_update", "usage_update", "session_info_update"})
+import orjson  # noqa: F401
+
+from acp_proxy.acp.timeline import Entity, Event, SessionTimeline
+from acp_proxy.acp.updates import EVENT_VARIANTS, MESSAGE_TYPES
+
+NOT_HISTORY = EVENT_VARIANTS
 """Update variants that are never part of the replayed conversation."""
 
-_ROLE = {
-    "user_message": "user",
-    "user_message_chunk": "user",
-    "agent_message": "agent",
-    "agent_message_chunk": "agent",
-    "agent_thought": "thought",
-    "agent_thought_chunk": "thought",
-}
-_WHOLE = {"user": "user_message", "agent": "agent_message", "thought": "agent_thought"}
-_CHUNK = {
-    "user": "user_message_chunk",
-    "agent": "agent_message_chunk",
-    "thought": "agent_thought_chunk",
-}
 V1_PLAN_ID = "plan"
+"""The ``planId`` a v1 session's one anonymous plan gets when replayed to a v2 peer."""
 
 
 def is_history(update: dict[str, Any]) -> bool:
@@ -48,99 +42,45 @@ def is_history(update: dict[str, Any]) -> bool:
     return update.get("sessionUpdate") not in NOT_HISTORY
 
 
-def _fold(history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Entities in first-appearance order, each in its final state."""
-    entities: dict[tuple[str, Any], dict[str, Any]] = {}
-    for index, update in enumerate(history):
-        kind = update.get("sessionUpdate")
-        if not isinstance(kind, str) or kind in NOT_HISTORY:
-            continue
-        if kind in _ROLE:
-            role = _ROLE[kind]
-            key: tuple[str, Any] = (role, update.get("messageId"))
-            entity = entities.setdefault(
-                key, {"type": "message", "role": role, "id": key[1], "content": []}
-            )
-            if kind.endswith("_chunk"):
-                entity["content"].append(update.get("content"))
-            elif "content" in update:
-                entity["content"] = list(update.get("content") or [])
-        elif kind in ("tool_call", "tool_call_update", "tool_call_content_chunk"):
-            key = ("tool", update.get("toolCallId"))
-            entity = entities.setdefault(
-                key, {"type": "tool", "id": key[1], "fields": {}, "content": []}
-            )
-            if kind == "tool_call_content_chunk":
-                entity["content"].append(update.get("content"))
-                continue
-            for field, value in update.items():
-                if field in ("sessionUpdate", "toolCallId"):
-                    continue
-                if field == "content":
-                    entity["content"] = list(value or [])
-                elif value is None:
-                    entity["fields"].pop(field, None)
-                else:
-                    entity["fields"][field] = value
-        elif kind == "plan":
-            key = ("plan", V1_PLAN_ID)
-            entity = entities.setdefault(key, {"type": "plan", "id": V1_PLAN_ID})
-            entity["plan"] = {
-                "type": "items",
-                "planId": V1_PLAN_ID,
-                "entries": list(update.get("entries") or []),
-            }
-        elif kind == "plan_update" and isinstance(update.get("plan"), dict):
-            plan = update["plan"]
-            key = ("plan", plan.get("planId"))
-            entity = entities.setdefault(key, {"type": "plan", "id": key[1]})
-            entity["plan"] = plan
-        else:
-            entities[("raw", index)] = {"type": "raw", "update": update}
-    return list(entities.values())
-
-
 def replay_updates(history: Iterable[dict[str, Any]], version: int) -> list[dict[str, Any]]:
     """The ``update`` payloads that replay ``history`` for protocol ``version`` (1 or 2)."""
+    timeline = SessionTimeline()
+    for update in history:
+        timeline.apply(update)
     out: list[dict[str, Any]] = []
-    for entity in _fold(history):
-        kind = entity["type"]
-        if kind == "message":
-            role, mid, content = entity["role"], entity["id"], entity["content"]
-            if version >= 2 and role == "user":
+    for item in timeline.items:
+        if isinstance(item, Event):
+            if item.history:
+                out.append(item.payload)
+            continue
+        if not isinstance(item, Entity) or item.removed:
+            continue
+        if item.type in MESSAGE_TYPES:
+            mid, content = item.id, list(item.content or [])
+            if version >= 2 and item.type == "user_message":
                 out.append({"sessionUpdate": "user_message", "messageId": mid, "content": content})
                 continue
             if version >= 2:
-                out.append({"sessionUpdate": _WHOLE[role], "messageId": mid, "content": []})
+                out.append({"sessionUpdate": item.type, "messageId": mid, "content": []})
             for block in content:
-                out.append({"sessionUpdate": _CHUNK[role], "messageId": mid, "content": block})
-        elif kind == "tool":
-            fields = dict(entity["fields"])
+                out.append(
+                    {"sessionUpdate": f"{item.type}_chunk", "messageId": mid, "content": block}
+                )
+        elif item.type == "plan":
+            plan = dict(item.fields.get("plan") or {})
             if version >= 2:
                 out.append(
                     {
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": entity["id"],
-                        **fields,
-                        "content": entity["content"],
+                        "sessionUpdate": "plan_update",
+                        "plan": {**plan, "planId": item.id or V1_PLAN_ID},
                     }
                 )
-            else:
-                fields.setdefault("title", str(entity["id"]))
-                out.append(
-                    {
-                        "sessionUpdate": "tool_call",
-                        "toolCallId": entity["id"],
-                        **fields,
-                        "content": entity["content"],
-                    }
-                )
-        elif kind == "plan":
-            plan = entity["plan"]
-            if version >= 2:
-                out.append({"sessionUpdate": "plan_update", "plan": plan})
             else:
                 out.append({"sessionUpdate": "plan", "entries": list(plan.get("entries") or [])})
+        elif item.type == "tool_call" and version < 2:
+            snapshot = {**item.to_update(), "sessionUpdate": "tool_call"}
+            snapshot.setdefault("title", item.id)
+            out.append(snapshot)
         else:
-            out.append(entity["update"])
+            out.extend(item.to_updates(version))
     return out

@@ -157,11 +157,9 @@ def migrate(conn: sqlite3.Connection, *, readonly: bool = False) -> int:
     if version == SCHEMA_VERSION:
         return version
     if version == 0:
-        import sqlite_utils  # only when a file is new: keeps start-up fast
-
-        if readonly and not sqlite_utils.Database(conn).table_names():
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if readonly and not tables:
             raise RecordingError("the file is empty, not a recording")
-        tables = sqlite_utils.Database(conn).table_names()
         if tables and "frames" not in tables:
             raise RecordingError("the database has tables but none of acp-proxy's")
     conn.execute("BEGIN IMMEDIATE")

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,6 @@ class ConnectionRecorder:
         self.db_id: int | None = None  # set by the SQLite writer once the row exists
         self.frames_dropped = 0
         self.bytes_dropped = 0
-        self.frames_recorded = 0
         self.indexer = ConnectionIndexer()
         self.closed = False
         # indexer-thread state
@@ -163,14 +162,6 @@ class ConnectionRecorder:
         self._recorder._put_frames(
             self, [(_FRAME, self, direction, time.time(), time.monotonic_ns(), raw, binary)]
         )
-
-    def frames(self, direction: Direction, raws: Iterable[bytes], *, binary: bool = False) -> None:
-        """Record frames that arrived together (same timestamps, consecutive numbers)."""
-        ts = time.time()
-        mono = time.monotonic_ns()
-        items = [(_FRAME, self, direction, ts, mono, raw, binary) for raw in raws]
-        if items:
-            self._recorder._put_frames(self, items)
 
     def stderr(self, raw: bytes) -> None:
         """Record one whole line the agent wrote to stderr."""
@@ -739,9 +730,6 @@ class Recorder:
                     )
             db.execute("COMMIT")
             self.frames_written += written
-            for op in ops:
-                if op[0] == "rows":
-                    op[1].frames_recorded += len(op[2])
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")

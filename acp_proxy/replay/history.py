@@ -53,40 +53,22 @@ from typing import Any
 
 import orjson
 
+from acp_proxy.acp.updates import ENTITY_OF_UPDATE, LIVE_ONLY_VARIANTS, entity_key
+from acp_proxy.acp.updates import MESSAGE_TYPES as _MESSAGES
 from acp_proxy.replay.script import RecFrame
 from acp_proxy.wire.frame import A2C, C2A
 
 MESSAGE_TYPES = {
-    "user_message": "user_message",
-    "user_message_chunk": "user_message",
-    "agent_message": "agent_message",
-    "agent_message_chunk": "agent_message",
-    "agent_thought": "agent_thought",
-    "agent_thought_chunk": "agent_thought",
+    variant: etype for variant, (etype, _f) in ENTITY_OF_UPDATE.items() if etype in _MESSAGES
 }
+"""Message variant -> message entity type (``agent_message_chunk`` -> ``agent_message``)."""
 LATEST_ONLY = {
     "usage_update",
     "available_commands_update",
     "config_option_update",
     "current_mode_update",
 }
-NEVER = {"notice", "state_update"}
-KNOWN = {
-    *MESSAGE_TYPES,
-    *LATEST_ONLY,
-    *NEVER,
-    "session_info_update",
-    "tool_call",
-    "tool_call_update",
-    "tool_call_content_chunk",
-    "terminal_update",
-    "terminal_output_chunk",
-    "plan",
-    "plan_update",
-    "plan_removed",
-    "compaction_update",
-    "compaction_summary_chunk",
-}
+NEVER = LIVE_ONLY_VARIANTS | {"state_update"}
 
 
 @dataclass(slots=True)
@@ -118,15 +100,68 @@ def notification(session_id: str, update: dict[str, Any]) -> bytes:
 
 @dataclass(slots=True)
 class _Terminal:
+    """A v2 terminal folded as live delivery would: fields patched, output replaced/appended."""
+
     fields: dict[str, Any] = field(default_factory=dict)
     output: bytearray | None = None
     output_extra: dict[str, Any] = field(default_factory=dict)
 
+    def fold(self, variant: str, update: dict[str, Any]) -> None:
+        if variant == "terminal_output_chunk":
+            data = update.get("data")
+            if isinstance(data, str):
+                if self.output is None:
+                    self.output = bytearray()
+                self.output += _b64(data)
+            return
+        _patch(self.fields, update, skip=("sessionUpdate", "terminalId", "output"))
+        if "output" in update:
+            output = update["output"]
+            if output is None:
+                self.output = None
+                self.output_extra = {}
+            elif isinstance(output, dict):
+                data = output.get("data")
+                self.output = bytearray(_b64(data)) if isinstance(data, str) else bytearray()
+                self.output_extra = {k: v for k, v in output.items() if k != "data"}
+
+    def final(self, tid: str) -> dict[str, Any]:
+        update: dict[str, Any] = {"sessionUpdate": "terminal_update", "terminalId": tid}
+        update.update(self.fields)
+        if self.output is not None:
+            update["output"] = {
+                "data": base64.b64encode(bytes(self.output)).decode("ascii"),
+                **self.output_extra,
+            }
+        return update
+
 
 @dataclass(slots=True)
 class _Compaction:
+    """A compaction in its final form: last status, merged summary/error/_meta."""
+
     fields: dict[str, Any] = field(default_factory=lambda: {"status": "in_progress"})
     summary: list[Any] | None = None
+
+    def fold(self, variant: str, update: dict[str, Any]) -> None:
+        if variant == "compaction_summary_chunk":
+            content = update.get("content")
+            if content is not None:
+                if self.summary is None:
+                    self.summary = []
+                self.summary.append(content)
+            return
+        _patch(self.fields, update, skip=("sessionUpdate", "compactionId", "summary"))
+        if "summary" in update:
+            summary = update["summary"]
+            self.summary = list(summary) if isinstance(summary, list) and summary else None
+
+    def final(self, cid: str) -> dict[str, Any]:
+        update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": cid}
+        update.update(self.fields)
+        if self.summary is not None:
+            update["summary"] = self.summary
+        return update
 
 
 def history_frames(
@@ -191,24 +226,20 @@ def history_frames(
         if variant in LATEST_ONLY:
             last_of[variant] = pos
 
-    # Terminals and compactions fold into one synthesized update at their first place.
-    terminals: dict[str, _Terminal] = {}
-    compactions: dict[str, _Compaction] = {}
+    # Terminals (v2) and compactions fold into one synthesized update at their first place.
+    folded: dict[tuple[str, str], _Terminal | _Compaction] = {}
     for _, update, variant in chosen:
-        if update is None:
+        ekey = _folded_key(update, v2)
+        if ekey is None or update is None or variant is None:
             continue
-        if v2 and variant in ("terminal_update", "terminal_output_chunk"):
-            tid = update.get("terminalId")
-            if isinstance(tid, str):
-                _fold_terminal(terminals.setdefault(tid, _Terminal()), variant, update)
-        elif variant in ("compaction_update", "compaction_summary_chunk"):
-            cid = update.get("compactionId")
-            if isinstance(cid, str):
-                _fold_compaction(compactions.setdefault(cid, _Compaction()), variant, update)
+        entity = folded.get(ekey)
+        if entity is None:
+            entity = folded[ekey] = _Terminal() if ekey[0] == "terminal" else _Compaction()
+        entity.fold(variant, update)
 
     out: list[HistoryFrame] = []
     seen_messages: set[tuple[str, str]] = set()
-    placed: set[tuple[str, str]] = set()
+    placed: set[tuple[str, str]] = set()  # folded entities already emitted
     prompt_iter = iter(prompts)
     next_prompt = next(prompt_iter, None)
 
@@ -226,32 +257,15 @@ def history_frames(
             continue
         if variant in LATEST_ONLY and last_of.get(variant) != pos:
             continue
-        if update is not None and v2 and variant in ("terminal_update", "terminal_output_chunk"):
-            tid = update.get("terminalId")
-            if isinstance(tid, str):
-                if ("terminal", tid) not in placed:
-                    placed.add(("terminal", tid))
-                    out.append(
-                        HistoryFrame(
-                            notification(session_id, _terminal_snapshot(tid, terminals[tid])),
-                            None,
-                            "terminal_update",
-                        )
-                    )
-                continue
-        if update is not None and variant in ("compaction_update", "compaction_summary_chunk"):
-            cid = update.get("compactionId")
-            if isinstance(cid, str):
-                if ("compaction", cid) not in placed:
-                    placed.add(("compaction", cid))
-                    out.append(
-                        HistoryFrame(
-                            notification(session_id, _compaction_final(cid, compactions[cid])),
-                            None,
-                            "compaction_update",
-                        )
-                    )
-                continue
+        ekey = _folded_key(update, v2)
+        if ekey is not None:
+            if ekey not in placed:
+                placed.add(ekey)
+                final = folded[ekey].final(ekey[1])
+                out.append(
+                    HistoryFrame(notification(session_id, final), None, final["sessionUpdate"])
+                )
+            continue
         if update is not None and v2 and variant in MESSAGE_TYPES:
             mid = update.get("messageId")
             etype = MESSAGE_TYPES[variant]
@@ -264,6 +278,14 @@ def history_frames(
         out.append(HistoryFrame(_terminated(f.raw), f, variant))
     emit_prompts_before(len(chosen) + 1)
     return out
+
+
+def _folded_key(update: dict[str, Any] | None, v2: bool) -> tuple[str, str] | None:
+    """(type, id) of a terminal (v2 only) or compaction update, folded into one snapshot."""
+    key = entity_key(update)
+    if key is None or key[0] not in ("terminal", "compaction"):
+        return None
+    return key
 
 
 def _is_replay_request(f: RecFrame) -> bool:
@@ -312,35 +334,6 @@ def _rebuild_user_message(
         out.append(HistoryFrame(notification(session_id, update), None, "user_message_chunk"))
 
 
-_TERMINAL_SKIP = {"sessionUpdate", "terminalId", "output"}
-
-
-def _fold_terminal(term: _Terminal, variant: str, update: dict[str, Any]) -> None:
-    if variant == "terminal_output_chunk":
-        data = update.get("data")
-        if isinstance(data, str):
-            if term.output is None:
-                term.output = bytearray()
-            term.output += _b64(data)
-        return
-    for key, value in update.items():
-        if key in _TERMINAL_SKIP:
-            continue
-        if value is None:
-            term.fields.pop(key, None)
-        else:
-            term.fields[key] = value
-    if "output" in update:
-        output = update["output"]
-        if output is None:
-            term.output = None
-            term.output_extra = {}
-        elif isinstance(output, dict):
-            data = output.get("data")
-            term.output = bytearray(_b64(data)) if isinstance(data, str) else bytearray()
-            term.output_extra = {k: v for k, v in output.items() if k != "data"}
-
-
 def _b64(data: str) -> bytes:
     try:
         return base64.b64decode(data, validate=False)
@@ -348,40 +341,12 @@ def _b64(data: str) -> bytes:
         return b""
 
 
-def _terminal_snapshot(tid: str, term: _Terminal) -> dict[str, Any]:
-    update: dict[str, Any] = {"sessionUpdate": "terminal_update", "terminalId": tid}
-    update.update(term.fields)
-    if term.output is not None:
-        update["output"] = {
-            "data": base64.b64encode(bytes(term.output)).decode("ascii"),
-            **term.output_extra,
-        }
-    return update
-
-
-def _fold_compaction(comp: _Compaction, variant: str, update: dict[str, Any]) -> None:
-    if variant == "compaction_summary_chunk":
-        content = update.get("content")
-        if content is not None:
-            if comp.summary is None:
-                comp.summary = []
-            comp.summary.append(content)
-        return
+def _patch(target: dict[str, Any], update: dict[str, Any], skip: tuple[str, ...]) -> None:
+    """Patch semantics: ``null`` removes the field, a value replaces it."""
     for key, value in update.items():
-        if key in ("sessionUpdate", "compactionId", "summary"):
+        if key in skip:
             continue
         if value is None:
-            comp.fields.pop(key, None)
+            target.pop(key, None)
         else:
-            comp.fields[key] = value
-    if "summary" in update:
-        summary = update["summary"]
-        comp.summary = list(summary) if isinstance(summary, list) and summary else None
-
-
-def _compaction_final(cid: str, comp: _Compaction) -> dict[str, Any]:
-    update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": cid}
-    update.update(comp.fields)
-    if comp.summary is not None:
-        update["summary"] = comp.summary
-    return update
+            target[key] = value

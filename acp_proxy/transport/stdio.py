@@ -144,13 +144,13 @@ class StdioProxy:
         threads = [
             threading.Thread(target=self._client_to_agent, name="c2a", daemon=True),
             threading.Thread(
-                target=self._agent_out,
+                target=self._forward,
                 args=(proc.stdout.fileno(), self.stdout_fd, A2C, self._client_gone),
                 name="a2c",
                 daemon=True,
             ),
             threading.Thread(
-                target=self._agent_out,
+                target=self._forward,
                 args=(proc.stderr.fileno(), self.stderr_fd, STDERR, None),
                 name="stderr",
                 daemon=True,
@@ -172,39 +172,28 @@ class StdioProxy:
             conn.close(exit_status=returncode)
         return exit_code_of(returncode)
 
-    def _agent_out(
+    def _forward(
         self,
         src: int,
         dst: int,
         stream: str,
-        on_error: Callable[[OSError], None] | None,
+        on_error: Callable[[OSError], None] | None = None,
     ) -> None:
+        """Pump ``src`` to ``dst``; when recording, each chunk is queued as ``stream``."""
         conn = self.conn
         assert conn is not None
         if not self.recorder.enabled:
             pump(src, dst, None, on_error)
             return
-
-        def record(data: bytes) -> None:
-            conn.stream(stream, data)
-
-        pump(src, dst, record, on_error)
+        pump(src, dst, lambda data: conn.stream(stream, data), on_error)
         conn.stream_end(stream)
 
     def _client_to_agent(self) -> None:
         proc = self.proc
-        conn = self.conn
-        assert proc is not None and proc.stdin is not None and conn is not None
+        assert proc is not None and proc.stdin is not None and self.conn is not None
+        self._forward(self.stdin_fd, proc.stdin.fileno(), C2A)
         if self.recorder.enabled:
-
-            def record(data: bytes) -> None:
-                conn.stream(C2A, data)
-
-            pump(self.stdin_fd, proc.stdin.fileno(), record)
-            conn.stream_end(C2A)
-            conn.event("client_eof")
-        else:
-            pump(self.stdin_fd, proc.stdin.fileno(), None)
+            self.conn.event("client_eof")
         # The client closed our stdin: close the agent's (this thread owns that fd, so
         # nothing else can be writing to it), let it finish, then insist.
         self._shutdown(close_stdin=True)

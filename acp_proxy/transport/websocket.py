@@ -85,7 +85,8 @@ class _ServerWebSocket(web.WebSocketResponse):
         self.limit = max_msg_size
 
     async def receive(self, timeout: float | None = None) -> Any:
-        return await _enforce_limit(self, await super().receive(timeout))
+        msg = await super().receive(timeout)
+        return await _too_big(self) if _over_limit(self, msg) else msg
 
     async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
         if code == CLOSE_TOO_BIG and not message:
@@ -108,21 +109,28 @@ class _ClientWebSocket(aiohttp.ClientWebSocketResponse):
         return await super().close(code=code, message=message)
 
     async def receive(self, timeout: float | None = None) -> Any:
-        return await _enforce_limit(self, await super().receive(timeout))
+        msg = await super().receive(timeout)
+        return await _too_big(self) if _over_limit(self, msg) else msg
 
 
 def _client_ws_class(limit: int) -> type[_ClientWebSocket]:
     return type("ClientWebSocket", (_ClientWebSocket,), {"limit": limit})
 
 
-async def _enforce_limit(ws: _ServerWebSocket | _ClientWebSocket, msg: Any) -> Any:
-    """The exact limit, also for compressed messages (aiohttp's check is off by one there)."""
-    if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY) and len(msg.data) > ws.limit:
-        await ws.close(code=CLOSE_TOO_BIG)
-        return aiohttp.WSMessage(
-            WSMsgType.ERROR, WebSocketError(CLOSE_TOO_BIG, too_big_reason(ws.limit)), None
-        )
-    return msg
+def _over_limit(ws: _ServerWebSocket | _ClientWebSocket, msg: Any) -> bool:
+    """The exact limit, also for compressed messages (aiohttp's check is off by one there).
+
+    A plain function: the per-message check costs no coroutine; only a refusal awaits.
+    """
+    return msg.type in (WSMsgType.TEXT, WSMsgType.BINARY) and len(msg.data) > ws.limit
+
+
+async def _too_big(ws: _ServerWebSocket | _ClientWebSocket) -> Any:
+    """Close with 1009 and report the message as an error to the reader."""
+    await ws.close(code=CLOSE_TOO_BIG)
+    return aiohttp.WSMessage(
+        WSMsgType.ERROR, WebSocketError(CLOSE_TOO_BIG, too_big_reason(ws.limit)), None
+    )
 
 
 AnyWebSocket = web.WebSocketResponse | aiohttp.ClientWebSocketResponse
@@ -146,6 +154,11 @@ def close_info(msg: aiohttp.WSMessage, ws: AnyWebSocket, by: str) -> CloseInfo:
         return CloseInfo(by, int(code) if code is not None else 1006, str(exc))
     code = ws.close_code
     return CloseInfo(by, int(code) if code is not None else None, "")
+
+
+def record_close(rec: ConnectionRecorder, by: str, code: int | None, reason: str) -> None:
+    """The ``websocket_close`` event of a recorded connection."""
+    rec.event("websocket_close", {"by": by, "code": code, "reason": reason})
 
 
 async def close_quietly(ws: AnyWebSocket, code: int, reason: str) -> None:
@@ -251,7 +264,6 @@ class WsSettings:
     heartbeat: float | None = DEFAULT_HEARTBEAT
     grace: float = DEFAULT_GRACE_SECONDS
     label: str | None = None
-    forward_stderr: bool = True
 
 
 @dataclass
@@ -260,7 +272,6 @@ class WsServer:
 
     settings: WsSettings
     active: set[web.WebSocketResponse] = field(default_factory=set)
-    connections_served: int = 0
     _session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -344,7 +355,6 @@ class WsServer:
         await ws.prepare(request)
         request["acp_proxy.ws"] = ws
         self.active.add(ws)
-        self.connections_served += 1
         return ws
 
     def record_connection(
@@ -521,9 +531,7 @@ class AgentBridge:
                     returncode = await terminate_async(self.proc, self.stdin, grace)
                 code, reason = agent_exit_close(returncode)
                 if not self.ws.closed:
-                    self.rec.event(
-                        "websocket_close", {"by": "proxy", "code": code, "reason": reason}
-                    )
+                    record_close(self.rec, "proxy", code, reason)
                 await close_quietly(self.ws, code, reason)
                 await _settle(c2a, grace)
             await _settle(err, grace)
@@ -564,16 +572,13 @@ class AgentBridge:
                 else:
                     assert isinstance(decision, Refuse)
                     rec.frame(C2A, payload)
-                    rec.event(
-                        "websocket_close",
-                        {"by": "proxy", "code": decision.code, "reason": decision.reason},
-                    )
+                    record_close(rec, "proxy", decision.code, decision.reason)
                     log(f"closing a connection: {decision.reason} (close code {decision.code})")
                     await close_quietly(ws, decision.code, decision.reason)
                     return
                 continue
             info = close_info(msg, ws, "client")
-            rec.event("websocket_close", {"by": info.by, "code": info.code, "reason": info.reason})
+            record_close(rec, info.by, info.code, info.reason)
             return
 
     async def _agent_to_client(self) -> None:
@@ -611,21 +616,19 @@ class AgentBridge:
         """The agent wrote a line over the limit: close 1009; the agent is then ended."""
         self.too_big = self.client_gone = True
         reason = f"the agent wrote a line over the {self.settings.max_message}-byte limit"
-        self.rec.event("websocket_close", {"by": "proxy", "code": CLOSE_TOO_BIG, "reason": reason})
+        record_close(self.rec, "proxy", CLOSE_TOO_BIG, reason)
         log(f"closing a connection: {reason}")
         await close_quietly(self.ws, CLOSE_TOO_BIG, reason)
 
     async def _stderr(self) -> None:
         framer = LineFramer()
-        forward = self.settings.forward_stderr
         while True:
             data = await self.stderr.read(CHUNK)
             if not data:
                 break
-            if forward:
-                with contextlib.suppress(OSError, ValueError):
-                    sys.stderr.buffer.write(data)
-                    sys.stderr.buffer.flush()
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.buffer.write(data)
+                sys.stderr.buffer.flush()
             for line in framer.feed(data):
                 self.rec.stderr(line)
         last = framer.close()
@@ -717,7 +720,7 @@ async def relay_websockets(
         done, _ = await asyncio.wait({c2a, a2c}, return_when=asyncio.FIRST_COMPLETED)
         first = c2a if c2a in done else a2c
         info = first.result()
-        rec.event("websocket_close", {"by": info.by, "code": info.code, "reason": info.reason})
+        record_close(rec, info.by, info.code, info.reason)
         other_ws: AnyWebSocket = upstream if first is c2a else client
         code, reason = relay_close(info.code, info.reason, peer=info.by)
         await close_quietly(other_ws, code, reason)
@@ -1017,7 +1020,7 @@ async def _outcome(
     for task in (down, up):
         exc = task.exception() if task.done() else None
         if isinstance(exc, _Refused):
-            rec.event("websocket_close", {"by": "proxy", "code": exc.code, "reason": exc.reason})
+            record_close(rec, "proxy", exc.code, exc.reason)
             await close_quietly(ws, exc.code, exc.reason)
             log(f"closed the connection: {exc.reason} (close code {exc.code})")
             return 1
@@ -1025,7 +1028,7 @@ async def _outcome(
             log(f"the connection failed: {exc}")
             return 1
     info = down.result()
-    rec.event("websocket_close", {"by": info.by, "code": info.code, "reason": info.reason})
+    record_close(rec, info.by, info.code, info.reason)
     if info.code in (1000, 1001):
         return 0
     detail = f": {info.reason}" if info.reason else ""

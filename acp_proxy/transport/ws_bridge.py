@@ -83,6 +83,8 @@ def line_to_message(line: bytes) -> tuple[bytes, bool]:
     binary frame with the same bytes, never re-encoded.
     """
     payload = line[:-1] if line.endswith(b"\n") else line
+    if payload.isascii():  # the usual case: no decoding (and no str copy) per message
+        return payload, False
     try:
         payload.decode("utf-8")
     except UnicodeDecodeError:
@@ -294,6 +296,8 @@ class PendingRequests:
                 self.ids.add(msg.id)
 
     def received(self, raw: bytes) -> None:
+        if not self.ids:
+            return  # nothing to answer: no need to parse
         for msg in _members(classify(raw)):
             if msg.kind == "response" and msg.id is not None:
                 self.ids.discard(msg.id)

@@ -24,6 +24,7 @@ from acp_proxy.transport.websocket import (
     close_info,
     close_quietly,
     log,
+    record_close,
     serve,
 )
 from acp_proxy.transport.ws_bridge import (
@@ -75,18 +76,13 @@ def replay_handler(
                     continue
                 if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
                     info = close_info(msg, ws, "client")
-                    rec.event(
-                        "websocket_close", {"by": info.by, "code": info.code, "reason": info.reason}
-                    )
+                    record_close(rec, info.by, info.code, info.reason)
                     break
                 payload: bytes = msg.data
                 decision = message_to_line(payload, binary=msg.type == WSMsgType.BINARY)
                 rec.frame(C2A, payload, binary=isinstance(decision, Ignore))
                 if isinstance(decision, Refuse):
-                    rec.event(
-                        "websocket_close",
-                        {"by": "proxy", "code": decision.code, "reason": decision.reason},
-                    )
+                    record_close(rec, "proxy", decision.code, decision.reason)
                     await close_quietly(ws, decision.code, decision.reason)
                     break
                 if isinstance(decision, Ignore):

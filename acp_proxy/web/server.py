@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 import hmac
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -273,25 +274,29 @@ async def api_frames(request: web.Request) -> web.StreamResponse:
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as conn:
-            if flt.connection_id is not None and not store.connection_exists(
-                conn, flt.connection_id
-            ):
-                raise web.HTTPNotFound(reason=f"no connection {flt.connection_id}")
+            if flt.connection_id is not None:
+                _require_connection(conn, flt.connection_id)
             return store.list_frames(conn, flt, after_id=after_id, before_id=before_id, limit=limit)
 
     return _json(await _blocking(work))
 
 
-def _frame_id(request: web.Request) -> int:
+def _path_int(request: web.Request, key: str) -> int:
+    """The integer path part ``key`` (``frame_id``, ``connection_id``); 404 if it is not one."""
     try:
-        return int(request.match_info["frame_id"])
+        return int(request.match_info[key])
     except ValueError:
-        raise web.HTTPNotFound(reason="no such frame") from None
+        raise web.HTTPNotFound(reason=f"no such {key.removesuffix('_id')}") from None
+
+
+def _require_connection(conn: sqlite3.Connection, connection_id: int) -> None:
+    if not store.connection_exists(conn, connection_id):
+        raise web.HTTPNotFound(reason=f"no connection {connection_id}")
 
 
 async def api_frame(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
-    frame_id = _frame_id(request)
+    frame_id = _path_int(request, "frame_id")
 
     def work() -> dict[str, Any] | None:
         with store.read_connection(path) as conn:
@@ -305,7 +310,7 @@ async def api_frame(request: web.Request) -> web.StreamResponse:
 
 async def api_frame_raw(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
-    frame_id = _frame_id(request)
+    frame_id = _path_int(request, "frame_id")
 
     def work() -> bytes | None:
         with store.read_connection(path) as conn:
@@ -323,21 +328,13 @@ async def api_frame_raw(request: web.Request) -> web.StreamResponse:
     )
 
 
-def _connection_id(request: web.Request) -> int:
-    try:
-        return int(request.match_info["connection_id"])
-    except ValueError:
-        raise web.HTTPNotFound(reason="no such connection") from None
-
-
 async def api_findings(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
-    connection_id = _connection_id(request)
+    connection_id = _path_int(request, "connection_id")
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as conn:
-            if not store.connection_exists(conn, connection_id):
-                raise web.HTTPNotFound(reason=f"no connection {connection_id}")
+            _require_connection(conn, connection_id)
             return views.findings(path, conn, connection_id)
 
     return _json(await _blocking(work))
@@ -345,15 +342,14 @@ async def api_findings(request: web.Request) -> web.StreamResponse:
 
 async def api_session(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
-    connection_id = _connection_id(request)
+    connection_id = _path_int(request, "connection_id")
     session_id = request.match_info["session_id"]
     offset = _int_arg(request, "offset", 0) or 0
     limit = _int_arg(request, "limit", views.SESSION_ITEMS) or views.SESSION_ITEMS
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as conn:
-            if not store.connection_exists(conn, connection_id):
-                raise web.HTTPNotFound(reason=f"no connection {connection_id}")
+            _require_connection(conn, connection_id)
             if connection_id not in store.session_connections(conn, session_id):
                 raise web.HTTPNotFound(
                     reason=f"no session {session_id!r} on connection {connection_id}"

@@ -13,6 +13,7 @@ import importlib
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,8 +156,13 @@ def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any])
                     walk(inner)
 
     walk({"session": data.get("session"), "turns": data.get("turns")})
-    out: dict[str, int] = {}
-    ordered = sorted(seqs)
+    return {str(seq): fid for seq, fid in _frame_ids(conn, connection_id, seqs).items()}
+
+
+def _frame_ids(conn: sqlite3.Connection, connection_id: int, seqs: Iterable[int]) -> dict[int, int]:
+    """Frame id of each of the connection's sequence numbers (missing ones are left out)."""
+    out: dict[int, int] = {}
+    ordered = sorted(set(seqs))
     for start in range(0, len(ordered), 500):
         chunk = ordered[start : start + 500]
         marks = ",".join("?" for _ in chunk)
@@ -164,7 +170,7 @@ def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any])
             f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
             (connection_id, *chunk),
         ):
-            out[str(seq)] = int(fid)
+            out[int(seq)] = int(fid)
     return out
 
 
@@ -252,16 +258,7 @@ def _findings_result(
     counts = getattr(entry.checker, "counts", None)
     if isinstance(counts, dict):  # includes findings over the per-rule cap
         summary = {t: int(counts.get(t, summary[t])) for t in summary}
-    seqs = sorted({s for item in items for s in item["seqs"]})
-    ids: dict[int, int] = {}
-    for start in range(0, len(seqs), 500):
-        chunk = seqs[start : start + 500]
-        marks = ",".join("?" for _ in chunk)
-        for seq, fid in conn.execute(
-            f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
-            (connection_id, *chunk),
-        ):
-            ids[int(seq)] = int(fid)
+    ids = _frame_ids(conn, connection_id, (s for item in items for s in item["seqs"]))
     for item in items:
         item["frame_ids"] = [ids.get(s) for s in item["seqs"]]
     return {

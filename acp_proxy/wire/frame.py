@@ -17,11 +17,6 @@ def other_direction(direction: Direction) -> Direction:
     return A2C if direction == C2A else C2A
 
 
-def arrow(direction: Direction) -> str:
-    """A short arrow for terminal output: client on the left, agent on the right."""
-    return "->" if direction == C2A else "<-"
-
-
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One recorded frame: a stdio line (terminator included) or one WebSocket message.

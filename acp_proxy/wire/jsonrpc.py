@@ -17,8 +17,6 @@ import orjson
 
 Kind = Literal["request", "response", "notification", "batch", "invalid"]
 
-KINDS: tuple[Kind, ...] = ("request", "response", "notification", "batch", "invalid")
-
 
 @dataclass(slots=True)
 class Message:

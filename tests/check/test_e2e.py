@@ -8,7 +8,6 @@ transcript's positions (1-based) and the findings can be asserted exactly.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from tests.check.canned_agent import recorded
 from tests.check.helpers import (
     SID,
     TEXT,
@@ -39,24 +39,9 @@ from tests.conftest import proxy_exe
 CANNED = Path(__file__).parent / "canned_agent.py"
 
 
-def _recorded(db: Path) -> int:
-    if not db.exists():
-        return 0
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        return 0
-    try:
-        return int(conn.execute("SELECT count(*) FROM frames").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-    finally:
-        conn.close()
-
-
 def _wait_for(db: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
-    while _recorded(db) < n:
+    while recorded(str(db)) < n:
         assert proc.poll() is None, "the proxy exited early"
         assert time.monotonic() < deadline, f"the recording never reached {n} frames"
         time.sleep(0.005)

@@ -200,3 +200,16 @@ def test_demo_client_gives_up_on_a_silent_agent_without_leaving_it_behind(
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_the_demo_agent_imports_only_the_standard_library() -> None:
+    """The agent must run where only Python is installed: nothing outside the stdlib loads."""
+    code = (
+        "import sys, acp_proxy.demo.agent\n"
+        "tops = {m.partition('.')[0] for m in sys.modules}\n"
+        "print(sorted(tops - set(sys.stdlib_module_names) - {'acp_proxy', '__main__'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=60, check=True, text=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -49,6 +49,7 @@ def frames(total: int) -> Iterator[tuple[str, bytes]]:
             result = {"jsonrpc": "2.0", "id": n - 1, "result": {"messageId": f"msg_{n}"}}
             yield "a2c", orjson.dumps(result) + b"\n"
             continue
+        update: dict[str, object]
         if n % 10 == 0:
             update = {
                 "sessionUpdate": "tool_call_update",
@@ -76,23 +77,17 @@ def generate(path: Path, total: int) -> int:
             "INSERT INTO connections (id, started_at, transport, protocol_version) "
             "VALUES (1, 1767225600.0, 'stdio', 2)"
         )
-        batch: list[tuple[object, ...]] = []
-        for seq, (direction, raw) in enumerate(frames(total), start=1):
-            size += len(raw)
-            batch.append(
-                (1, seq, 1767225600.0 + seq / 1e4, seq * 100_000, direction, raw, len(raw))
-            )
-            if len(batch) >= 10_000:
-                db.executemany(
-                    "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    batch,
-                )
-                batch.clear()
+
+        def rows() -> Iterator[tuple[object, ...]]:
+            nonlocal size
+            for seq, (direction, raw) in enumerate(frames(total), start=1):
+                size += len(raw)
+                yield (1, seq, 1767225600.0 + seq / 1e4, seq * 100_000, direction, raw, len(raw))
+
         db.executemany(
             "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            batch,
+            rows(),
         )
         db.execute("COMMIT")
     finally:

@@ -195,7 +195,7 @@ def ws_command(
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
     settings = WsSettings(
         recorder=recorder,
         agent_argv=list(agent_command) or None,
@@ -269,7 +269,7 @@ def connect_command(
     _check_record_path(record)
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
-    recorder = Recorder(record, queue_bytes=max(1, queue_mb) * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
     code = 1
     try:
         code = asyncio.run(

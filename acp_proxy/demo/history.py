@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import orjson  # noqa: F401
-
 from acp_proxy.acp.timeline import Entity, Event, SessionTimeline
 from acp_proxy.acp.updates import EVENT_VARIANTS, MESSAGE_TYPES
 

@@ -92,6 +92,14 @@ def _raw_fields(raw: bytes) -> dict[str, str]:
         return {"base64": base64.b64encode(raw).decode("ascii")}
 
 
+def _put_raw(record: dict[str, Any], raw: bytes, clean: bytes, stats: ExportSummary) -> None:
+    """Store ``clean`` (the redacted copy of ``raw``, or ``raw`` itself) in ``record``."""
+    if clean is not raw and clean != raw:
+        record["redacted"] = True
+        stats.redacted += 1
+    record.update(_raw_fields(clean))
+
+
 def _loads_column(text: Any) -> Any:
     if text is None or not isinstance(text, str):
         return text
@@ -205,13 +213,7 @@ def _export_frames(
         }
         if binary:
             record["binary"] = True
-        if redact:
-            clean = redact_frame(raw, binary=bool(binary))
-            if clean is not raw and clean != raw:
-                record["redacted"] = True
-                stats.redacted += 1
-                raw = clean
-        record.update(_raw_fields(raw))
+        _put_raw(record, raw, redact_frame(raw, binary=bool(binary)) if redact else raw, stats)
         stats.frames += 1
         yield _line(record)
 
@@ -232,13 +234,7 @@ def _export_stderr(
             "ts": ts,
             "mono_ns": mono_ns,
         }
-        if redact:
-            clean = redact_bytes(raw)
-            if clean != raw:
-                record["redacted"] = True
-                stats.redacted += 1
-                raw = clean
-        record.update(_raw_fields(raw))
+        _put_raw(record, raw, redact_bytes(raw) if redact else raw, stats)
         stats.stderr_lines += 1
         yield _line(record)
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.jsonrpc import parse_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +78,12 @@ def open_recording(path: str | Path) -> sqlite3.Connection:
     return connect(path, create=False)
 
 
-def _loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+def json_column(text: Any) -> Any:
+    """The value of a JSON text column (``agent_info``, ``headers``...); non-JSON as is."""
+    if not isinstance(text, str):
         return text
+    value, problem = parse_json(text.encode())
+    return text if problem is not None else value
 
 
 def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
@@ -106,16 +104,16 @@ def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
             r[1],
             r[2],
             r[3],
-            _loads(r[4]),
+            json_column(r[4]),
             r[5],
             r[6],
             r[7],
             r[8],
-            _loads(r[9]),
-            _loads(r[10]),
+            json_column(r[9]),
+            json_column(r[10]),
             r[11],
             r[12],
-            _loads(r[13]),
+            json_column(r[13]),
             r[14],
             r[15],
             r[16],

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from acp_proxy.record.writer import warn_stderr
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, splice
@@ -328,10 +329,10 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
         try:
             result = check_agent(frames, argv, sessions=sessions, **kwargs)
         except AgentStartError as exc:
-            sys.stderr.write(f"acp-proxy: {exc}\n")
+            warn_stderr(str(exc))
             return exc.exit_code
         for note in result.notes:
-            sys.stderr.write(f"acp-proxy: {note}\n")
+            warn_stderr(note)
         if result.ok:
             sys.stdout.write(
                 f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"

@@ -390,18 +390,9 @@ class ReplayEngine:
                         continue  # replaced by the re-emitted history above
                 self._queue.append(_Run(item, step))
             return True
-        result = b"{}"
         out.append(Note(f"replay: no recorded {msg.method} for {live_sid}; answering {{}}"))
-        self._queue.append(
-            _Run(
-                b'{"jsonrpc":"2.0","id":'
-                + (msg.id or "null").encode()
-                + b',"result":'
-                + result
-                + b"}\n",
-                None,
-            )
-        )
+        answer = b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":{}}\n'
+        self._queue.append(_Run(answer, None))
         return True
 
     def _version_of(self, connection_id: int) -> int | None:

@@ -285,7 +285,7 @@ def _folded_key(update: dict[str, Any] | None, v2: bool) -> tuple[str, str] | No
     key = entity_key(update)
     if key is None or key[0] not in ("terminal", "compaction"):
         return None
-    return key
+    return key if v2 or key[0] == "compaction" else None
 
 
 def _is_replay_request(f: RecFrame) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_proxy.wire.frame import A2C, C2A, Direction
+from acp_proxy.wire.frame import C2A, Direction
 from acp_proxy.wire.jsonrpc import Message, classify
 
 
@@ -205,7 +205,3 @@ def build_script(
         else:
             target.items.append(Emit(frame))
     return Script(steps, connections, session_frames, source, by_connection)
-
-
-def direction_of(value: str) -> Direction:
-    return C2A if value == C2A else A2C

@@ -184,8 +184,3 @@ def insert_member(raw: bytes, object_span: Span, key: str, value_json: bytes) ->
     if body.strip():
         member += b","
     return raw[: brace + 1] + member + raw[brace + 1 :]
-
-
-def json_text(value: Any) -> bytes:
-    """Compact JSON text for a value we synthesize (never used on recorded members)."""
-    return orjson.dumps(value)

@@ -21,16 +21,13 @@ from acp_proxy.wire.framing import LineFramer
 CHUNK = 256 * 1024
 
 
-_stderr = warn_stderr
-
-
 def serve_stdio(
     engine: ReplayEngine,
     *,
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     answer_timeout: float = 60.0,
-    note: Callable[[str], None] = _stderr,
+    note: Callable[[str], None] = warn_stderr,
 ) -> int:
     """Serve one client until its stdin closes; returns the exit code (0, or 1 on a broken pipe)."""
     framer = LineFramer()

@@ -35,16 +35,14 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.transport.address import check_listen, is_loopback, parse_listen
+from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.web import store, views
 
 T = TypeVar("T")
 
 __all__ = [
     "InspectorHandle",
-    "check_listen",
     "make_app",
-    "parse_listen",
     "serve_forever",
     "start_in_thread",
 ]
@@ -229,8 +227,6 @@ async def api_info(request: web.Request) -> web.StreamResponse:
             "name": path.name,
             "max_id": max_id,
             "connections": count,
-            "session_view": views.session_view_available(),
-            "findings": views.findings_available(),
         }
 
     return _json(await _blocking(work))

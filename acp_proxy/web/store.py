@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
+from acp_proxy.record.reader import json_column
 from acp_proxy.record.schema import SCHEMA_VERSION, RecordingError
 
 MAX_LIMIT = 1000
@@ -70,15 +69,6 @@ def read_connection(path: str | Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def _loads(text: Any) -> Any:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
-
-
 def _name_of(info: Any) -> str | None:
     if isinstance(info, dict):
         name = info.get("title") or info.get("name")
@@ -113,9 +103,9 @@ def list_connections(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     sessions = _sessions_by_connection(conn)
     for r in rows:
         cid = int(r[0])
-        command = _loads(r[4])
-        client_info = _loads(r[9])
-        agent_info = _loads(r[10])
+        command = json_column(r[4])
+        client_info = json_column(r[9])
+        agent_info = json_column(r[10])
         count, max_seq = conn.execute(
             "SELECT count(*), coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (cid,)
         ).fetchone()

@@ -4,12 +4,10 @@ Both are computed by the pure ACP core (:mod:`acp_proxy.acp.model` for the sessi
 timeline, :mod:`acp_proxy.acp.conformance` for findings) from one connection's frames,
 streamed from a read-only connection. Findings are cached per connection and invalidated
 when the connection grows, so the connection list can show counts without re-checking.
-If a core module is missing the view says so instead of failing.
 """
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -18,26 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acp_proxy.acp.conformance import ConnectionChecker
+from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.web import store
 
 _cache_lock = threading.Lock()
 _CACHE_MAX = 64
-
-
-def _module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-def session_view_available() -> bool:
-    return _module("acp_proxy.acp.model") is not None
-
-
-def findings_available() -> bool:
-    mod = _module("acp_proxy.acp.conformance")
-    return mod is not None and hasattr(mod, "ConnectionChecker")
 
 
 @dataclass
@@ -74,9 +58,6 @@ def session_view(
     model of the last few sessions viewed is kept and fed only the frames recorded since,
     so a live session refreshes cheaply.
     """
-    model_mod = _module("acp_proxy.acp.model")
-    if model_mod is None:
-        return {"available": False, "reason": "the session model is not installed"}
     key = (str(path.resolve()), connection_id, session_id)
     with _cache_lock:
         entry = _session_models.pop(key, None)  # exclusive while we feed it
@@ -84,7 +65,7 @@ def session_view(
         "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
     ).fetchone()[0]
     if entry is None or entry.last_seq > max_seq:  # new, or the file was replaced
-        entry = _SessionModel(model_mod.ConnectionModel(connection_id))
+        entry = _SessionModel(ConnectionModel(connection_id))
     model = entry.model
     cur = conn.execute(
         "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = ? "
@@ -100,7 +81,6 @@ def session_view(
     page = items[offset : offset + max(1, limit)]
     turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
     data: dict[str, Any] = {
-        "available": True,
         "connectionId": connection_id,
         "protocolVersion": model.protocol_version,
         "clientInfo": model.client_info,
@@ -196,14 +176,6 @@ def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[s
     connection is still being recorded the end-of-connection rules (a request never
     answered...) wait: ``complete`` says whether they ran.
     """
-    mod = _module("acp_proxy.acp.conformance")
-    if mod is None or not hasattr(mod, "ConnectionChecker"):
-        return {
-            "available": False,
-            "reason": "the conformance checker is not installed",
-            "findings": [],
-            "summary": None,
-        }
     key = (str(path.resolve()), connection_id)
     row = conn.execute(
         "SELECT transport, frames_dropped, ended_at FROM connections WHERE id = ?",
@@ -217,9 +189,7 @@ def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[s
         entry = _checked.pop(key, None)  # exclusive while we feed it
     if entry is None or entry.last_seq > max_seq or (entry.finished and ended is None):
         entry = _Checked(
-            mod.ConnectionChecker(
-                connection_id, transport=transport, frames_dropped=int(dropped or 0)
-            )
+            ConnectionChecker(connection_id, transport=transport, frames_dropped=int(dropped or 0))
         )
     changed = entry.result is None
     for seq, direction, raw, mono_ns, binary in store.iter_frames_after(
@@ -262,7 +232,6 @@ def _findings_result(
     for item in items:
         item["frame_ids"] = [ids.get(s) for s in item["seqs"]]
     return {
-        "available": True,
         "findings": items,
         "summary": summary,
         "complete": entry.finished,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -189,11 +190,30 @@ def test_connection_row_and_stderr_are_redacted(tmp_path: Path) -> None:
         stdin=b"{}\n",
     )
     assert done.returncode == 0
-    out = cli("export", str(db)).stdout
-    assert b"sk-live-0123456789abcdefXYZ" not in out
-    conn = _records(out)[1]
+    # an agent stderr line carrying a secret (the echo agent itself only says hello)
+    leak = b"auth failed for token ghp_ZZZZZZZZZZZZZZZZZZZZZZZZZZZZ\n"
+    with sqlite3.connect(db) as conn_db:
+        conn_db.execute(
+            "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) "
+            "SELECT 1, max(seq) + 1, max(ts), max(mono_ns), ? FROM stderr_lines",
+            (leak,),
+        )
+    conn_db.close()
+    target = tmp_path / "out.jsonl"
+    done = cli("export", str(db), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    out = target.read_bytes()
+    assert b"sk-live-0123456789abcdefXYZ" not in out and b"ghp_ZZZZ" not in out
+    records = _records(out)
+    conn = records[1]
     assert conn["agent_command"][-2:] == ["--api-key", REDACTED]  # type: ignore[index]
     assert conn["redacted"] is True
+    stderr = [r for r in records if r["type"] == "stderr"]
+    assert [r.get("redacted") for r in stderr] == [None, True]
+    assert _raw(stderr[0]) == b"echo agent ready\n"
+    assert _raw(stderr[1]) == f"auth failed for token {REDACTED}\n".encode()
+    # the summary counts the connection row and the stderr line
+    assert b", 2 redacted to " in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(

@@ -254,6 +254,23 @@ def test_history_uses_a_leading_load_window_as_the_base() -> None:
     ]
 
 
+def test_history_v1_passes_terminal_updates_through_raw() -> None:
+    # v1 has no agent-owned terminals: such updates are unknown there and go out raw, each
+    # one (a v2 history would fold them into one snapshot).
+    chunks = [
+        upd({"sessionUpdate": "terminal_output_chunk", "terminalId": "t", "data": "QQ=="}),
+        upd({"sessionUpdate": "terminal_output_chunk", "terminalId": "t", "data": "Qg=="}),
+    ]
+    frames = frames_of(chunks)
+    assert [h.raw for h in history_frames("S", frames, 1)] == [f.raw for f in frames]
+    (snapshot,) = history_frames("S", frames, 2)
+    assert orjson.loads(snapshot.raw)["params"]["update"] == {
+        "sessionUpdate": "terminal_update",
+        "terminalId": "t",
+        "output": {"data": "QUI="},
+    }
+
+
 # -- engine -----------------------------------------------------------------------------
 
 RECORDING = [

@@ -170,11 +170,26 @@ async def test_oversize_message_closes_1009_with_reason_and_server_lives_on(
         await ws.send_str("y" * 1025)
         msg = await ws.receive()
         assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1009
-        assert "1024-byte limit" in msg.extra
+        assert msg.extra.startswith("message too big: over the 1024-byte limit")
         await _done(ws)
         ws = await _raw_session(server.url)
         await ws.send_str("still serving")
         assert (await ws.receive()).data == "still serving"
+        await _done(ws)
+
+
+async def test_the_limit_is_exact_for_compressed_messages_too() -> None:
+    """permessage-deflate: aiohttp's own check is off by one there; the proxy's is not."""
+    with ws_server(["--max-message-size", "1K", "--", *ECHO_AGENT]) as server:
+        ws = await _raw_session(server.url, compress=15)
+        assert ws.compress == 15  # the extension was negotiated
+        await ws.send_str("x" * 1024)
+        assert (await ws.receive()).data == "x" * 1024
+        await ws.send_str("y" * 1025)
+        msg = await ws.receive()
+        assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1009)
+        # Refused on the way in (not by the agent's echo coming back over the limit).
+        assert msg.extra.startswith("message too big: over the 1024-byte limit")
         await _done(ws)
 
 

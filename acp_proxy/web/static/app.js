@@ -189,7 +189,7 @@
   }
 
   async function fetchMissingFindings() {
-    if (findingsBusy || !state.info || !state.info.findings) return;
+    if (findingsBusy) return;
     const now = Date.now();
     const todo = state.connections.find((c) => (!c.findings || c.findings.stale)
       && now - (findingsFetched.get(c.id) || 0) > 2000);
@@ -678,7 +678,6 @@
     const data = sessionData;
     const body = $("session-body");
     if (!data) return;
-    if (!data.available) { body.replaceChildren(h("p", { class: "muted" }, data.reason || "session view unavailable")); return; }
     const s = data.session || { items: [], facts: {} };
     const facts = s.facts || {};
     const box = body;
@@ -737,7 +736,6 @@
       let data;
       try { data = await api(`/api/connections/${cid}/findings`); }
       catch (e) { parts.push(h("p", { class: "warnline" }, `connection ${cid}: ${e.message}`)); continue; }
-      if (!data.available) { parts.push(h("p", { class: "muted" }, data.reason)); break; }
       const conn = state.connections.find((c) => c.id === cid);
       if (conn) conn.findings = data.summary;
       const sum = data.summary || {};

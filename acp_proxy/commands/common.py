@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,6 +14,7 @@ from acp_proxy.record.reader import FrameRow, open_recording
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES
 from acp_proxy.transport.address import parse_listen
+from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 
 
 def parse_listen_option(
@@ -28,15 +29,32 @@ def parse_listen_option(
         raise click.BadParameter(str(exc)) from None
 
 
-QUEUE_OPTION = click.option(
-    "--queue-mb",
-    type=click.IntRange(min=1),
-    default=DEFAULT_QUEUE_BYTES // (1024 * 1024),
-    show_default=True,
-    help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
-    "(and counted), forwarding never waits.",
-)
-"""``--queue-mb``: the recorder's backlog budget, the same for every recording command."""
+Decorator = Callable[[Callable[..., None]], Callable[..., None]]
+"""A click option decorator for a command function."""
+
+
+def queue_option(default_mb: int = DEFAULT_QUEUE_BYTES // (1024 * 1024)) -> Decorator:
+    """``--queue-mb``: the recorder's backlog budget (a server of many connections wants more)."""
+    return click.option(
+        "--queue-mb",
+        type=click.IntRange(min=1),
+        default=default_mb,
+        show_default=True,
+        help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
+        "(and counted), forwarding never waits.",
+    )
+
+
+def grace_option(help: str) -> Decorator:
+    """``--grace SECONDS`` (the same type and default for every command; its own help)."""
+    return click.option(
+        "--grace",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_GRACE_SECONDS,
+        show_default=True,
+        help=help,
+    )
+
 
 RECORDING_ARG = click.argument(
     "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB"

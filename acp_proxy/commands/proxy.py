@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import QUEUE_OPTION
+from acp_proxy.commands.common import grace_option, queue_option
 from acp_proxy.record.writer import Recorder
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio import StdioProxy
 from acp_proxy.web.cli import start_ui, ui_options
 
@@ -27,14 +26,10 @@ from acp_proxy.web.cli import start_ui, ui_options
     help="SQLite file to record into (created 0600 if missing; several proxies may share one).",
 )
 @click.option("--label", help="A label stored on the connection row (e.g. the editor window).")
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_SECONDS,
-    show_default=True,
-    help="Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL).",
+@grace_option(
+    "Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL)."
 )
-@QUEUE_OPTION
+@queue_option()
 @ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(

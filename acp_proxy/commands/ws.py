@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.ws_bridge import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
@@ -73,26 +72,6 @@ HEARTBEAT_OPTION = click.option(
     show_default=True,
     help="Seconds between keepalive pings; a peer that misses the pong is dropped. 0: off.",
 )
-QUEUE_OPTION = click.option(
-    "--queue-mb",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Memory the recorder may queue before it drops (and counts) frames.",
-)
-
-
-def grace_option(help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``--grace SECONDS`` (the same type and default for every command; its own help)."""
-    return click.option(
-        "--grace",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_GRACE_SECONDS,
-        show_default=True,
-        help=help,
-    )
-
-
 TOKEN_OPTION = click.option(
     "--token",
     envvar="ACP_PROXY_TOKEN",
@@ -142,7 +121,7 @@ def _check_record_path(record: Path | None) -> None:
 @MAX_MESSAGE_OPTION
 @HEARTBEAT_OPTION
 @grace_option("Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).")
-@QUEUE_OPTION
+@queue_option(256)
 @ui_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def ws_command(
@@ -235,7 +214,7 @@ def ws_command(
 @MAX_MESSAGE_OPTION
 @HEARTBEAT_OPTION
 @grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
-@QUEUE_OPTION
+@queue_option(256)
 def connect_command(
     url: str,
     record: Path | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 SCHEMA_VERSION = 2
 
@@ -104,10 +105,16 @@ def create_private_file(path: Path) -> None:
 
 
 def connect(
-    path: str | os.PathLike[str], *, create: bool, timeout: float = 30.0
+    path: str | os.PathLike[str],
+    *,
+    create: bool,
+    timeout: float = 30.0,
+    readonly: bool = False,
 ) -> sqlite3.Connection:
     """Open a recording for writing (``create=True``) or reading, migrating it if needed.
 
+    ``readonly=True`` opens the file with ``mode=ro`` and never migrates or writes (the web
+    inspector; recordings on read-only media); every schema version so far is readable.
     Raises :class:`RecordingError` with a user-facing message for a missing file, a file
     that is not a SQLite database, or a recording from a newer acp-proxy.
     """
@@ -122,10 +129,18 @@ def connect(
         raise RecordingError(f"no such recording: {p}")
     elif p.is_dir():
         raise RecordingError(f"{p} is a directory, not a recording")
+    target: str | Path = p
+    if readonly:
+        target = "file:" + quote(str(p.resolve())) + "?mode=ro"
     try:
-        conn = sqlite3.connect(p, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=readonly
+        )
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        migrate(conn, readonly=not create)
+        if readonly:
+            check_readable(conn)
+        else:
+            migrate(conn, readonly=not create)
         if create:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -140,6 +155,22 @@ def connect(
             raise
         raise RecordingError(f"{p}: {exc}") from None
     return conn
+
+
+def check_readable(conn: sqlite3.Connection) -> int:
+    """Refuse (:class:`RecordingError`) a file that is not a recording this version can read."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise RecordingError(
+            f"this recording has schema version {version}; this acp-proxy understands up to "
+            f"{SCHEMA_VERSION} (upgrade acp-proxy)"
+        )
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    if not tables:
+        raise RecordingError("the file is empty, not a recording")
+    if not {"frames", "connections"} <= tables:
+        raise RecordingError("the database has tables but none of acp-proxy's")
+    return version
 
 
 def migrate(conn: sqlite3.Connection, *, readonly: bool = False) -> int:

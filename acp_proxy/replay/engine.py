@@ -373,11 +373,9 @@ class ReplayEngine:
             cut = _answered_at(step)
             frames = [f for f in frames if (f.connection_id, f.seq) <= cut]
         self.sessions.bind(rec_sid, live_sid)
-        history: list[bytes] = []
         if replay:
-            history = [h.raw for h in history_frames(rec_sid, frames, version)]
-        for raw in history:
-            self._queue.append(_Run(raw, None))
+            for raw in history_frames(rec_sid, frames, version):
+                self._queue.append(_Run(raw, None))
         if step is not None:
             self._accept(step, msg)
             window_open = True

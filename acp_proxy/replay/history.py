@@ -71,19 +71,6 @@ LATEST_ONLY = {
 NEVER = LIVE_ONLY_VARIANTS | {"state_update"}
 
 
-@dataclass(slots=True)
-class HistoryFrame:
-    """One frame to re-emit: recorded raw bytes (``source`` set) or synthesized."""
-
-    raw: bytes
-    source: RecFrame | None = None
-    variant: str | None = None
-
-    @property
-    def synthesized(self) -> bool:
-        return self.source is None
-
-
 def notification(session_id: str, update: dict[str, Any]) -> bytes:
     """A synthesized ``session/update`` line."""
     return (
@@ -166,8 +153,9 @@ class _Compaction:
 
 def history_frames(
     session_id: str, frames: list[RecFrame], protocol_version: int | None
-) -> list[HistoryFrame]:
-    """The history of ``session_id`` to re-emit before a load/resume response."""
+) -> list[bytes]:
+    """The history of ``session_id`` to re-emit before a load/resume response: one line each
+    (recorded raw bytes, or synthesized)."""
     v2 = (protocol_version or 1) >= 2
     # Pass 1: choose the updates that count as history.
     chosen: list[tuple[RecFrame, dict[str, Any] | None, str | None]] = []
@@ -237,7 +225,7 @@ def history_frames(
             entity = folded[ekey] = _Terminal() if ekey[0] == "terminal" else _Compaction()
         entity.fold(variant, update)
 
-    out: list[HistoryFrame] = []
+    out: list[bytes] = []
     seen_messages: set[tuple[str, str]] = set()
     placed: set[tuple[str, str]] = set()  # folded entities already emitted
     prompt_iter = iter(prompts)
@@ -262,9 +250,7 @@ def history_frames(
             if ekey not in placed:
                 placed.add(ekey)
                 final = folded[ekey].final(ekey[1])
-                out.append(
-                    HistoryFrame(notification(session_id, final), None, final["sessionUpdate"])
-                )
+                out.append(notification(session_id, final))
             continue
         if update is not None and v2 and variant in MESSAGE_TYPES:
             mid = update.get("messageId")
@@ -274,8 +260,8 @@ def history_frames(
                 whole_with_content = variant == etype and "content" in update
                 if not whole_with_content:
                     reset = {"sessionUpdate": etype, "messageId": mid, "content": []}
-                    out.append(HistoryFrame(notification(session_id, reset), None, etype))
-        out.append(HistoryFrame(_terminated(f.raw), f, variant))
+                    out.append(notification(session_id, reset))
+        out.append(_terminated(f.raw))
     emit_prompts_before(len(chosen) + 1)
     return out
 
@@ -310,7 +296,7 @@ def _rebuild_user_message(
     results: dict[tuple[int, str], Any],
     echoed_v1: set[tuple[int, str]],
     echoed_ids: set[Any],
-    out: list[HistoryFrame],
+    out: list[bytes],
 ) -> None:
     params = prompt.msg.params
     blocks = params.get("prompt") if isinstance(params, dict) else None
@@ -325,13 +311,13 @@ def _rebuild_user_message(
         if not isinstance(mid, str) or mid in echoed_ids:
             return
         update = {"sessionUpdate": "user_message", "messageId": mid, "content": blocks}
-        out.append(HistoryFrame(notification(session_id, update), None, "user_message"))
+        out.append(notification(session_id, update))
         return
     if key in echoed_v1 or result is None:
         return
     for block in blocks:
         update = {"sessionUpdate": "user_message_chunk", "content": block}
-        out.append(HistoryFrame(notification(session_id, update), None, "user_message_chunk"))
+        out.append(notification(session_id, update))
 
 
 def _b64(data: str) -> bytes:

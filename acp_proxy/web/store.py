@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from acp_proxy.record.reader import json_column
-from acp_proxy.record.schema import SCHEMA_VERSION, RecordingError
+from acp_proxy.record.schema import RecordingError, connect
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 200
@@ -39,28 +38,8 @@ def read_connection(path: str | Path) -> Iterator[sqlite3.Connection]:
     SQLite, is not a recording, or comes from a newer acp-proxy.
     """
     p = Path(path)
-    if not p.exists():
-        raise RecordingError(f"no such recording: {p}")
-    if p.is_dir():
-        raise RecordingError(f"{p} is a directory, not a recording")
-    uri = "file:" + quote(str(p.resolve())) + "?mode=ro"
+    conn = connect(p, create=False, readonly=True, timeout=10.0)
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=10.0, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise RecordingError(f"cannot open {p}: {exc}") from None
-    try:
-        try:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        except sqlite3.DatabaseError as exc:
-            raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from None
-        if version > SCHEMA_VERSION:
-            raise RecordingError(
-                f"this recording has schema version {version}; this acp-proxy understands up "
-                f"to {SCHEMA_VERSION} (upgrade acp-proxy)"
-            )
-        if not {"frames", "connections"} <= tables:
-            raise RecordingError(f"{p} is not an acp-proxy recording (no frames table)")
         try:
             yield conn
         except sqlite3.DatabaseError as exc:

@@ -185,7 +185,7 @@ def test_history_policy_v2() -> None:
             ("a2c", {"jsonrpc": "2.0", "id": 2, "result": {}}),
         ]
     )
-    out = [orjson.loads(h.raw)["params"]["update"] for h in history_frames("S", frames, 2)]
+    out = [orjson.loads(h)["params"]["update"] for h in history_frames("S", frames, 2)]
     assert out == [
         # Never echoed in v2: rebuilt with the messageId of the prompt response.
         {
@@ -246,7 +246,7 @@ def test_history_uses_a_leading_load_window_as_the_base() -> None:
             ("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
         ]
     )
-    out = [orjson.loads(h.raw)["params"]["update"] for h in history_frames("S", frames, 1)]
+    out = [orjson.loads(h)["params"]["update"] for h in history_frames("S", frames, 1)]
     assert out == [
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old"}},
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "new"}},
@@ -262,9 +262,9 @@ def test_history_v1_passes_terminal_updates_through_raw() -> None:
         upd({"sessionUpdate": "terminal_output_chunk", "terminalId": "t", "data": "Qg=="}),
     ]
     frames = frames_of(chunks)
-    assert [h.raw for h in history_frames("S", frames, 1)] == [f.raw for f in frames]
+    assert history_frames("S", frames, 1) == [f.raw for f in frames]
     (snapshot,) = history_frames("S", frames, 2)
-    assert orjson.loads(snapshot.raw)["params"]["update"] == {
+    assert orjson.loads(snapshot)["params"]["update"] == {
         "sessionUpdate": "terminal_update",
         "terminalId": "t",
         "output": {"data": "QUI="},
@@ -387,7 +387,7 @@ def test_v1_user_messages_echoed_by_the_agent_are_not_rebuilt() -> None:
             ("a2c", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "auth"}}),
         ]
     )
-    out = [orjson.loads(h.raw)["params"]["update"] for h in history_frames("S", frames, 1)]
+    out = [orjson.loads(h)["params"]["update"] for h in history_frames("S", frames, 1)]
     assert out == [echo]
 
 

@@ -307,7 +307,7 @@ async def test_bad_database_is_a_clean_error(aiohttp_client: Any, tmp_path: Path
     conn.close()
     client = await aiohttp_client(make_app(other))
     data = await get_json(client, "/api/info", 503)
-    assert "not an acp-proxy recording" in data["error"]
+    assert "none of acp-proxy's" in data["error"]
 
 
 async def test_live_websocket_pushes_frames_written_by_another_connection(

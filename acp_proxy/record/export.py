@@ -30,6 +30,7 @@ import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.index import ConnectionIndexer
+from acp_proxy.record.reader import json_column
 from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
 from acp_proxy.record.redact import redact_value as _redact_value
 from acp_proxy.record.schema import RecordingError, migrate
@@ -100,18 +101,6 @@ def _put_raw(record: dict[str, Any], raw: bytes, clean: bytes, stats: ExportSumm
     record.update(_raw_fields(clean))
 
 
-def _loads_column(text: Any) -> Any:
-    if text is None or not isinstance(text, str):
-        return text
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-
 def _connection_columns(db: sqlite3.Connection) -> list[str]:
     return [str(r[1]) for r in db.execute("PRAGMA table_info(connections)")]
 
@@ -166,7 +155,7 @@ def iter_export(
                 record["connection"] = value
                 continue
             if name in JSON_COLUMNS:
-                value = _loads_column(value)
+                value = json_column(value)
             if redact:
                 value, hit = _redact_field(name, value)
                 changed = changed or hit
@@ -246,7 +235,7 @@ def _export_events(
         f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
     )
     for cid, ts, kind, detail in cur:
-        value = _loads_column(detail)
+        value = json_column(detail)
         record: dict[str, Any] = {"type": "event", "connection": cid, "ts": ts, "kind": kind}
         if redact:
             value, changed = _redact_field("detail", value)

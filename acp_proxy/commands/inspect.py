@@ -12,6 +12,7 @@ from acp_proxy.commands.common import (
     fmt_bytes,
     fmt_duration,
     fmt_exit,
+    fmt_frame_what,
     fmt_time,
     recording,
 )
@@ -142,13 +143,7 @@ def dump_command(
                 click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")
                 si += 1
             arrow = "->" if f.direction == C2A else "<-"
-            what = f.kind or "?"
-            if f.method:
-                what += f" {f.method}"
-            if f.rpc_id is not None:
-                what += f" id={f.rpc_id}"
-            if f.update_kind:
-                what += f" [{f.update_kind}]"
+            what = fmt_frame_what(f, id_mark="id=")
             offset = (f.mono_ns - t0) / 1e9
             text = f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
             prefix = f"{f.seq:>6} {offset:>9.3f}s {arrow} {what}"

@@ -24,8 +24,6 @@ from acp_proxy.wire.frame import Direction, other_direction
 
 BATCH = 5000
 
-_COLUMNS = INDEX_COLUMNS
-
 
 def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
@@ -66,7 +64,7 @@ def reindex_connection(
     seen = changed = 0
     while True:
         rows = db.execute(
-            f"SELECT id, seq, direction, raw, {', '.join(_COLUMNS)} FROM frames "
+            f"SELECT id, seq, direction, raw, {', '.join(INDEX_COLUMNS)} FROM frames "
             "WHERE connection_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             [connection_id, last_seq, BATCH],
         ).fetchall()
@@ -93,7 +91,8 @@ def reindex_connection(
         try:
             if updates:
                 db.executemany(
-                    f"UPDATE frames SET {', '.join(c + ' = ?' for c in _COLUMNS)} WHERE id = ?",
+                    f"UPDATE frames SET {', '.join(c + ' = ?' for c in INDEX_COLUMNS)} "
+                    "WHERE id = ?",
                     updates,
                 )
             if patches:

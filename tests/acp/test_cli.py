@@ -151,6 +151,7 @@ def test_show_session_filter_and_raw(v1_db: Path) -> None:
     raw = out(["show", str(v1_db), "--raw", "-c", "1"])
     assert '"sessionUpdate": "agent_message_chunk"' in raw  # frames as recorded, not folded
     assert raw.count("[agent_message_chunk]") == 3
+    assert "-> request session/new #2" in raw and "<- response session/new #2" in raw
 
 
 def on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
@@ -256,7 +257,7 @@ def test_reindex_rederives_columns_and_facts(v1_db: Path, tmp_path: Path) -> Non
     assert len(after) == len(before)
     for b, a in zip(before, after, strict=True):
         # only a method the recorder could not know yet may be new (index 3 is method)
-        assert a == (b if b[3] is not None else b[:3] + (a[3],) + b[4:])
+        assert a == (b if b[3] is not None else (*b[:3], a[3], *b[4:]))
     # ... and responses recorded before their request got their method too
     assert db.execute(
         "SELECT count(*) FROM frames WHERE kind = 'response' AND method IS NULL"

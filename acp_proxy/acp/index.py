@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from orjson import JSONDecodeError as _JSONDecodeError
+from orjson import loads as _loads
 
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, entity_key
 from acp_proxy.wire.frame import Direction, other_direction
@@ -79,17 +80,41 @@ class ConnectionIndexer:
 
     def index(self, direction: Direction, raw: bytes) -> IndexColumns:
         """Classify ``raw`` sent in ``direction`` and return its index columns."""
-        # Performance only (the recorder's hot loop; same result as classify()): a JSON
-        # object with a string "method" and no "id" is a notification whatever else it
-        # holds, so the bulk of the traffic (session/update) skips the general checks.
+        return IndexColumns(*self.values(direction, raw))
+
+    def values(self, direction: Direction, raw: bytes) -> tuple[Any, ...]:
+        """:meth:`index` as a plain tuple in :data:`INDEX_COLUMNS` order (the recorder's).
+
+        Same result as ``index_message(direction, classify(raw)).values()``; a JSON object
+        with a string ``method`` and no ``id`` is a notification whatever else it holds, so
+        the bulk of the traffic (``session/update``) skips the general path entirely.
+        """
         try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            value = _loads(raw)
+        except _JSONDecodeError:
             value = None
-        if type(value) is dict and "id" not in value and type(value.get("method")) is str:
-            msg = Message("notification", method=value["method"], payload=value)
-            return self.index_message(direction, msg)
-        return self.index_message(direction, classify(raw))
+        if type(value) is dict and "id" not in value:
+            method = value.get("method")
+            if type(method) is str:
+                params = value.get("params")
+                if type(params) is not dict:
+                    return ("notification", None, method, None, None, None, None)
+                sid = params.get("sessionId")
+                if type(sid) is not str:
+                    sid = None
+                if method == "session/update":
+                    update = params.get("update")
+                    if type(update) is dict:
+                        variant = update.get("sessionUpdate")
+                        if type(variant) is str:
+                            entity = ENTITY_OF_UPDATE.get(variant)
+                            if entity is None:
+                                return ("notification", None, method, sid, variant, None, None)
+                            key = entity_key(update)
+                            eid = key[1] if key is not None else None
+                            return ("notification", None, method, sid, variant, entity[0], eid)
+                return ("notification", None, method, sid, None, None, None)
+        return self.index_message(direction, classify(raw)).values()
 
     def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
         if msg.kind == "batch":

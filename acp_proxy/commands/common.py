@@ -12,7 +12,7 @@ import click
 
 from acp_proxy.record.reader import FrameRow, open_recording
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES
+from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 
@@ -29,20 +29,39 @@ def parse_listen_option(
         raise click.BadParameter(str(exc)) from None
 
 
+MIB = 1024 * 1024
+
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 """A click option decorator for a command function."""
 
 
-def queue_option(default_mb: int = DEFAULT_QUEUE_BYTES // (1024 * 1024)) -> Decorator:
-    """``--queue-mb``: the recorder's backlog budget (a server of many connections wants more)."""
-    return click.option(
+def queue_option(default_mb: int = DEFAULT_QUEUE_BYTES // MIB) -> Decorator:
+    """``--queue-mb`` and ``--spool-mb``: the recorder's backlog budgets, in memory and on disk.
+
+    (A server of many connections wants a bigger in-memory budget.)
+    """
+    queue = click.option(
         "--queue-mb",
         type=click.IntRange(min=1),
         default=default_mb,
         show_default=True,
-        help="MiB the recorder may queue while SQLite is behind; beyond it frames are dropped "
-        "(and counted), forwarding never waits.",
+        help="MiB of frames the recorder may hold in memory while SQLite is behind; beyond "
+        "it they go to the spool file.",
     )
+    spool = click.option(
+        "--spool-mb",
+        type=click.IntRange(min=0),
+        default=DEFAULT_SPOOL_BYTES // MIB,
+        show_default=True,
+        help="MiB the recorder may spool to an anonymous temporary file beside the recording "
+        "when its memory budget is full; beyond it frames are dropped (and counted). "
+        "0: never spool. Forwarding never waits for the recorder.",
+    )
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        return queue(spool(command))
+
+    return decorate
 
 
 def grace_option(help: str) -> Decorator:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import grace_option, queue_option
+from acp_proxy.commands.common import MIB, grace_option, queue_option
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.stdio import StdioProxy
 from acp_proxy.web.cli import start_ui, ui_options
@@ -37,6 +37,7 @@ def proxy_command(
     label: str | None,
     grace: float,
     queue_mb: int,
+    spool_mb: int,
     agent_command: tuple[str, ...],
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
@@ -54,7 +55,7 @@ def proxy_command(
       acp-proxy ls session.db
     """
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()

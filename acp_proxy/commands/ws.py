@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.common import MIB, grace_option, parse_listen_option, queue_option
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws_bridge import (
@@ -135,6 +135,7 @@ def ws_command(
     heartbeat: float,
     grace: float,
     queue_mb: int,
+    spool_mb: int,
     ui: tuple[str, int] | None,
     ui_token: str | None,
     agent_command: tuple[str, ...],
@@ -174,7 +175,7 @@ def ws_command(
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
     settings = WsSettings(
         recorder=recorder,
         agent_argv=list(agent_command) or None,
@@ -225,6 +226,7 @@ def connect_command(
     heartbeat: float,
     grace: float,
     queue_mb: int,
+    spool_mb: int,
 ) -> None:
     """Bridge stdio to an ACP WebSocket agent: stdin lines -> text frames -> stdout lines.
 
@@ -248,7 +250,7 @@ def connect_command(
     _check_record_path(record)
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
-    recorder = Recorder(record, queue_bytes=queue_mb * 1024 * 1024)
+    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
     code = 1
     try:
         code = asyncio.run(

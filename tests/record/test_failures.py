@@ -7,6 +7,7 @@ import os
 import select
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +210,77 @@ def test_a_full_disk(tmp_path: Path) -> None:
         assert b"Traceback" not in done.stderr
     finally:
         _umount(place)
+
+
+FLOOD = [
+    b'{"jsonrpc":"2.0","method":"_t","params":{"n":%d,"pad":"%s"}}\n' % (i, b"x" * 250)
+    for i in range(20_000)
+]
+
+
+def _flood_while_locked(db: Path, *flags: str) -> tuple[int, bytes, list[tuple[str, bytes]], int]:
+    """Echo :data:`FLOOD` (6 MB) through a recording proxy while another process holds the
+    write lock. Returns (exit code, stderr, recorded (direction, raw) of connection 2,
+    frames_dropped)."""
+    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--queue-mb", "1", *flags, "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "300"},
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    data = b"".join(FLOOD)
+
+    def send() -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        got = b""
+        while len(got) < len(data):  # the whole echo comes back while the lock is held
+            chunk = os.read(proc.stdout.fileno(), 1 << 20)
+            assert chunk, "the proxy stopped forwarding"
+            got += chunk
+        assert got == data
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+        sender.join()
+    code = proc.wait(120)
+    stderr = proc.stderr.read()
+    frames = frames_of(db, 2)
+    con = sqlite3.connect(db)
+    try:
+        (dropped,) = con.execute("SELECT frames_dropped FROM connections WHERE id = 2").fetchone()
+    finally:
+        con.close()
+    return code, stderr, frames, dropped
+
+
+def test_a_flood_while_the_database_is_locked_is_spooled_and_recorded_whole(
+    tmp_path: Path,
+) -> None:
+    """6 MB each way with a 1 MiB memory budget: the overflow goes to the spool file
+    beside the recording, and once the lock is gone every frame is recorded, in order."""
+    db = tmp_path / "spool.db"
+    code, stderr, frames, dropped = _flood_while_locked(db)
+    assert code == 0
+    assert b"dropping" not in stderr and b"Traceback" not in stderr, stderr
+    assert dropped == 0
+    assert [raw for d, raw in frames if d == "c2a"] == FLOOD
+    assert [raw for d, raw in frames if d == "a2c"] == FLOOD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool.db"]  # no spool file left
+
+
+def test_with_the_spool_off_a_flood_while_locked_is_dropped_and_counted(tmp_path: Path) -> None:
+    code, stderr, frames, dropped = _flood_while_locked(tmp_path / "nospool.db", "--spool-mb", "0")
+    assert code == 0
+    assert len(_incident_lines(stderr)) == 1, stderr
+    assert dropped > 0 and len(frames) + dropped == 40_000

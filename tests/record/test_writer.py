@@ -1,7 +1,8 @@
-"""The recorder in process: streams cut into frames, exact drop accounting under pressure.
+"""The recorder in process: streams cut into frames, spooling and exact drop accounting.
 
 The writer is stalled for real: another connection holds the database's write lock while
-the stream is pushed, so the queue overflows; then the lock goes and everything flushes.
+the stream is pushed, so the in-memory queue overflows into the spool file (or, with no
+spool or a full one, frames are dropped); then the lock goes and everything flushes.
 """
 
 from __future__ import annotations
@@ -28,11 +29,18 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _record(
-    db: Path, chunks: list[bytes], *, queue: int, stall: bool
+    db: Path, chunks: list[bytes], *, queue: int, stall: bool, spool: int = 0
 ) -> tuple[list[bytes], int, int, list[str]]:
     db.unlink(missing_ok=True)
     warnings: list[str] = []
-    rec = Recorder(db, queue_bytes=queue, batch_bytes=512, warn=warnings.append, lock_retry=60)
+    rec = Recorder(
+        db,
+        queue_bytes=queue,
+        spool_bytes=spool,
+        batch_bytes=512,
+        warn=warnings.append,
+        lock_retry=60,
+    )
     conn = rec.connection("stdio")
     holder = None
     if stall:
@@ -69,15 +77,18 @@ def _record(
     lines=st.lists(LINE, min_size=1, max_size=80),
     tail=st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
     cuts=st.lists(st.integers(min_value=0, max_value=10**6), max_size=40),
+    spool=st.sampled_from([0, 3000, 1 << 30]),
 )
 def test_drops_are_whole_frames_and_counted_exactly(
-    tmp_path: Path, lines: list[bytes], tail: bytes, cuts: list[int]
+    tmp_path: Path, lines: list[bytes], tail: bytes, cuts: list[int], spool: int
 ) -> None:
     data = b"".join(lines) + tail
     expected = [*lines, tail] if tail else lines
     frames, dropped, bytes_dropped, warnings = _record(
-        tmp_path / "w.db", _chunks(data, cuts), queue=2048, stall=True
+        tmp_path / "w.db", _chunks(data, cuts), queue=2048, stall=True, spool=spool
     )
+    if spool == 1 << 30:  # the spool holds everything the memory budget cannot
+        assert (frames, dropped, bytes_dropped, warnings) == (expected, 0, 0, [])
     # every recorded frame is a whole original frame, in order (a subsequence)
     it = iter(expected)
     assert all(any(f == e for e in it) for f in frames)
@@ -117,3 +128,56 @@ def test_no_pressure_no_loss(tmp_path: Path) -> None:
     )
     assert b"".join(frames) == data and len(frames) == 5001
     assert (dropped, bytes_dropped, warnings) == (0, 0, [])
+
+
+def test_the_spool_takes_the_overflow_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A stalled writer with a 4 KiB memory budget: 2 MB of frames go through the spool file,
+    every one is recorded in order, nothing is dropped or warned, and no file is left."""
+    data = b"".join(b'{"n":%d,"pad":"%s"}\n' % (i, b"p" * (i % 300)) for i in range(12_000))
+    chunks = _chunks(data, list(range(0, len(data), 4093)))
+    frames, dropped, bytes_dropped, warnings = _record(
+        tmp_path / "s.db", chunks, queue=4096, stall=True, spool=1 << 30
+    )
+    assert b"".join(frames) == data and len(frames) == 12_000
+    assert (dropped, bytes_dropped, warnings) == (0, 0, [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_a_full_spool_drops_and_counts(tmp_path: Path) -> None:
+    data = b"".join(b"frame %06d\n" % i for i in range(20_000))  # 260 KB
+    chunks = _chunks(data, list(range(0, len(data), 1000)))
+    frames, dropped, bytes_dropped, warnings = _record(
+        tmp_path / "f.db", chunks, queue=4096, stall=True, spool=64 * 1024
+    )
+    assert dropped > 0 and len(frames) + dropped == 20_000
+    assert sum(map(len, frames)) + bytes_dropped == len(data)
+    assert len(frames) >= 64 * 1024 // 13  # a spool's worth kept (memory alone: ~315)
+    assert len([w for w in warnings if "dropping frames" in w]) == 1
+
+
+def test_whole_messages_spool_too(tmp_path: Path) -> None:
+    """WebSocket messages (one queue item each) overflow into the spool like stream chunks."""
+    db = tmp_path / "m.db"
+    rec = Recorder(db, queue_bytes=100_000, spool_bytes=1 << 30, lock_retry=60)
+    conn = rec.connection("websocket")
+    conn.update(label="x")
+    while rec.batches_committed == 0:
+        time.sleep(0.01)
+    holder = sqlite3.connect(db, isolation_level=None, timeout=30)
+    holder.execute("BEGIN EXCLUSIVE")
+    sent = [b'{"jsonrpc":"2.0","method":"m","params":{"i":%d}}' % i for i in range(2500)]
+    for i, raw in enumerate(sent):
+        conn.frame("c2a" if i % 2 else "a2c", raw, binary=i % 7 == 0)
+    assert rec.spool_peak_bytes > 0
+    holder.execute("COMMIT")
+    holder.close()
+    rec.close()
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT raw, binary FROM frames ORDER BY seq").fetchall()
+        dropped = con.execute("SELECT frames_dropped FROM connections").fetchone()[0]
+    finally:
+        con.close()
+    assert [bytes(r) for r, _ in rows] == sent
+    assert [b for _, b in rows] == [int(i % 7 == 0) for i in range(2500)]
+    assert dropped == 0

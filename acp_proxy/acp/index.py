@@ -82,12 +82,13 @@ class ConnectionIndexer:
         """Classify ``raw`` sent in ``direction`` and return its index columns."""
         return IndexColumns(*self.values(direction, raw))
 
-    def values(self, direction: Direction, raw: bytes) -> tuple[Any, ...]:
+    def values(self, direction: Direction, raw: bytes, null: Any = None) -> tuple[Any, ...]:
         """:meth:`index` as a plain tuple in :data:`INDEX_COLUMNS` order (the recorder's).
 
-        Same result as ``index_message(direction, classify(raw)).values()``; a JSON object
-        with a string ``method`` and no ``id`` is a notification whatever else it holds, so
-        the bulk of the traffic (``session/update``) skips the general path entirely.
+        Same result as ``index_message(direction, classify(raw)).values()`` with ``null``
+        standing for a missing value (the recorder passes 0, cheaper to bind than ``None``).
+        A JSON object with a string ``method`` and no ``id`` is a notification whatever else
+        it holds, so the bulk of the traffic (``session/update``) skips the general path.
         """
         try:
             value = _loads(raw)
@@ -98,10 +99,10 @@ class ConnectionIndexer:
             if type(method) is str:
                 params = value.get("params")
                 if type(params) is not dict:
-                    return ("notification", None, method, None, None, None, None)
+                    return ("notification", null, method, null, null, null, null)
                 sid = params.get("sessionId")
                 if type(sid) is not str:
-                    sid = None
+                    sid = null
                 if method == "session/update":
                     update = params.get("update")
                     if type(update) is dict:
@@ -109,12 +110,15 @@ class ConnectionIndexer:
                         if type(variant) is str:
                             entity = ENTITY_OF_UPDATE.get(variant)
                             if entity is None:
-                                return ("notification", None, method, sid, variant, None, None)
+                                return ("notification", null, method, sid, variant, null, null)
                             key = entity_key(update)
-                            eid = key[1] if key is not None else None
-                            return ("notification", None, method, sid, variant, entity[0], eid)
-                return ("notification", None, method, sid, None, None, None)
-        return self.index_message(direction, classify(raw)).values()
+                            eid = key[1] if key is not None else null
+                            return ("notification", null, method, sid, variant, entity[0], eid)
+                return ("notification", null, method, sid, null, null, null)
+        columns = self.index_message(direction, classify(raw)).values()
+        if null is None:
+            return columns
+        return tuple(null if v is None else v for v in columns)
 
     def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
         if msg.kind == "batch":

@@ -509,7 +509,12 @@ class Recorder:
                             f"{self.path} (Ctrl-C stops; what is not written yet is lost)"
                         )
         except KeyboardInterrupt:
-            self.warn("recording: interrupted; frames still queued were not recorded")
+            with self._cond:
+                backlog = self._queued_bytes
+            self.warn(
+                f"recording: interrupted; the {backlog / 1e6:.1f} MB still queued were not "
+                "recorded (the connection stays marked as running)"
+            )
             return
         if any(t.is_alive() for t in self._threads):
             self.warn("recording: the writer made no progress; the last frames may be lost")

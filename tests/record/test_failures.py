@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sqlite3
 import subprocess
 import threading
@@ -284,3 +285,32 @@ def test_with_the_spool_off_a_flood_while_locked_is_dropped_and_counted(tmp_path
     assert code == 0
     assert len(_incident_lines(stderr)) == 1, stderr
     assert dropped > 0 and len(frames) + dropped == 40_000
+
+
+def test_exit_waits_for_the_backlog_says_so_and_ctrl_c_stops_the_wait(tmp_path: Path) -> None:
+    """The agent is done but the writer is stuck behind a lock: the proxy says what it is
+    waiting for, and SIGINT ends the wait with a line saying what was not recorded."""
+    db = tmp_path / "drain.db"
+    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "300"},
+    )
+    try:
+        _echo(proc, b"".join(FLOOD[:100]))  # small: _echo writes it all before reading
+        assert proc.stdin is not None
+        proc.stdin.close()
+        seen = _read_stderr_until(proc, b"Ctrl-C stops", 60)
+        assert b"recording: writing the last" in seen
+        proc.send_signal(signal.SIGINT)
+        seen += _read_stderr_until(proc, b"were not recorded", 60)
+        assert proc.wait(60) == 0  # the agent's exit code, as always
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert b"recording: interrupted; the " in seen and b"Traceback" not in seen

@@ -125,18 +125,28 @@ def _echo(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert got == data
 
 
-def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
-    db = tmp_path / "locked.db"
-    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
+def _second_proxy_under_lock(
+    db: Path, *flags: str, retry: float
+) -> tuple[sqlite3.Connection, subprocess.Popen[bytes]]:
+    """Record connection 1, take the write lock, then start a proxy recording connection 2
+    into ``db`` that retries a locked batch for ``retry`` seconds. Commit or roll back the
+    returned holder to release the lock."""
+    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        [*proxy_exe(), "--record", str(db), *flags, "--", *ECHO_AGENT],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "0.3"},
+        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": str(retry)},
     )
+    return holder, proc
+
+
+def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
+    db = tmp_path / "locked.db"
+    holder, proc = _second_proxy_under_lock(db, retry=0.3)
     try:
         first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
         _echo(proc, first)  # forwarding works while the recorder is stuck
@@ -223,16 +233,7 @@ def _flood_while_locked(db: Path, *flags: str) -> tuple[int, bytes, list[tuple[s
     """Echo :data:`FLOOD` (6 MB) through a recording proxy while another process holds the
     write lock. Returns (exit code, stderr, recorded (direction, raw) of connection 2,
     frames_dropped)."""
-    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--queue-mb", "1", *flags, "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "300"},
-    )
+    holder, proc = _second_proxy_under_lock(db, "--queue-mb", "1", *flags, retry=300)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     data = b"".join(FLOOD)
 
@@ -291,16 +292,7 @@ def test_exit_waits_for_the_backlog_says_so_and_ctrl_c_stops_the_wait(tmp_path: 
     """The agent is done but the writer is stuck behind a lock: the proxy says what it is
     waiting for, and SIGINT ends the wait with a line saying what was not recorded."""
     db = tmp_path / "drain.db"
-    run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")  # connection 1
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "300"},
-    )
+    holder, proc = _second_proxy_under_lock(db, retry=300)
     try:
         _echo(proc, b"".join(FLOOD[:100]))  # small: _echo writes it all before reading
         assert proc.stdin is not None

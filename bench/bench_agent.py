@@ -5,6 +5,7 @@ Reads newline-delimited JSON-RPC requests on stdin:
 - ``bench/ping`` is answered at once (round-trip latency);
 - ``bench/flood`` with ``{"count": N}`` first writes N ``session/update`` notifications of
   kind ``agent_message_chunk`` (about 300 bytes each), then the response (throughput).
+  With ``"rate": R`` as well it paces them at R frames/s (a steady load, not a burst).
 
 It exits when stdin closes.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 CHUNK_TEXT = "The quick brown fox jumps over the lazy dog. " * 2 + "Lorem ipsum dolor."
 
@@ -41,10 +43,16 @@ def main() -> None:
         rid = msg.get("id")
         if msg.get("method") == "bench/flood":
             count = int(msg["params"]["count"])
+            rate = float(msg["params"].get("rate") or 0)
             block: list[bytes] = []
+            start = time.monotonic()
             for n in range(count):
                 block.append(chunk_frame(n))
                 if len(block) == 512:
+                    if rate:  # wait until these frames are due
+                        ahead = start + (n + 1) / rate - time.monotonic()
+                        if ahead > 0:
+                            time.sleep(ahead)
                     write_all(b"".join(block))
                     block.clear()
             write_all(b"".join(block))

@@ -11,11 +11,18 @@ For each target it measures, through real pipes and processes:
 - for ``--record``: the time from the last frame reaching the client until the recording
   is complete (the proxy has flushed and exited), the frames actually in the database,
   the frames the recorder dropped, and the recording rate (frames recorded / time from the flood
-  request to the complete recording).
+  request to the complete recording);
+- a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
+  steady rate through ``acp-proxy --record``, while a reader polls the database. It reports
+  how far the recording lags behind the frames the client has already received (the
+  maximum over the run, in frames and in time at that rate) and how long after the last
+  frame reached the client the recording held every frame. A recorder that keeps up at
+  that rate shows a lag of about one batch (~100 ms); one that cannot shows a lag that
+  grows with the run.
 
 Usage::
 
-    python bench/bench_proxy.py [--frames 1000000] [--pings 2000] [--keep DIR]
+    python bench/bench_proxy.py [--frames 1000000] [--pings 2000] [--rate 100000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ class Result:
     record_fps: float | None = None
     recorded: int | None = None
     dropped: int | None = None
+    rate: float | None = None  # the paced run's offered rate (frames/s)
+    lag_frames: int | None = None  # the most frames forwarded but not yet in the database
+    caught_up_s: float | None = None  # last frame at the client -> every frame in the database
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -127,6 +137,8 @@ class Peer:
         self.buf = b""
         self.next_id = 1
         self.stderr = ""
+        self.sent = 0  # lines written to the target
+        self.received = 0  # lines read from it (updated while reading)
 
     def send(self, method: str, params: dict[str, object] | None = None) -> bytes:
         """Send a request; return the prefix its response line starts with."""
@@ -135,6 +147,7 @@ class Peer:
         msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        self.sent += 1
         return b'{"jsonrpc":"2.0","id":%d,"result"' % rid
 
     def read_until(self, marker: bytes) -> tuple[int, int]:
@@ -145,15 +158,20 @@ class Peer:
         while True:
             if buf.startswith(marker) and b"\n" in buf:
                 self.buf = buf[buf.index(b"\n") + 1 :]
+                self.received += 1
                 return lines, total
             pos = buf.find(b"\n" + marker)
             if pos >= 0 and b"\n" in buf[pos + 1 :]:
-                lines += buf.count(b"\n", 0, pos + 1)
+                n = buf.count(b"\n", 0, pos + 1)
+                lines += n
+                self.received += n
                 total += pos + 1
                 buf = buf[pos + 1 :]
                 continue
             cut = buf.rfind(b"\n") + 1 if pos < 0 else pos + 1
-            lines += buf.count(b"\n", 0, cut)
+            n = buf.count(b"\n", 0, cut)
+            lines += n
+            self.received += n
             total += cut
             buf = buf[cut:]
             data = os.read(self.out, 1 << 20)
@@ -174,8 +192,64 @@ class Peer:
         return code
 
 
-def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | None) -> Result:
-    res = Result(name)
+class LagSampler(threading.Thread):
+    """Polls a recording while the proxy runs: how far it lags behind the client.
+
+    Lag = frames the client has sent or received (so the proxy has forwarded them) minus
+    the highest sequence number in the database. The client's count is read after the
+    query, so the lag is never under-stated.
+    """
+
+    def __init__(self, db: Path, peer: Peer) -> None:
+        super().__init__(daemon=True)
+        self.db, self.peer = db, peer
+        self.max_lag = 0
+        self.recorded = 0
+        self.stop = threading.Event()
+
+    def poll(self, con: sqlite3.Connection) -> int:
+        row = con.execute(
+            "SELECT max(seq) FROM frames WHERE connection_id = (SELECT max(id) FROM connections)"
+        ).fetchone()
+        self.recorded = int(row[0] or 0)
+        return self.peer.sent + self.peer.received - self.recorded
+
+    def run(self) -> None:
+        con: sqlite3.Connection | None = None
+        while not self.stop.wait(0.05):
+            try:
+                if con is None:
+                    con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+                self.max_lag = max(self.max_lag, self.poll(con))
+            except sqlite3.Error:
+                continue  # not created yet, or busy: the next poll
+        if con is not None:
+            con.close()
+
+    def wait_caught_up(self, target: int, timeout: float = 600) -> float | None:
+        """Seconds until the database holds ``target`` frames (None: it never did)."""
+        t0 = time.perf_counter()
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+        try:
+            while time.perf_counter() - t0 < timeout:
+                self.max_lag = max(self.max_lag, self.poll(con))
+                if self.recorded >= target:
+                    return time.perf_counter() - t0
+                time.sleep(0.01)
+        finally:
+            con.close()
+        return None
+
+
+def run_target(
+    name: str,
+    argv: list[str],
+    frames: int,
+    pings: int,
+    db: Path | None,
+    rate: float | None = None,
+) -> Result:
+    res = Result(name, rate=rate)
     peer = Peer(argv)
     sampler = RssSampler(peer.proc.pid)
     sampler.start()
@@ -187,14 +261,24 @@ def run_target(name: str, argv: list[str], frames: int, pings: int, db: Path | N
         peer.read_until(peer.send("bench/ping"))
         lat.append((time.perf_counter_ns() - t0) / 1000)
     lat.sort()
-    res.p50_us = statistics.median(lat)
-    res.p99_us = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    if lat:
+        res.p50_us = statistics.median(lat)
+        res.p99_us = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    lag = LagSampler(db, peer) if db is not None and rate else None
+    if lag is not None:
+        lag.start()
     t0 = time.perf_counter()
-    got, nbytes = peer.read_until(peer.send("bench/flood", {"count": frames}))
+    params: dict[str, object] = {"count": frames, **({"rate": rate} if rate else {})}
+    got, nbytes = peer.read_until(peer.send("bench/flood", params))
     t1 = time.perf_counter()
     if got != frames:
         res.notes.append(f"received {got} chunks instead of {frames}")
     res.frames, res.nbytes, res.seconds = got, nbytes, t1 - t0
+    if lag is not None:
+        lag.stop.set()
+        lag.join()
+        res.caught_up_s = lag.wait_caught_up(peer.sent + peer.received)
+        res.lag_frames = lag.max_lag
     code = peer.close()
     t2 = time.perf_counter()
     sampler.stop.set()
@@ -228,6 +312,12 @@ def main() -> int:
     ap.add_argument(
         "--only", default="agent,relay,proxy,proxy-record", help="comma-separated targets"
     )
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=100_000,
+        help="frames/s of the paced run through acp-proxy --record (0: no paced run)",
+    )
     ap.add_argument("--proxy-args", default="", help="extra acp-proxy options, e.g. --queue-mb 16")
     args = ap.parse_args()
     exe = shutil.which("acp-proxy")
@@ -255,6 +345,17 @@ def main() -> int:
         name, argv, rec = targets[key]
         print(f"running: {name} ...", file=sys.stderr, flush=True)
         results.append(run_target(name, argv, args.frames, args.pings, rec))
+    paced: Result | None = None
+    if args.rate:
+        print(
+            f"running: acp-proxy --record, paced at {args.rate:,.0f} frames/s ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        name, argv, rec = targets["proxy-record"]
+        paced = run_target(f"{name}, paced", argv, args.frames, 0, rec, rate=args.rate)
     base = next((r for r in results if "baseline" in r.name), None)
     direct = next((r for r in results if r.name == "agent directly"), None)
     size = results[0].nbytes // max(1, results[0].frames)
@@ -280,9 +381,25 @@ def main() -> int:
             f"| {r.name} | {r.fps:,.0f} | {r.mbps:.0f} | {ratio} | {r.p50_us:.0f} µs | "
             f"{r.p99_us:.0f} µs | {added} | {rss} | {rec} | {drop} | {drain} | {rfps} | {cpu} |"
         )
+    if paced is not None and paced.rate:
+        lag_s = (paced.lag_frames or 0) / paced.rate
+        caught = f"{paced.caught_up_s:.2f} s" if paced.caught_up_s is not None else "never"
+        print(
+            f"\nPaced: {paced.frames:,} frames offered at {paced.rate:,.0f}/s through "
+            f"acp-proxy --record (delivered at {paced.fps:,.0f}/s)\n"
+        )
+        print(
+            "| offered rate | delivered | max recording lag | every frame recorded after the last |"
+        )
+        print("|---:|---:|---:|---:|")
+        print(
+            f"| {paced.rate:,.0f}/s | {paced.fps:,.0f}/s | {paced.lag_frames:,} frames "
+            f"({lag_s * 1000:,.0f} ms) | {caught} |"
+        )
+        results.append(paced)
     for r in results:
         if r.stats:
-            print(f"recorder: {r.stats}")
+            print(f"recorder: {r.name}: {r.stats}")
         for note in r.notes:
             print(f"note: {r.name}: {note}")
     if not args.keep:

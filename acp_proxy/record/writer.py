@@ -257,6 +257,7 @@ class Recorder:
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self._queue: deque[tuple[Any, ...]] = deque()
+        self._taken: deque[tuple[Any, ...]] = deque()  # swapped out, not indexed yet (indexer's)
         self._queued_bytes = 0  # all bytes queued, in memory or spooled
         self._backlog = 0  # memory held by queued complete frames (what the budget bounds)
         self._spool: Spool | None = None  # created at the first overflow
@@ -543,37 +544,46 @@ class Recorder:
             self._cond.notify()
 
     def _take(self) -> list[tuple[Any, ...]] | None:
-        """Wait for queued items and take up to one batch's worth; None when stopping."""
+        """Wait for queued items and take up to one batch's worth; None when stopping.
+
+        The lock is held only to swap the whole queue out (O(1)): the forwarding threads
+        take the same lock to queue a chunk, so popping item by item under it made them
+        wait whole milliseconds at a time. Batches are cut from the swapped-out items
+        afterwards, and the budget counters drop as each batch is taken, as before.
+        """
+        if not self._taken:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._idle = True
+                    self._cond.wait()
+                    self._idle = False
+                if not self._queue:
+                    return None
+                # Let a burst gather (bounded: the recording stays < LINGER_SECONDS behind).
+                deadline = time.monotonic() + LINGER_SECONDS
+                while not self._stop and not self._urgent and self._queued_bytes < self.batch_bytes:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                self._urgent = False
+                self._taken, self._queue = self._queue, self._taken
+        out: list[tuple[Any, ...]] = []
+        taken = backlog = spooled = spooled_bytes = 0
+        pending = self._taken
+        while pending and taken < self.batch_bytes and len(out) < BATCH_FRAMES:
+            item = pending.popleft()
+            out.append(item)
+            tag = item[0]
+            if tag in (_CHUNK, _FRAME):
+                data = item[5]
+                taken += len(data)
+                if type(data) is SpoolRef:
+                    spooled += 1
+                    spooled_bytes += len(data)
+                else:
+                    backlog += item[6] if tag == _CHUNK else len(data)
         with self._cond:
-            while not self._queue and not self._stop:
-                self._idle = True
-                self._cond.wait()
-                self._idle = False
-            if not self._queue:
-                return None
-            # Let a burst gather (bounded: the recording stays < LINGER_SECONDS behind).
-            deadline = time.monotonic() + LINGER_SECONDS
-            while not self._stop and not self._urgent and self._queued_bytes < self.batch_bytes:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            self._urgent = False
-            out: list[tuple[Any, ...]] = []
-            taken = backlog = spooled = spooled_bytes = 0
-            queue = self._queue
-            while queue and taken < self.batch_bytes and len(out) < BATCH_FRAMES:
-                item = queue.popleft()
-                out.append(item)
-                tag = item[0]
-                if tag in (_CHUNK, _FRAME):
-                    data = item[5]
-                    taken += len(data)
-                    if type(data) is SpoolRef:
-                        spooled += 1
-                        spooled_bytes += len(data)
-                    else:
-                        backlog += item[6] if tag == _CHUNK else len(data)
             self._queued_bytes -= taken
             self._backlog -= backlog
             self._spooled_items -= spooled

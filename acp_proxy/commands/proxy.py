@@ -55,7 +55,9 @@ def proxy_command(
       acp-proxy ls session.db
     """
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
+    recorder = Recorder(
+        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+    )
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()

@@ -175,7 +175,9 @@ def ws_command(
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
+    recorder = Recorder(
+        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+    )
     settings = WsSettings(
         recorder=recorder,
         agent_argv=list(agent_command) or None,
@@ -250,7 +252,9 @@ def connect_command(
     _check_record_path(record)
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
-    recorder = Recorder(record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB)
+    recorder = Recorder(
+        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+    )
     code = 1
     try:
         code = asyncio.run(
@@ -301,7 +305,7 @@ def serve_replay_listen(
     _check_record_path(record)
     from acp_proxy.transport.ws_replay import serve_replay
 
-    recorder = Recorder(record)
+    recorder = Recorder(record, backend="process")
     try:
         serve_replay(
             new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -36,6 +37,17 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer
+from acp_proxy.record.child import (
+    CHUNK,
+    CONTROL,
+    DROPS,
+    END,
+    FRAME,
+    GAP,
+    RECORDER_NICE,
+    WriterProcess,
+    encode_batch,
+)
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.spool import Spool, SpoolRef
 from acp_proxy.wire.frame import A2C, C2A, Direction
@@ -66,9 +78,6 @@ SPOOLED_ITEM_COST = 160
 MIN_SPOOLED_ITEMS = 1024
 """Spooled items allowed whatever the memory budget (see :meth:`Recorder._spill`)."""
 
-RECORDER_NICE = 10
-"""Scheduling niceness of the recorder's threads (Linux), below forwarding."""
-
 LINGER_SECONDS = 0.1
 """How long the indexer lets items gather after the first one before taking a batch.
 
@@ -85,6 +94,9 @@ BATCH_BYTES = 2 * 1024 * 1024
 
 INCIDENT_QUIET_SECONDS = 2.0
 """A loss incident ends after this long without losses (then a new loss warns again)."""
+
+BACKEND_ENV = "ACP_PROXY_RECORDER"
+"""Set to ``thread`` to run the recorder's writer as threads instead of a child process."""
 
 STATS_ENV = "ACP_PROXY_STATS"
 """Set to print the recorder's counters and CPU time on stderr at exit (benchmarks)."""
@@ -128,7 +140,7 @@ def warn_stderr(message: str) -> None:
 #                                                partial: they ended inside a line
 #   (_END, conn, stream, ts, mono_ns)            end of ``stream``: flush its last line
 #   (_CONTROL, conn, op, fields)                 open | update | event | close
-_CHUNK, _FRAME, _GAP, _END, _CONTROL = range(5)
+_CHUNK, _FRAME, _GAP, _END, _CONTROL = CHUNK, FRAME, GAP, END, CONTROL
 STDERR = "stderr"
 """The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""
 
@@ -171,7 +183,9 @@ class ConnectionRecorder:
     Frames are numbered in the order they reach the recorder's queue.
     """
 
-    def __init__(self, recorder: Recorder, fields: dict[str, Any]) -> None:
+    def __init__(
+        self, recorder: Recorder, fields: dict[str, Any], *, announce: bool = True
+    ) -> None:
         self._recorder = recorder
         self.db_id: int | None = None  # set by the SQLite writer once the row exists
         self.frames_dropped = 0
@@ -187,7 +201,9 @@ class ConnectionRecorder:
         # inside a line, and streams with dropped bytes (True: they ended inside a line)
         self._open: set[str] = set()
         self._gaps: dict[str, bool] = {}
-        recorder._put_control((_CONTROL, self, "open", fields))
+        self._shipped_drops = (0, 0)  # losses already sent to the writer process
+        if announce:
+            recorder._put_control((_CONTROL, self, "open", fields))
 
     def stream(self, direction: Direction | str, data: bytes) -> None:
         """Record a chunk of a newline-framed byte stream that was just forwarded.
@@ -234,10 +250,13 @@ class ConnectionRecorder:
 
 
 class Recorder:
-    """Owns the queue and the writer threads for one database file.
+    """Owns the queue and the writer for one database file.
 
     ``path=None`` makes a recorder that records nothing (pass-through mode) but keeps the
-    same interface, so transports have one code path.
+    same interface, so transports have one code path. ``backend="process"`` (what the
+    commands use) runs the indexer and the SQLite writer in a child process fed by one
+    shipper thread (:mod:`acp_proxy.record.child`); ``"thread"`` runs them as threads of
+    this process. ``ACP_PROXY_RECORDER=thread`` forces threads.
     """
 
     def __init__(
@@ -249,6 +268,8 @@ class Recorder:
         warn: Callable[[str], None] = warn_stderr,
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
+        backend: str = "thread",
+        open_now: bool = True,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.queue_bytes = queue_bytes
@@ -287,6 +308,11 @@ class Recorder:
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the indexer thread
         self.sqlite_cpu = 0.0  # ... and by the SQLite writer thread
+        self.linger = LINGER_SECONDS
+        self._child: WriterProcess | None = None
+        self._child_keys: dict[ConnectionRecorder, int] = {}
+        if os.environ.get(BACKEND_ENV) == "thread":
+            backend = "thread"
         if self.path is not None:
             if sys.getswitchinterval() > SWITCH_INTERVAL:
                 sys.setswitchinterval(SWITCH_INTERVAL)
@@ -294,13 +320,40 @@ class Recorder:
             # has passed a byte on, the file is a recording; a failure is reported now.
             # Only a lock held by another process is waited for on the writer thread
             # instead (forwarding must not wait for it; frames queue meanwhile).
-            self._open_later = not self._open_db(OPEN_LOCK_WAIT_SECONDS)
+            self._open_later = not open_now or not self._open_db(OPEN_LOCK_WAIT_SECONDS)
+            if backend == "process" and self._failed is None and self._start_child():
+                return
             self._threads = [
                 threading.Thread(target=self._index_loop, name="acp-proxy-indexer", daemon=True),
                 threading.Thread(target=self._sqlite_loop, name="acp-proxy-sqlite", daemon=True),
             ]
             for t in self._threads:
                 t.start()
+
+    def _start_child(self) -> bool:
+        """Hand the writing to a child process; False (threads then) if it cannot start."""
+        assert self.path is not None
+        try:
+            child = WriterProcess(
+                self.path,
+                lock_retry=self.lock_retry,
+                queue_bytes=self.queue_bytes,
+                batch_bytes=self.batch_bytes,
+            )
+        except OSError:
+            return False
+        if self._db is not None:  # the child opens its own connection
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+        self._child = child
+        # Both sides gather for half the linger, so the recording stays as far behind.
+        self.linger = LINGER_SECONDS / 2
+        shipper = threading.Thread(target=self._ship_loop, name="acp-proxy-shipper", daemon=True)
+        shipper.start()
+        # close() waits for both: everything shipped, then the child done (its output ends)
+        self._threads = [shipper, child.reader]
+        return True
 
     @property
     def enabled(self) -> bool:
@@ -475,12 +528,13 @@ class Recorder:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def close(self, timeout: float = 60.0) -> None:
+    def close(self, timeout: float = 60.0, *, report: bool = True) -> None:
         """Flush everything queued, close open connections and stop the writer.
 
         Waits as long as the writer makes progress (giving up after ``timeout`` seconds
         without any) and says on stderr what it is doing when that takes over a second.
-        Ctrl-C stops the wait: what is still queued is then not recorded.
+        Ctrl-C stops the wait: what is still queued is then not recorded. ``report=False``
+        (the writer process) leaves those messages to the proxy.
         """
         for conn in self._connections:
             conn.close()
@@ -489,35 +543,50 @@ class Recorder:
         with self._cond:
             self._stop = True
             self._wake()
+        child = self._child
         started = last_progress = time.monotonic()
-        written = self.frames_written
+        written = self._written()
         told = False
         try:
             for t in self._threads:
                 while t.is_alive():
                     t.join(0.25)
                     now = time.monotonic()
-                    if self.frames_written != written:
-                        written, last_progress = self.frames_written, now
+                    if self._written() != written:
+                        written, last_progress = self._written(), now
                     elif now - last_progress > timeout:
                         break
-                    if not told and now - started > 1.0 and t.is_alive():
+                    if report and not told and now - started > 1.0 and t.is_alive():
                         told = True
-                        with self._cond:
-                            backlog = self._queued_bytes
                         self.warn(
-                            f"recording: writing the last {backlog / 1e6:.1f} MB queued to "
-                            f"{self.path} (Ctrl-C stops; what is not written yet is lost)"
+                            f"recording: writing the last {self._behind() / 1e6:.1f} MB queued "
+                            f"to {self.path} (Ctrl-C stops; what is not written yet is lost)"
                         )
         except KeyboardInterrupt:
-            with self._cond:
-                backlog = self._queued_bytes
+            behind = self._behind()
+            if child is not None:
+                self._abandon(child)
             self.warn(
-                f"recording: interrupted; the {backlog / 1e6:.1f} MB still queued were not "
+                f"recording: interrupted; the {behind / 1e6:.1f} MB still queued were not "
                 "recorded (the connection stays marked as running)"
             )
             return
-        if any(t.is_alive() for t in self._threads):
+        stuck = any(t.is_alive() for t in self._threads)
+        dropped = sum(c.frames_dropped for c in self._connections)
+        if child is not None:
+            if stuck:
+                self._abandon(child)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.proc.wait(5)
+            self.frames_written = child.frames_written
+            self.batches_committed = child.batches
+            self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
+            dropped = child.dropped + sum(
+                c.frames_dropped - c._shipped_drops[0] for c in self._connections
+            )
+        if not report:
+            return
+        if stuck:
             self.warn("recording: the writer made no progress; the last frames may be lost")
         elif told:
             self.warn(f"recording: done, {self.frames_written:,} frames recorded")
@@ -527,10 +596,104 @@ class Recorder:
                 f"CPU indexer {self.index_cpu:.2f} s, SQLite {self.sqlite_cpu:.2f} s; "
                 f"spool peak {self.spool_peak_bytes / 1e6:.1f} MB"
             )
-        dropped = sum(c.frames_dropped for c in self._connections)
         if dropped:
             where = "" if self._failed else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
+
+    def _abandon(self, child: WriterProcess) -> None:
+        """Stop the writer process now (what it has not written yet is lost)."""
+        with self._cond:
+            self._failed = self._failed or "recording stopped"
+        child.kill()
+
+    def _written(self) -> int:
+        """Frames committed so far (by the writer process, if there is one)."""
+        return self._child.frames_written if self._child is not None else self.frames_written
+
+    def _behind(self) -> int:
+        """Bytes queued and not written yet, here and in the writer process."""
+        with self._cond:
+            behind = self._queued_bytes
+        return behind + (self._child.queued_bytes if self._child is not None else 0)
+
+    # -- the process backend: ship to the writer process, or (there) take its batches ----
+
+    def _ship_loop(self) -> None:
+        """Send queued items to the writer process in order (the process backend's thread)."""
+        child = self._child
+        assert child is not None
+        try:
+            while True:
+                items = self._take()
+                if items is None:
+                    break
+                self._ship(child, [*items, *self._drop_items()])
+            self._ship(child, self._drop_items())
+        finally:
+            child.finish()
+
+    def _ship(self, child: WriterProcess, items: list[tuple[Any, ...]]) -> None:
+        if not items:
+            return
+        if self._failed is None:
+            try:
+                child.send(encode_batch(items, self._child_keys))
+                return
+            except OSError as exc:
+                code = child.proc.poll()
+                why = f"status {code}" if code is not None else str(exc)
+                with self._cond:
+                    self._failed = f"recording disabled: the writer process exited ({why})"
+                    self._incident = True
+                self.warn(f"{self._failed}; forwarding continues")
+        with self._cond:  # lost with the writer process: counted here
+            for item in items:
+                tag = item[0]
+                if tag in (_CHUNK, _FRAME) and item[2] != STDERR:
+                    conn: ConnectionRecorder = item[1]
+                    data = item[5]
+                    conn.frames_dropped += data.count(b"\n") if tag == _CHUNK else 1
+                    conn.bytes_dropped += len(data)
+
+    def _drop_items(self) -> list[tuple[Any, ...]]:
+        """Losses counted here since the last batch, for the writer process to record."""
+        out: list[tuple[Any, ...]] = []
+        with self._cond:
+            for conn in self._connections:
+                now = (conn.frames_dropped, conn.bytes_dropped)
+                if now != conn._shipped_drops:
+                    was = conn._shipped_drops
+                    out.append((DROPS, conn, now[0] - was[0], now[1] - was[1]))
+                    conn._shipped_drops = now
+        return out
+
+    def _feed(self, items: list[tuple[Any, ...]]) -> None:
+        """Queue items received from the proxy (the writer process's side).
+
+        Instead of dropping, this waits while the queue is over its budget: the pipe then
+        fills and the proxy's own queue (and spool) takes the backlog.
+        """
+        size = backlog = 0
+        urgent = False
+        for item in items:
+            tag = item[0]
+            if tag == _CHUNK:
+                size += len(item[5])
+                backlog += item[6]
+            elif tag == _FRAME:
+                size += len(item[5])
+                backlog += len(item[5])
+            elif tag == _CONTROL:
+                urgent = True
+        with self._cond:
+            while self._queued_bytes >= self.queue_bytes and self._queue:
+                self._cond.wait(0.01)
+            self._queue.extend(items)
+            self._queued_bytes += size
+            self._backlog += backlog
+            if urgent:
+                self._urgent = True
+            self._cond.notify()
 
     # -- stage 1: the indexer thread ---------------------------------------------------------
 
@@ -560,7 +723,7 @@ class Recorder:
                 if not self._queue:
                     return None
                 # Let a burst gather (bounded: the recording stays < LINGER_SECONDS behind).
-                deadline = time.monotonic() + LINGER_SECONDS
+                deadline = time.monotonic() + self.linger
                 while not self._stop and not self._urgent and self._queued_bytes < self.batch_bytes:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -972,16 +1135,36 @@ def _lower_priority() -> None:
 def _insert(
     db: sqlite3.Connection, insert: str, one: str, ncols: int, rows: list[tuple[Any, ...]]
 ) -> None:
-    """INSERT ``rows`` (``one``: a row's VALUES) in as few statements as SQLite allows."""
+    """INSERT ``rows`` (``one``: a row's VALUES) in a few multi-row statements.
+
+    Full statements carry :data:`ROWS_PER_STATEMENT` rows (fewer if SQLite allows fewer
+    parameters); the rest goes in statements of 1024, 512, ... rows, so every row is in
+    a multi-row statement (per-row steps each wait for the GIL) and a dozen statement
+    texts at most are ever prepared.
+    """
     per = min(ROWS_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // ncols)
+    per = max(per, 1)
     done = 0
-    if per > 1:
-        sql = insert + ", ".join([one] * per)
-        while len(rows) - done >= per:
-            db.execute(sql, list(chain.from_iterable(rows[done : done + per])))
-            done += per
-    if done < len(rows):
-        db.executemany(insert + one, rows[done:] if done else rows)
+    total = len(rows)
+    while done < total:
+        left = total - done
+        count = per if left >= per else 1 << (left.bit_length() - 1)
+        db.execute(
+            _statement(insert, one, count), list(chain.from_iterable(rows[done : done + count]))
+        )
+        done += count
+
+
+_STATEMENTS: dict[tuple[str, str, int], str] = {}
+
+
+def _statement(insert: str, one: str, count: int) -> str:
+    """The text of an INSERT of ``count`` rows (built once: it can be 200 KB)."""
+    key = (insert, one, count)
+    sql = _STATEMENTS.get(key)
+    if sql is None:
+        sql = _STATEMENTS[key] = insert + ", ".join([one] * count)
+    return sql
 
 
 def _with_id(rows: list[tuple[Any, ...]], cid: int) -> list[tuple[Any, ...]]:

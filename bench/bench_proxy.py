@@ -7,7 +7,8 @@ For each target it measures, through real pipes and processes:
   last chunk);
 - request round-trip latency p50/p99 at low load (one ``bench/ping`` at a time);
 - peak RSS of the target process (VmHWM, sampled until it exits; for "agent directly" that
-  is the agent itself, for the others the relay or proxy process, agent excluded);
+  is the agent itself, for the others the relay or proxy process, agent excluded, plus
+  acp-proxy's recorder writer process when recording); CPU seconds likewise;
 - for ``--record``: the time from the last frame reaching the client until the recording
   is complete (the proxy has flushed and exited), the frames actually in the database,
   the frames the recorder dropped, and the recording rate (frames recorded / time from the flood
@@ -100,8 +101,31 @@ def vm_hwm_mb(pid: int) -> float | None:
     return None
 
 
+def recorder_children(pid: int) -> list[int]:
+    """Pids of ``pid``'s recorder writer processes (``python -m acp_proxy.record.child``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if b"acp_proxy.record.child" in fh.read():
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 class RssSampler(threading.Thread):
-    """Polls the peak RSS (VmHWM) of a process until it exits."""
+    """Polls the peak RSS (VmHWM) and CPU of a process until it exits.
+
+    A recording acp-proxy writes through a child process: its peak RSS and CPU are
+    added in (so peak RSS is proxy peak + writer peak, an upper bound of the sum).
+    """
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
@@ -109,14 +133,26 @@ class RssSampler(threading.Thread):
         self.peak: float | None = None
         self.cpu: float | None = None
         self.stop = threading.Event()
+        self._children: dict[int, tuple[float, float]] = {}  # pid -> (peak MB, CPU s)
 
     def run(self) -> None:
+        polls = 0
         while not self.stop.is_set():
             value = vm_hwm_mb(self.pid)
             cpu = cpu_seconds(self.pid)
             if value is None or cpu is None:
                 break
-            self.peak, self.cpu = value, cpu
+            if polls % 25 == 0:  # a scan of /proc costs; the writer starts with the proxy
+                for child in recorder_children(self.pid):
+                    self._children.setdefault(child, (0.0, 0.0))
+            polls += 1
+            for child, (peak, used) in list(self._children.items()):
+                c_rss, c_cpu = vm_hwm_mb(child), cpu_seconds(child)
+                if c_rss is not None and c_cpu is not None:
+                    self._children[child] = (max(peak, c_rss), max(used, c_cpu))
+            extra_rss = sum(p for p, _ in self._children.values())
+            extra_cpu = sum(c for _, c in self._children.values())
+            self.peak, self.cpu = value + extra_rss, cpu + extra_cpu
             self.stop.wait(0.02)
 
 

@@ -89,11 +89,18 @@ lose). Fewer, bigger batches hold the GIL less often against forwarding: measure
 BATCH_FRAMES = 20_000
 """Most queue items taken for one transaction."""
 
-BATCH_BYTES = 2 * 1024 * 1024
-"""Most raw bytes taken from the queue for one transaction (a bigger single frame still goes)."""
+BATCH_BYTES = 1024 * 1024
+"""Most raw bytes taken from the queue for one transaction (a bigger single frame still goes).
+
+About 3,400 frames of 300 bytes. 2 MiB measured no faster and cost the writer process
+about 10 MB more (two batches of rows in flight and a bigger queue).
+"""
 
 INCIDENT_QUIET_SECONDS = 2.0
 """A loss incident ends after this long without losses (then a new loss warns again)."""
+
+CHILD_QUEUE_BATCHES = 2
+"""Batches the writer process queues before it stops reading (the pipe then fills)."""
 
 BACKEND_ENV = "ACP_PROXY_RECORDER"
 """Set to ``thread`` to run the recorder's writer as threads instead of a child process."""
@@ -159,13 +166,14 @@ _STDERR_INSERT = "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw
 _STDERR_ROW = "(?, ?, ?, ?, ?)"
 _STDERR_COLUMNS = 5
 
-ROWS_PER_STATEMENT = 2000
+ROWS_PER_STATEMENT = 1000
 """Rows one multi-row INSERT carries (fewer if SQLite allows fewer parameters).
 
 ``executemany`` releases and retakes the GIL around every row's ``sqlite3_step``; while
 the indexer thread runs Python, each retake waits up to a switch interval, so per-row
 statements crawl. One statement of many rows binds them all, then runs them in one step
 without the GIL: measured, 35% less CPU per row and no convoy with the indexer.
+A prepared statement of 2,000 rows took 12 MB of memory, one of 1,000 about a half.
 """
 
 SWITCH_INTERVAL = 0.0005
@@ -202,6 +210,10 @@ class ConnectionRecorder:
         self._open: set[str] = set()
         self._gaps: dict[str, bool] = {}
         self._shipped_drops = (0, 0)  # losses already sent to the writer process
+        self._shipped = [0, 0]  # complete frames (and their bytes) sent to it
+        self._close_fields: dict[str, Any] | None = None
+        # what identifies its row (see Recorder._settle_lost)
+        self._identity = (fields.get("proxy_pid"), fields.get("started_at"))
         if announce:
             recorder._put_control((_CONTROL, self, "open", fields))
 
@@ -246,6 +258,7 @@ class ConnectionRecorder:
             return
         self.closed = True
         fields.setdefault("ended_at", time.time())
+        self._close_fields = fields
         self._recorder._put_control((_CONTROL, self, "close", fields))
 
 
@@ -310,6 +323,7 @@ class Recorder:
         self.sqlite_cpu = 0.0  # ... and by the SQLite writer thread
         self.linger = LINGER_SECONDS
         self._child: WriterProcess | None = None
+        self._child_died = False  # it exited on its own: settle its losses at close
         self._child_keys: dict[ConnectionRecorder, int] = {}
         if os.environ.get(BACKEND_ENV) == "thread":
             backend = "thread"
@@ -337,7 +351,9 @@ class Recorder:
             child = WriterProcess(
                 self.path,
                 lock_retry=self.lock_retry,
-                queue_bytes=self.queue_bytes,
+                # This side holds the backlog (in memory up to the budget, then spooled);
+                # the writer only needs the next batches, and waits for room beyond that.
+                queue_bytes=min(self.queue_bytes, CHILD_QUEUE_BATCHES * self.batch_bytes),
                 batch_bytes=self.batch_bytes,
             )
         except OSError:
@@ -581,9 +597,13 @@ class Recorder:
             self.frames_written = child.frames_written
             self.batches_committed = child.batches
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
-            dropped = child.dropped + sum(
-                c.frames_dropped - c._shipped_drops[0] for c in self._connections
-            )
+            if self._child_died:
+                self._settle_lost()
+                dropped = sum(c.frames_dropped for c in self._connections)
+            else:
+                dropped = child.dropped + sum(
+                    c.frames_dropped - c._shipped_drops[0] for c in self._connections
+                )
         if not report:
             return
         if stuck:
@@ -599,6 +619,53 @@ class Recorder:
         if dropped:
             where = "" if self._failed else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
+
+    def _settle_lost(self) -> None:
+        """The writer process died: put what it never wrote on the connection rows.
+
+        Lost = frames dropped here (never sent) plus frames sent that the database does
+        not hold (they were in the pipe, or in the writer's memory). The rows also get
+        the end time and exit status the writer never received.
+        """
+        assert self.path is not None
+        try:
+            db = connect(self.path, create=False, timeout=self.lock_retry)
+        except RecordingError as exc:
+            db = None
+            self.warn(f"recording: cannot count the frames the writer lost: {exc}")
+        try:
+            for conn in self._connections:
+                db_id = None
+                if db is not None:  # this proxy's connection started at that instant
+                    found = db.execute(
+                        "SELECT id FROM connections WHERE proxy_pid = ? AND started_at = ?",
+                        conn._identity,
+                    ).fetchone()
+                    db_id = found[0] if found else None
+                recorded = (0, 0)
+                if db is not None and db_id is not None:
+                    row = db.execute(
+                        "SELECT count(*), coalesce(sum(size), 0) FROM frames "
+                        "WHERE connection_id = ?",
+                        (db_id,),
+                    ).fetchone()
+                    recorded = (int(row[0]), int(row[1]))
+                conn.frames_dropped += max(0, conn._shipped[0] - recorded[0])
+                conn.bytes_dropped += max(0, conn._shipped[1] - recorded[1])
+                if db is None or db_id is None:
+                    continue
+                fields = {k: _column_value(v) for k, v in (conn._close_fields or {}).items()}
+                sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)
+                db.execute(
+                    f"UPDATE connections SET frames_dropped = ?, bytes_dropped = ?{sets} "
+                    "WHERE id = ?",
+                    (conn.frames_dropped, conn.bytes_dropped, *fields.values(), db_id),
+                )
+        except sqlite3.Error as exc:
+            self.warn(f"recording: cannot count the frames the writer lost: {exc}")
+        finally:
+            if db is not None:
+                db.close()
 
     def _abandon(self, child: WriterProcess) -> None:
         """Stop the writer process now (what it has not written yet is lost)."""
@@ -638,17 +705,34 @@ class Recorder:
         if self._failed is None:
             try:
                 child.send(encode_batch(items, self._child_keys))
-                return
             except OSError as exc:
                 code = child.proc.poll()
                 why = f"status {code}" if code is not None else str(exc)
                 with self._cond:
-                    self._failed = f"recording disabled: the writer process exited ({why})"
+                    if self._failed is None:
+                        self._failed = f"recording disabled: the writer process exited ({why})"
+                        self._child_died = True
                     self._incident = True
-                self.warn(f"{self._failed}; forwarding continues")
+                if self._child_died:
+                    self.warn(f"{self._failed}; forwarding continues")
+            else:
+                for item in items:  # what the database should get (see _settle_lost)
+                    tag = item[0]
+                    if tag == _CHUNK and item[2] != STDERR:
+                        shipped = item[1]._shipped
+                        shipped[0] += item[5].count(b"\n", 0, item[6])
+                        shipped[1] += item[6]
+                    elif tag == _FRAME and item[2] != STDERR:
+                        shipped = item[1]._shipped
+                        shipped[0] += 1
+                        shipped[1] += len(item[5])
+                return
         with self._cond:  # lost with the writer process: counted here
             for item in items:
                 tag = item[0]
+                if tag == DROPS:  # not delivered: still to be counted here
+                    was = item[1]._shipped_drops
+                    item[1]._shipped_drops = (was[0] - item[2], was[1] - item[3])
                 if tag in (_CHUNK, _FRAME) and item[2] != STDERR:
                     conn: ConnectionRecorder = item[1]
                     data = item[5]

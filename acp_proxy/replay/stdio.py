@@ -8,17 +8,15 @@ answer, ``answer_timeout`` seconds without input make it move on.
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from collections.abc import Callable
 
 from acp_proxy.record.writer import warn_stderr
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send, Wait
+from acp_proxy.transport.chunks import ChunkReader
 from acp_proxy.transport.stdio import write_all
 from acp_proxy.wire.framing import LineFramer
-
-CHUNK = 256 * 1024
 
 
 def serve_stdio(
@@ -31,6 +29,7 @@ def serve_stdio(
 ) -> int:
     """Serve one client until its stdin closes; returns the exit code (0, or 1 on a broken pipe)."""
     framer = LineFramer()
+    reader = ChunkReader(stdin_fd)
 
     def carry_out(outputs: list[Output]) -> bool:
         for out in outputs:
@@ -60,7 +59,7 @@ def serve_stdio(
                 return 1
             continue
         try:
-            data = os.read(stdin_fd, CHUNK)
+            data = reader.read()
         except OSError:
             data = b""
         if not data:

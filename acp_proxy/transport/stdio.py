@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 
 from acp_proxy.record.writer import STDERR, ConnectionRecorder, Recorder
+from acp_proxy.transport.chunks import ChunkReader
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,
     AgentStartError,
@@ -36,7 +37,6 @@ from acp_proxy.transport.process import (
 )
 from acp_proxy.wire.frame import A2C, C2A
 
-CHUNK = 256 * 1024
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SWITCH_INTERVAL = 0.0002
 """GIL switch interval while recording (seconds); Python's default is 0.005."""
@@ -62,22 +62,16 @@ def pump(
     the writer on the other side is never blocked, and what it sends is still recorded.
     """
     dst_ok = True
-    # One reusable buffer, and each chunk copied out at its size: os.read(src, CHUNK)
-    # would allocate CHUNK bytes per read and shrink them, which churns the C heap until
-    # it gives pages back to the kernel, and that stalls every thread (measured: 5-7 ms
-    # pauses several times a second while recording light traffic).
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
+    reader = ChunkReader(src)
     while True:
         try:
-            n = os.readv(src, (buf,))
+            data = reader.read()
         except InterruptedError:  # pragma: no cover - PEP 475 retries for us
             continue
         except OSError:
             break
-        if not n:
+        if not data:
             break
-        data = bytes(view[:n])
         if on_data is not None:
             # Queued (never waited for) before it is written: a reply can only be read
             # after its request was written, so the recording keeps causal order.

@@ -32,6 +32,7 @@ from aiohttp import WebSocketError, WSMsgType, web
 from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder, warn_stderr
+from acp_proxy.transport.chunks import CHUNK, ChunkReader
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,
     AgentStartError,
@@ -65,7 +66,6 @@ from acp_proxy.transport.ws_bridge import (
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.framing import LineFramer
 
-CHUNK = 256 * 1024
 STDIN_QUEUE_CHUNKS = 8
 
 
@@ -807,9 +807,10 @@ class ConnectSettings:
 
 def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]) -> None:
     """Thread body: blocking reads of ``fd`` into ``queue`` (bounded: back-pressure)."""
+    reader = ChunkReader(fd)
     while True:
         try:
-            data = os.read(fd, CHUNK)
+            data = reader.read()
         except OSError:
             data = b""
         try:

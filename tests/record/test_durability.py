@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ECHO_AGENT, frames_of, proxy_exe, run_proxy
+from tests.record.test_child import writer_pid
 from tests.transport.test_lifecycle import AGENTS, wait_dead
 
 TIMEOUT = 120.0
@@ -59,11 +60,14 @@ def test_kill_9_mid_stream_leaves_a_clean_database_and_no_orphan(tmp_path: Path)
     con = sqlite3.connect(db)
     agent_pid = con.execute("SELECT pid FROM connections").fetchone()[0]
     con.close()
+    writer = writer_pid(proc.pid)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(TIMEOUT) == -signal.SIGKILL
     t.join(TIMEOUT)
     # PR_SET_PDEATHSIG: the agent goes with the proxy
     assert wait_dead(agent_pid)
+    # the writer process writes what it was sent, then exits too
+    assert wait_dead(writer)
     con = sqlite3.connect(db)
     try:
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)

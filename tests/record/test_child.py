@@ -1,0 +1,251 @@
+"""The recorder's writer process: the batch protocol in-process, and the real child
+process of the real executable (priority, a killed writer, a killed proxy)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from acp_proxy.record.child import DROPS, encode_batch, serve
+from acp_proxy.record.writer import Recorder
+from tests.conftest import ECHO_AGENT, frames_of, proxy_exe
+from tests.transport.test_lifecycle import dead, wait_dead
+
+TIMEOUT = 60.0
+SCHED_IDLE = 5
+
+
+def _rows(db: Path) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "SELECT connection_id, seq, direction, raw, size, kind, rpc_id, method, session_id, "
+            "update_kind, entity_type, entity_id, ts, mono_ns FROM frames ORDER BY id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def _connection(db: Path) -> tuple[Any, ...]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "SELECT transport, agent_command, pid, exit_status, protocol_version, client_info, "
+            "frames_dropped, bytes_dropped, ended_at IS NOT NULL FROM connections"
+        ).fetchone()
+    finally:
+        con.close()
+
+
+def _traffic(recorder: Recorder) -> None:
+    """The same calls a transport makes: streams split mid-line, stderr, an event."""
+    conn = recorder.connection("stdio", agent_command=["agent", "--x"], label="t")
+    conn.update(pid=4242)
+    init = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
+    init += b'"clientInfo":{"name":"c"}}}\n'
+    conn.stream("c2a", init[:20])
+    conn.stream("c2a", init[20:])
+    conn.stream("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}\n{"x":')
+    conn.stream("a2c", b"1}\nnot json\r\n")
+    conn.stream("a2c", b"tail without newline")
+    conn.stderr(b"agent says hi\n")
+    conn.event("signal", {"signum": 15})
+    conn.stream_end("c2a")
+    conn.stream_end("a2c")
+    conn.close(exit_status=3)
+
+
+def test_batches_sent_to_a_writer_record_what_threads_record(tmp_path: Path) -> None:
+    # Reference: the thread backend records the traffic directly.
+    direct = Recorder(tmp_path / "direct.db")
+    _traffic(direct)
+    direct.close()
+    # The same traffic through the protocol: what the proxy's queue holds, encoded in
+    # two batches (plus losses the proxy counted), served to a writer from a pipe.
+    capture = Recorder(None)
+    capture.path = tmp_path / "unused.db"  # queue items, with no writer behind them
+    _traffic(capture)
+    items = list(capture._queue)
+    conn = items[0][1]
+    keys: dict[Any, int] = {}
+    blob = encode_batch(items[:5], keys) + encode_batch([*items[5:], (DROPS, conn, 2, 10)], keys)
+    read_fd, write_fd = os.pipe()
+    writer = Recorder(tmp_path / "served.db", open_now=False)
+    with open(os.devnull, "w") as report:
+        server = threading.Thread(target=serve, args=(writer, read_fd, report))
+        server.start()
+        os.write(write_fd, blob)
+        os.close(write_fd)
+        server.join(TIMEOUT)
+    os.close(read_fd)
+    assert not server.is_alive()
+    served, reference = _rows(tmp_path / "served.db"), _rows(tmp_path / "direct.db")
+    assert [r[:12] for r in served] == [r[:12] for r in reference]
+    assert len(served) == 5 and served[-1][3] == b"tail without newline"
+    assert _connection(tmp_path / "served.db") == (
+        "stdio",
+        '["agent","--x"]',
+        4242,
+        3,
+        1,
+        '{"name":"c"}',
+        2,
+        10,
+        1,
+    )
+    con = sqlite3.connect(tmp_path / "served.db")
+    assert con.execute("SELECT raw FROM stderr_lines").fetchall() == [(b"agent says hi\n",)]
+    assert con.execute("SELECT kind, detail FROM events").fetchall() == [
+        ("signal", '{"signum":15}')
+    ]
+    con.close()
+
+
+def writer_pid(proxy_pid: int) -> int:
+    """The pid of the proxy's writer process (its child running acp_proxy.record.child)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmdline = fh.read()
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == proxy_pid and b"acp_proxy.record.child" in cmdline:
+                return int(entry)
+        time.sleep(0.02)
+    raise AssertionError("the proxy started no writer process")
+
+
+def _policy_and_nice(pid: int) -> tuple[int, int]:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    # after the command: state is field 3, nice field 19, policy field 41 (1-based)
+    return int(fields[38]), int(fields[16])
+
+
+def _echo_proxy(db: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _echo(proc: subprocess.Popen[bytes], lines: list[bytes]) -> bytes:
+    """Write ``lines`` and read back as many bytes (the echo agent returns them)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    data = b"".join(lines)
+    proc.stdin.write(data)
+    proc.stdin.flush()
+    got = b""
+    while len(got) < len(data):
+        chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        assert chunk, "the proxy closed its stdout"
+        got += chunk
+    return got
+
+
+def _count(db: Path) -> int:
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return int(con.execute("SELECT count(*) FROM frames").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        con.close()
+
+
+def _wait_count(db: Path, n: int) -> int:
+    deadline = time.monotonic() + TIMEOUT
+    count = 0
+    while time.monotonic() < deadline:
+        count = _count(db)
+        if count >= n:
+            break
+        time.sleep(0.02)
+    return count
+
+
+def _lines(start: int, n: int) -> list[bytes]:
+    return [b'{"jsonrpc":"2.0","method":"n","params":{"i":%d}}\n' % i for i in range(start, n)]
+
+
+def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    proc = _echo_proxy(db)
+    writer = writer_pid(proc.pid)
+    # It lowers itself first thing: SCHED_IDLE on Linux, so any runnable forwarding
+    # thread preempts it at once (nice where there is no SCHED_IDLE).
+    deadline = time.monotonic() + TIMEOUT
+    while (policy_nice := _policy_and_nice(writer)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert policy_nice[0] == SCHED_IDLE or policy_nice[1] > 0, policy_nice
+    lines = _lines(0, 50)
+    assert _echo(proc, lines) == b"".join(lines)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(TIMEOUT) == 0
+    assert dead(writer)  # the proxy waited for it: nothing left behind
+    assert [raw for _, raw in frames_of(db)] == lines + lines  # c2a echoed as a2c
+
+
+def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    proc = _echo_proxy(db)
+    writer = writer_pid(proc.pid)
+    before = _lines(0, 100)
+    assert _echo(proc, before) == b"".join(before)
+    assert _wait_count(db, 200) == 200
+    os.kill(writer, signal.SIGKILL)
+    assert wait_dead(writer)
+    after = _lines(100, 300)
+    for i in range(0, len(after), 50):  # forwarding goes on, in several writes
+        assert _echo(proc, after[i : i + 50]) == b"".join(after[i : i + 50])
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(TIMEOUT) == 0
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert err.count("the writer process exited") == 1, err
+    assert "recording: 400 frame(s) were not recorded" in err  # 200 lines, both ways
+    assert "dropping frames" not in err and "Traceback" not in err
+    recorded = [raw for _, raw in frames_of(db)]
+    assert sorted(recorded) == sorted(before + before)  # what was written before stays
+    con = sqlite3.connect(db)
+    row = con.execute(
+        "SELECT frames_dropped, bytes_dropped, exit_status, ended_at IS NOT NULL FROM connections"
+    ).fetchone()
+    con.close()
+    # the proxy put the losses, and the end the writer never saw, on the row itself
+    assert row == (400, 2 * len(b"".join(after)), 0, 1)
+
+
+def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    proc = _echo_proxy(db)
+    writer = writer_pid(proc.pid)
+    lines = _lines(0, 2000)
+    assert _echo(proc, lines) == b"".join(lines)
+    time.sleep(0.3)  # longer than the proxy's linger: the frames reached the writer
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(TIMEOUT) == -signal.SIGKILL
+    assert wait_dead(writer)  # it saw the end of its input, wrote, and exited
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("SELECT ended_at FROM connections").fetchone() == (None,)
+    finally:
+        con.close()
+    assert _count(db) == 4000

@@ -166,6 +166,14 @@ class ConnectionIndexer:
             msg.kind, msg.id, msg.method, session_id, update_kind, entity_type, entity_id
         )
 
+    def forget_request(self, direction: Direction, rpc_id: str) -> None:
+        """Stop waiting for the answer to the request ``rpc_id`` sent in ``direction``.
+
+        ``acp-proxy reindex`` uses it when the answer was recorded *before* the request
+        and it has already paired the two.
+        """
+        self._pending.pop((direction, rpc_id), None)
+
     def _observe_request(self, method: str, params: Any) -> None:
         if method == "initialize" and isinstance(params, dict):
             version = params.get("protocolVersion")

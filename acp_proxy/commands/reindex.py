@@ -84,7 +84,7 @@ def reindex_connection(
                 answered = early.pop((direction, cols.rpc_id), None)
                 if answered is not None:
                     patches.append((cols.method, cols.session_id, answered))
-                    indexer._pending.pop((direction, cols.rpc_id), None)
+                    indexer.forget_request(direction, cols.rpc_id)
             last_seq = seq
         seen += len(rows)
         db.execute("BEGIN IMMEDIATE")

@@ -22,6 +22,7 @@ forwarding never waits.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sqlite3
 import subprocess
@@ -98,6 +99,9 @@ about 10 MB more (two batches of rows in flight and a bigger queue).
 
 INCIDENT_QUIET_SECONDS = 2.0
 """A loss incident ends after this long without losses (then a new loss warns again)."""
+
+INTERRUPT_SETTLE_SECONDS = 5.0
+"""After Ctrl-C at exit, how long to count what was lost before giving up (seconds)."""
 
 CHILD_QUEUE_BATCHES = 2
 """Batches the writer process queues before it stops reading (the pipe then fills)."""
@@ -365,6 +369,10 @@ class Recorder:
         self._child = child
         # Both sides gather for half the linger, so the recording stays as far behind.
         self.linger = LINGER_SECONDS / 2
+        # Queue items live for a batch, long enough to reach the oldest generation, so full
+        # collections come often; with start-up's objects frozen they scan only the few
+        # objects made since (measured: round-trip p99.9 2.1-3.7 ms -> 1.6-1.8 ms).
+        gc.freeze()
         shipper = threading.Thread(target=self._ship_loop, name="acp-proxy-shipper", daemon=True)
         shipper.start()
         # close() waits for both: everything shipped, then the child done (its output ends)
@@ -580,11 +588,23 @@ class Recorder:
                         )
         except KeyboardInterrupt:
             behind = self._behind()
-            if child is not None:
-                self._abandon(child)
+            if child is None:
+                self.warn(
+                    f"recording: interrupted; the {behind / 1e6:.1f} MB still queued were not "
+                    "recorded (the connection stays marked as running)"
+                )
+                return
+            self._abandon(child)
+            with contextlib.suppress(KeyboardInterrupt, subprocess.TimeoutExpired):
+                # The shipper counts what it can no longer send; then the rows get the
+                # losses and the end the writer never wrote.
+                self._threads[0].join(INTERRUPT_SETTLE_SECONDS)
+                child.proc.wait(INTERRUPT_SETTLE_SECONDS)
+                self._settle_lost(INTERRUPT_SETTLE_SECONDS)
+            lost = sum(c.frames_dropped for c in self._connections)
             self.warn(
-                f"recording: interrupted; the {behind / 1e6:.1f} MB still queued were not "
-                "recorded (the connection stays marked as running)"
+                f"recording: interrupted; {lost:,} frame(s) ({behind / 1e6:.1f} MB) still "
+                "queued were not recorded (counted on the connection row)"
             )
             return
         stuck = any(t.is_alive() for t in self._threads)
@@ -598,7 +618,7 @@ class Recorder:
             self.batches_committed = child.batches
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
             if self._child_died:
-                self._settle_lost()
+                self._settle_lost(self.lock_retry)
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
                 dropped = child.dropped + sum(
@@ -620,19 +640,20 @@ class Recorder:
             where = "" if self._failed else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
 
-    def _settle_lost(self) -> None:
-        """The writer process died: put what it never wrote on the connection rows.
+    def _settle_lost(self, timeout: float) -> None:
+        """The writer process is gone: put what it never wrote on the connection rows.
 
         Lost = frames dropped here (never sent) plus frames sent that the database does
         not hold (they were in the pipe, or in the writer's memory). The rows also get
-        the end time and exit status the writer never received.
+        the end time and exit status the writer never received. If the database cannot
+        be opened within ``timeout`` seconds, every frame sent counts as lost.
         """
         assert self.path is not None
         try:
-            db = connect(self.path, create=False, timeout=self.lock_retry)
+            db = connect(self.path, create=False, timeout=timeout)
         except RecordingError as exc:
             db = None
-            self.warn(f"recording: cannot count the frames the writer lost: {exc}")
+            self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         try:
             for conn in self._connections:
                 db_id = None
@@ -662,7 +683,7 @@ class Recorder:
                     (conn.frames_dropped, conn.bytes_dropped, *fields.values(), db_id),
                 )
         except sqlite3.Error as exc:
-            self.warn(f"recording: cannot count the frames the writer lost: {exc}")
+            self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         finally:
             if db is not None:
                 db.close()

@@ -51,6 +51,23 @@ def run_proxy(
     )
 
 
+def echo_through(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Send ``data`` through a proxy in front of the echo agent and read it all back.
+
+    It writes everything before reading: keep ``data`` well under the pipes' buffers
+    (~64 KB each way) or both sides block.
+    """
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(data)
+    proc.stdin.flush()
+    got = b""
+    while len(got) < len(data):
+        chunk = os.read(proc.stdout.fileno(), 1 << 20)
+        assert chunk, "the proxy stopped forwarding"
+        got += chunk
+    assert got == data
+
+
 def frames_of(db: Path, connection_id: int | None = None) -> list[tuple[str, bytes]]:
     """(direction, raw) of every recorded frame, in order."""
     conn = sqlite3.connect(db)

@@ -14,7 +14,7 @@ from typing import Any
 
 from acp_proxy.record.child import DROPS, encode_batch, serve
 from acp_proxy.record.writer import Recorder
-from tests.conftest import ECHO_AGENT, frames_of, proxy_exe
+from tests.conftest import ECHO_AGENT, echo_through, frames_of, proxy_exe
 from tests.transport.test_lifecycle import dead, wait_dead
 
 TIMEOUT = 60.0
@@ -35,10 +35,12 @@ def _rows(db: Path) -> list[tuple[Any, ...]]:
 def _connection(db: Path) -> tuple[Any, ...]:
     con = sqlite3.connect(db)
     try:
-        return con.execute(
-            "SELECT transport, agent_command, pid, exit_status, protocol_version, client_info, "
-            "frames_dropped, bytes_dropped, ended_at IS NOT NULL FROM connections"
-        ).fetchone()
+        return tuple(
+            con.execute(
+                "SELECT transport, agent_command, pid, exit_status, protocol_version, "
+                "client_info, frames_dropped, bytes_dropped, ended_at IS NOT NULL FROM connections"
+            ).fetchone()
+        )
     finally:
         con.close()
 
@@ -107,22 +109,31 @@ def test_batches_sent_to_a_writer_record_what_threads_record(tmp_path: Path) -> 
     con.close()
 
 
+def _writer_pids(proxy_pid: int) -> list[int]:
+    """The proxy's writer processes now (its children running acp_proxy.record.child)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == proxy_pid and b"acp_proxy.record.child" in cmdline:
+            found.append(int(entry))
+    return found
+
+
 def writer_pid(proxy_pid: int) -> int:
-    """The pid of the proxy's writer process (its child running acp_proxy.record.child)."""
+    """The pid of the proxy's writer process, once it has started."""
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    cmdline = fh.read()
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == proxy_pid and b"acp_proxy.record.child" in cmdline:
-                return int(entry)
+        found = _writer_pids(proxy_pid)
+        if found:
+            return found[0]
         time.sleep(0.02)
     raise AssertionError("the proxy started no writer process")
 
@@ -141,20 +152,6 @@ def _echo_proxy(db: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-def _echo(proc: subprocess.Popen[bytes], lines: list[bytes]) -> bytes:
-    """Write ``lines`` and read back as many bytes (the echo agent returns them)."""
-    assert proc.stdin is not None and proc.stdout is not None
-    data = b"".join(lines)
-    proc.stdin.write(data)
-    proc.stdin.flush()
-    got = b""
-    while len(got) < len(data):
-        chunk = os.read(proc.stdout.fileno(), 1 << 16)
-        assert chunk, "the proxy closed its stdout"
-        got += chunk
-    return got
 
 
 def _count(db: Path) -> int:
@@ -182,18 +179,24 @@ def _lines(start: int, n: int) -> list[bytes]:
     return [b'{"jsonrpc":"2.0","method":"n","params":{"i":%d}}\n' % i for i in range(start, n)]
 
 
-def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_path: Path) -> None:
-    db = tmp_path / "w.db"
+def _start(db: Path, lines: list[bytes]) -> tuple[subprocess.Popen[bytes], int]:
+    """A recording proxy in front of the echo agent, its writer's pid, ``lines`` echoed."""
     proc = _echo_proxy(db)
     writer = writer_pid(proc.pid)
+    echo_through(proc, b"".join(lines))
+    return proc, writer
+
+
+def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    lines = _lines(0, 50)
+    proc, writer = _start(db, lines)
     # It lowers itself first thing: SCHED_IDLE on Linux, so any runnable forwarding
     # thread preempts it at once (nice where there is no SCHED_IDLE).
     deadline = time.monotonic() + TIMEOUT
     while (policy_nice := _policy_and_nice(writer)) == (0, 0) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert policy_nice[0] == SCHED_IDLE or policy_nice[1] > 0, policy_nice
-    lines = _lines(0, 50)
-    assert _echo(proc, lines) == b"".join(lines)
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(TIMEOUT) == 0
@@ -203,16 +206,14 @@ def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_pat
 
 def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    proc = _echo_proxy(db)
-    writer = writer_pid(proc.pid)
     before = _lines(0, 100)
-    assert _echo(proc, before) == b"".join(before)
+    proc, writer = _start(db, before)
     assert _wait_count(db, 200) == 200
     os.kill(writer, signal.SIGKILL)
     assert wait_dead(writer)
     after = _lines(100, 300)
     for i in range(0, len(after), 50):  # forwarding goes on, in several writes
-        assert _echo(proc, after[i : i + 50]) == b"".join(after[i : i + 50])
+        echo_through(proc, b"".join(after[i : i + 50]))
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(TIMEOUT) == 0
@@ -234,10 +235,8 @@ def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path)
 
 def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
-    proc = _echo_proxy(db)
-    writer = writer_pid(proc.pid)
     lines = _lines(0, 2000)
-    assert _echo(proc, lines) == b"".join(lines)
+    proc, writer = _start(db, lines)
     time.sleep(0.3)  # longer than the proxy's linger: the frames reached the writer
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(TIMEOUT) == -signal.SIGKILL
@@ -249,3 +248,21 @@ def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> 
     finally:
         con.close()
     assert _count(db) == 4000
+
+
+def test_acp_proxy_recorder_thread_records_without_a_writer_process(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ACP_PROXY_RECORDER": "thread"},
+    )
+    lines = _lines(0, 100)
+    echo_through(proc, b"".join(lines))
+    assert _writer_pids(proc.pid) == []
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(TIMEOUT) == 0
+    assert [raw for _, raw in frames_of(db)] == lines + lines

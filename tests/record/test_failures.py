@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ECHO_AGENT, frames_of, proxy_exe, run_proxy
+from tests.conftest import ECHO_AGENT, echo_through, frames_of, proxy_exe, run_proxy
 
 LINES = b"".join(b'{"jsonrpc":"2.0","method":"_t","params":{"n":%d}}\n' % i for i in range(3000))
 
@@ -112,19 +112,6 @@ def _read_stderr_until(proc: subprocess.Popen[bytes], needle: bytes, timeout: fl
     return seen
 
 
-def _echo(proc: subprocess.Popen[bytes], data: bytes) -> None:
-    """Send ``data`` through the proxy and read the echo back completely."""
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(data)
-    proc.stdin.flush()
-    got = b""
-    while len(got) < len(data):
-        chunk = os.read(proc.stdout.fileno(), 1 << 20)
-        assert chunk, "the proxy stopped forwarding"
-        got += chunk
-    assert got == data
-
-
 def _second_proxy_under_lock(
     db: Path, *flags: str, retry: float
 ) -> tuple[sqlite3.Connection, subprocess.Popen[bytes]]:
@@ -149,13 +136,13 @@ def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
     holder, proc = _second_proxy_under_lock(db, retry=0.3)
     try:
         first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
-        _echo(proc, first)  # forwarding works while the recorder is stuck
+        echo_through(proc, first)  # forwarding works while the recorder is stuck
         seen = _read_stderr_until(proc, b"database is locked", 60)
     finally:
         holder.execute("COMMIT")
         holder.close()
     later = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
-    _echo(proc, later)
+    echo_through(proc, later)
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.close()
     assert proc.wait(60) == 0
@@ -195,7 +182,7 @@ def test_a_lock_held_at_start_does_not_delay_forwarding(tmp_path: Path) -> None:
     )
     data = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
     try:
-        _echo(proc, data)  # would wait for the lock if opening the DB blocked forwarding
+        echo_through(proc, data)  # would wait for the lock if opening the DB blocked forwarding
     finally:
         holder.execute("COMMIT")
         holder.close()
@@ -295,7 +282,7 @@ def test_exit_waits_for_the_backlog_says_so_and_ctrl_c_stops_the_wait(tmp_path: 
     db = tmp_path / "drain.db"
     holder, proc = _second_proxy_under_lock(db, retry=300)
     try:
-        _echo(proc, b"".join(FLOOD[:100]))  # small: _echo writes it all before reading
+        echo_through(proc, b"".join(FLOOD[:100]))  # small: see echo_through
         assert proc.stdin is not None
         proc.stdin.close()
         seen = _read_stderr_until(proc, b"Ctrl-C stops", 60)

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -92,13 +93,24 @@ def encode_batch(items: list[tuple[Any, ...]], keys: dict[ConnectionRecorder, in
 class WriterProcess:
     """The proxy's handle on the child: start it, send batches, follow its progress."""
 
-    def __init__(self, path: Path, *, lock_retry: float, queue_bytes: int, batch_bytes: int):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_retry: float,
+        queue_bytes: int,
+        batch_bytes: int,
+        on_exit: Callable[[], None],
+    ):
         self.proc = subprocess.Popen(
             [
                 sys.executable,
+                # -P: not the working directory first on sys.path. Editors start the proxy
+                # in the user's project, whose own orjson.py or sqlite3/ must not be used.
+                "-P",
                 "-m",
                 "acp_proxy.record.child",
-                str(path),
+                str(path.resolve()),
                 repr(lock_retry),
                 str(queue_bytes),
                 str(batch_bytes),
@@ -119,6 +131,7 @@ class WriterProcess:
         self.sqlite_cpu = 0.0
         self.dropped = 0
         self.queued_bytes = 0
+        self._on_exit = on_exit
         self.reader = threading.Thread(target=self._read, name="acp-proxy-progress", daemon=True)
         self.reader.start()
 
@@ -135,9 +148,11 @@ class WriterProcess:
             self.proc.stdin.close()
 
     def kill(self) -> None:
+        """Stop the child now. Its stdin is left to the shipper thread to close (it may be
+        writing to it: closing the descriptor under it could hand the number to a file
+        opened meanwhile)."""
         with contextlib.suppress(OSError):
             self.proc.kill()
-        self.finish()
 
     def _read(self) -> None:
         for line in self._stdout:
@@ -151,6 +166,7 @@ class WriterProcess:
                 self.queued_bytes = int(parts[6])
         with contextlib.suppress(OSError):
             self._stdout.close()
+        self._on_exit()  # its output ended: it exited (or is about to)
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -208,6 +224,9 @@ def serve(recorder: Recorder, fd: int, report: IO[str]) -> None:
                     with recorder._cond:
                         conn.frames_dropped += item[2]
                         conn.bytes_dropped += item[3]
+                    # an empty update: the row is rewritten with the counts even if no
+                    # frame of this connection comes any more
+                    items.append((CONTROL, conn, "update", {}))
                 continue
             conn = conns.get(key)
             if conn is None:
@@ -220,6 +239,11 @@ def serve(recorder: Recorder, fd: int, report: IO[str]) -> None:
     # Connections the proxy did not close (it was killed) stay marked as running.
     for conn in conns.values():
         conn.closed = True
+    # Nothing is forwarded any more: finish at an ordinary (low) priority rather than
+    # only on idle CPU, which a busy machine may not have for a long time.
+    for thread in recorder._threads:
+        if thread.native_id is not None:
+            _raise_priority(thread.native_id)
     recorder.close(report=False)
     stop.set()
     reporter.join()
@@ -238,6 +262,12 @@ def _lower_priority(nice: int) -> None:
     except (OSError, AttributeError):
         with contextlib.suppress(OSError):
             os.nice(nice)
+
+
+def _raise_priority(tid: int) -> None:
+    """Move thread ``tid`` from SCHED_IDLE back to the normal policy (its nice stays)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
 
 
 def main(argv: list[str] | None = None) -> int:

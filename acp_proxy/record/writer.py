@@ -151,7 +151,8 @@ def warn_stderr(message: str) -> None:
 # (data / raw is a SpoolRef instead of bytes when the item's bytes were spooled to disk)
 #   (_GAP, conn, stream, partial)                bytes of ``stream`` were dropped here;
 #                                                partial: they ended inside a line
-#   (_END, conn, stream, ts, mono_ns)            end of ``stream``: flush its last line
+#   (_END, conn, stream, ts, mono_ns, inside)    end of ``stream``: flush its last line
+#                                                (inside: it had no newline yet)
 #   (_CONTROL, conn, op, fields)                 open | update | event | close
 _CHUNK, _FRAME, _GAP, _END, _CONTROL = CHUNK, FRAME, GAP, END, CONTROL
 STDERR = "stderr"
@@ -331,6 +332,7 @@ class Recorder:
         self._child: WriterProcess | None = None
         self._child_died = False  # it exited on its own: settle its losses at close
         self._child_keys: dict[ConnectionRecorder, int] = {}
+        self._lossy: set[ConnectionRecorder] = set()  # losses counted here, not yet shipped
         if os.environ.get(BACKEND_ENV) == "thread":
             backend = "thread"
         if self.path is not None:
@@ -356,6 +358,7 @@ class Recorder:
         try:
             child = WriterProcess(
                 self.path,
+                on_exit=self._writer_exited,
                 lock_retry=self.lock_retry,
                 # This side holds the backlog (in memory up to the budget, then spooled);
                 # the writer only needs the next batches, and waits for room beyond that.
@@ -444,6 +447,7 @@ class Recorder:
                 if stream != STDERR:
                     conn.frames_dropped += rest.count(b"\n")
                     conn.bytes_dropped += len(rest)
+                    self._lossy.add(conn)
                 conn._gaps[stream] = not rest.endswith(b"\n")
                 self._start_incident()
 
@@ -522,6 +526,7 @@ class Recorder:
                 if items[0][2] != STDERR:
                     conn.frames_dropped += len(items)
                     conn.bytes_dropped += size
+                    self._lossy.add(conn)
                 self._start_incident()
                 return
             self._queue.extend(items)
@@ -538,8 +543,10 @@ class Recorder:
                 self._queue.append((_GAP, conn, stream, False))
                 if gap and stream != STDERR:
                     conn.frames_dropped += 1  # the dropped tail had no newline: one more frame
+                    self._lossy.add(conn)
+            inside = stream in conn._open  # the stream ends inside a line: one more frame
             conn._open.discard(stream)
-            self._queue.append((_END, conn, stream, time.time(), time.monotonic_ns()))
+            self._queue.append((_END, conn, stream, time.time(), time.monotonic_ns(), inside))
             self._wake()
 
     def _put_control(self, item: tuple[Any, ...]) -> None:
@@ -614,13 +621,21 @@ class Recorder:
         if child is not None:
             if stuck:
                 self._abandon(child)
+                self._threads[0].join(INTERRUPT_SETTLE_SECONDS)  # it counts what it holds
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.proc.wait(5)
+            code = child.proc.returncode
+            if code not in (0, None) and not stuck and not self._child_died:
+                self._child_died = True  # during the final drain: nobody else noticed
+                self.warn(
+                    f"recording: the writer process exited (status {code}) before writing "
+                    "everything"
+                )
             self.frames_written = child.frames_written
             self.batches_committed = child.batches
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
-            if self._child_died:
-                self._settle_lost(self.lock_retry)
+            if self._child_died or stuck:
+                self._settle_lost(self.lock_retry if not stuck else INTERRUPT_SETTLE_SECONDS)
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
                 dropped = child.dropped + sum(
@@ -641,6 +656,19 @@ class Recorder:
         if dropped:
             where = "" if self._failed else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
+
+    def _writer_exited(self) -> None:
+        """The writer process's output ended (its reader thread calls this)."""
+        with self._cond:
+            if self._stop or self._failed is not None:
+                return  # expected: close() asked it to finish, or it was stopped
+            code = self._child.proc.poll() if self._child is not None else None
+            self._failed = "recording disabled: the writer process exited" + (
+                f" (status {code})" if code is not None else ""
+            )
+            self._child_died = True
+            self._incident = True
+        self.warn(f"{self._failed}; forwarding continues")
 
     def _settle_lost(self, timeout: float) -> None:
         """The writer process is gone: put what it never wrote on the connection rows.
@@ -732,23 +760,21 @@ class Recorder:
                 code = child.proc.poll()
                 why = f"status {code}" if code is not None else str(exc)
                 with self._cond:
-                    if self._failed is None:
+                    first = self._failed is None  # (its reader thread may have noticed)
+                    if first:
                         self._failed = f"recording disabled: the writer process exited ({why})"
                         self._child_died = True
                     self._incident = True
-                if self._child_died:
+                if first:
                     self.warn(f"{self._failed}; forwarding continues")
             else:
                 for item in items:  # what the database should get (see _settle_lost)
                     tag = item[0]
-                    if tag == _CHUNK and item[2] != STDERR:
+                    if tag in (_CHUNK, _FRAME, _END) and item[2] != STDERR:
+                        frames, size = _frames_in(item)
                         shipped = item[1]._shipped
-                        shipped[0] += item[5].count(b"\n", 0, item[6])
-                        shipped[1] += item[6]
-                    elif tag == _FRAME and item[2] != STDERR:
-                        shipped = item[1]._shipped
-                        shipped[0] += 1
-                        shipped[1] += len(item[5])
+                        shipped[0] += frames
+                        shipped[1] += size
                 return
         with self._cond:  # lost with the writer process: counted here
             for item in items:
@@ -756,17 +782,23 @@ class Recorder:
                 if tag == DROPS:  # not delivered: still to be counted here
                     was = item[1]._shipped_drops
                     item[1]._shipped_drops = (was[0] - item[2], was[1] - item[3])
-                if tag in (_CHUNK, _FRAME) and item[2] != STDERR:
+                    self._lossy.add(item[1])
+                elif tag in (_CHUNK, _FRAME, _END) and item[2] != STDERR:
                     conn: ConnectionRecorder = item[1]
-                    data = item[5]
-                    conn.frames_dropped += data.count(b"\n") if tag == _CHUNK else 1
-                    conn.bytes_dropped += len(data)
+                    frames, size = _frames_in(item)
+                    conn.frames_dropped += frames
+                    conn.bytes_dropped += size
 
     def _drop_items(self) -> list[tuple[Any, ...]]:
-        """Losses counted here since the last batch, for the writer process to record."""
+        """Losses counted here since the last batch, for the writer process to record.
+
+        Only for connections whose row the writer has been asked to create (their open
+        went out in an earlier batch); the others' losses wait for the next batch.
+        """
         out: list[tuple[Any, ...]] = []
         with self._cond:
-            for conn in self._connections:
+            for conn in [c for c in self._lossy if c in self._child_keys]:
+                self._lossy.discard(conn)
                 now = (conn.frames_dropped, conn.bytes_dropped)
                 if now != conn._shipped_drops:
                     was = conn._shipped_drops
@@ -878,6 +910,7 @@ class Recorder:
                     if item[2] != STDERR:
                         conn.frames_dropped += 1
                         conn.bytes_dropped += len(ref)
+                        self._lossy.add(conn)
                     self._start_incident(f"the spool file could not be read back ({exc})")
                 partial = item[0] == _CHUNK and item[6] < len(ref)
                 out.append((_GAP, conn, item[2], partial))
@@ -1272,6 +1305,20 @@ def _statement(insert: str, one: str, count: int) -> str:
     if sql is None:
         sql = _STATEMENTS[key] = insert + ", ".join([one] * count)
     return sql
+
+
+def _frames_in(item: tuple[Any, ...]) -> tuple[int, int]:
+    """(frames, bytes) a chunk, frame or end item brings to a connection's recording.
+
+    A chunk brings the lines it ends and all its bytes; an end inside a line brings that
+    last line (its bytes came with the chunks).
+    """
+    tag = item[0]
+    if tag == _CHUNK:
+        return item[5].count(b"\n"), len(item[5])
+    if tag == _FRAME:
+        return 1, len(item[5])
+    return (1 if len(item) > 5 and item[5] else 0), 0
 
 
 def _with_id(rows: list[tuple[Any, ...]], cid: int) -> list[tuple[Any, ...]]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from acp_proxy.record import schema
 from acp_proxy.record.child import DROPS, encode_batch, serve
 from acp_proxy.record.writer import Recorder
 from tests.conftest import ECHO_AGENT, echo_through, frames_of, proxy_exe
@@ -211,16 +212,18 @@ def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path)
     assert _wait_count(db, 200) == 200
     os.kill(writer, signal.SIGKILL)
     assert wait_dead(writer)
-    after = _lines(100, 300)
-    for i in range(0, len(after), 50):  # forwarding goes on, in several writes
-        echo_through(proc, b"".join(after[i : i + 50]))
+    # Forwarding goes on. The rest is sent in pieces cut inside lines, and the last line
+    # has no newline: what is lost must still be counted frame by frame and byte by byte.
+    after = b"".join(_lines(100, 300)) + b'{"jsonrpc":"2.0","method":"tail"}'
+    for start in range(0, len(after), 1777):
+        echo_through(proc, after[start : start + 1777])
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(TIMEOUT) == 0
     assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert err.count("the writer process exited") == 1, err
-    assert "recording: 400 frame(s) were not recorded" in err  # 200 lines, both ways
+    assert "recording: 402 frame(s) were not recorded" in err  # 201 frames, both ways
     assert "dropping frames" not in err and "Traceback" not in err
     recorded = [raw for _, raw in frames_of(db)]
     assert sorted(recorded) == sorted(before + before)  # what was written before stays
@@ -230,14 +233,84 @@ def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path)
     ).fetchone()
     con.close()
     # the proxy put the losses, and the end the writer never saw, on the row itself
-    assert row == (400, 2 * len(b"".join(after)), 0, 1)
+    assert row == (402, 2 * len(after), 0, 1)
+
+
+def test_a_writer_that_dies_with_everything_sent_is_still_reported(tmp_path: Path) -> None:
+    """The writer is waiting for a lock with every frame sent to it when it is killed:
+    no later send fails, yet the loss is reported and counted."""
+    db = tmp_path / "l.db"
+    schema.connect(db, create=True).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the writer cannot even create the connection row
+    try:
+        proc = subprocess.Popen(
+            [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "120"},
+        )
+        writer = writer_pid(proc.pid)
+        lines = _lines(0, 100)
+        echo_through(proc, b"".join(lines))
+        time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent
+        os.kill(writer, signal.SIGKILL)
+        assert wait_dead(writer)
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(TIMEOUT) == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert err.count("the writer process exited") == 1, err
+    assert "recording: 200 frame(s) were not recorded" in err, err
+    assert "Traceback" not in err
+
+
+def test_the_projects_own_modules_do_not_shadow_the_writers(tmp_path: Path) -> None:
+    """Editors start the proxy in the user's project: a module there named like one the
+    writer imports must not be picked up."""
+    (tmp_path / "orjson.py").write_text("raise ImportError('the project's orjson.py')\n")
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", "s.db", "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    lines = _lines(0, 20)
+    echo_through(proc, b"".join(lines))
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(TIMEOUT) == 0
+    assert proc.stderr is not None
+    assert b"orjson" not in proc.stderr.read()
+    assert [raw for _, raw in frames_of(db)] == lines + lines
+
+
+def test_losses_wait_until_the_writer_knows_the_connection(tmp_path: Path) -> None:
+    """Counts for a connection whose row the writer was not asked to create yet stay
+    here for a later batch (sent before the row, they would be thrown away)."""
+    recorder = Recorder(None)
+    recorder.path = tmp_path / "unused.db"  # queue items, with no writer behind them
+    conn = recorder.connection("websocket")
+    conn.frames_dropped, conn.bytes_dropped = 3, 30
+    recorder._lossy.add(conn)
+    assert recorder._drop_items() == []
+    encode_batch(list(recorder._queue), recorder._child_keys)  # its open goes out
+    assert recorder._drop_items() == [(DROPS, conn, 3, 30)]
+    assert recorder._drop_items() == []  # sent once
 
 
 def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     lines = _lines(0, 2000)
     proc, writer = _start(db, lines)
-    time.sleep(0.3)  # longer than the proxy's linger: the frames reached the writer
+    time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent to the writer
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(TIMEOUT) == -signal.SIGKILL
     assert wait_dead(writer)  # it saw the end of its input, wrote, and exited

@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acp_proxy.record.child import writer_pids
+
 HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting
 AGENT = [sys.executable, str(HERE / "bench_agent.py")]
@@ -103,25 +105,6 @@ def vm_hwm_mb(pid: int) -> float | None:
     return None
 
 
-def recorder_children(pid: int) -> list[int]:
-    """Pids of ``pid``'s recorder writer processes (``python -m acp_proxy.record.child``)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid != pid:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if b"acp_proxy.record.child" in fh.read():
-                    found.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
 class RssSampler(threading.Thread):
     """Polls the peak RSS (VmHWM) and CPU of a process until it exits.
 
@@ -144,8 +127,9 @@ class RssSampler(threading.Thread):
             cpu = cpu_seconds(self.pid)
             if value is None or cpu is None:
                 break
-            if polls % 25 == 0:  # a scan of /proc costs; the writer starts with the proxy
-                for child in recorder_children(self.pid):
+            # a /proc scan costs: at each poll until the writer is found, then now and then
+            if not self._children or polls % 25 == 0:
+                for child in writer_pids(self.pid):
                     self._children.setdefault(child, (0.0, 0.0))
             polls += 1
             for child, (peak, used) in list(self._children.items()):

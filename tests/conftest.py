@@ -51,6 +51,23 @@ def run_proxy(
     )
 
 
+def echo_proxy(
+    db: Path | str,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``acp-proxy --record DB [FLAGS] -- echo_agent.py``, all three pipes to the test."""
+    return subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), *flags, "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
 def echo_through(proc: subprocess.Popen[bytes], data: bytes) -> None:
     """Send ``data`` through a proxy in front of the echo agent and read it all back.
 

@@ -169,6 +169,30 @@ class WriterProcess:
         self._on_exit()  # its output ended: it exited (or is about to)
 
 
+def writer_pids(proxy_pid: int) -> list[int]:
+    """Pids of the writer processes a proxy runs now (Linux ``/proc``; empty elsewhere).
+
+    For the benchmark and the tests, which measure and check the writer from outside.
+    """
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        entries = os.listdir("/proc")
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                if ppid != proxy_pid:
+                    continue
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if b"acp_proxy.record.child" in fh.read():
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
 def _read_exact(fd: int, n: int) -> bytes | None:
     chunks: list[bytes] = []
     while n:

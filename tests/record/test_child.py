@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.record import schema
-from acp_proxy.record.child import DROPS, encode_batch, serve
+from acp_proxy.record.child import DROPS, encode_batch, serve, writer_pids
 from acp_proxy.record.writer import Recorder
-from tests.conftest import ECHO_AGENT, echo_through, frames_of, proxy_exe
+from tests.conftest import echo_proxy, echo_through, frames_of
 from tests.transport.test_lifecycle import dead, wait_dead
 
 TIMEOUT = 60.0
@@ -110,29 +110,11 @@ def test_batches_sent_to_a_writer_record_what_threads_record(tmp_path: Path) -> 
     con.close()
 
 
-def _writer_pids(proxy_pid: int) -> list[int]:
-    """The proxy's writer processes now (its children running acp_proxy.record.child)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == proxy_pid and b"acp_proxy.record.child" in cmdline:
-            found.append(int(entry))
-    return found
-
-
 def writer_pid(proxy_pid: int) -> int:
     """The pid of the proxy's writer process, once it has started."""
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        found = _writer_pids(proxy_pid)
+        found = writer_pids(proxy_pid)
         if found:
             return found[0]
         time.sleep(0.02)
@@ -144,15 +126,6 @@ def _policy_and_nice(pid: int) -> tuple[int, int]:
         fields = fh.read().rsplit(")", 1)[1].split()
     # after the command: state is field 3, nice field 19, policy field 41 (1-based)
     return int(fields[38]), int(fields[16])
-
-
-def _echo_proxy(db: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
 
 
 def _count(db: Path) -> int:
@@ -182,7 +155,7 @@ def _lines(start: int, n: int) -> list[bytes]:
 
 def _start(db: Path, lines: list[bytes]) -> tuple[subprocess.Popen[bytes], int]:
     """A recording proxy in front of the echo agent, its writer's pid, ``lines`` echoed."""
-    proc = _echo_proxy(db)
+    proc = echo_proxy(db)
     writer = writer_pid(proc.pid)
     echo_through(proc, b"".join(lines))
     return proc, writer
@@ -244,13 +217,7 @@ def test_a_writer_that_dies_with_everything_sent_is_still_reported(tmp_path: Pat
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # the writer cannot even create the connection row
     try:
-        proc = subprocess.Popen(
-            [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "120"},
-        )
+        proc = echo_proxy(db, env={"ACP_PROXY_LOCK_RETRY_SECONDS": "120"})
         writer = writer_pid(proc.pid)
         lines = _lines(0, 100)
         echo_through(proc, b"".join(lines))
@@ -275,13 +242,7 @@ def test_the_projects_own_modules_do_not_shadow_the_writers(tmp_path: Path) -> N
     writer imports must not be picked up."""
     (tmp_path / "orjson.py").write_text("raise ImportError('the project's orjson.py')\n")
     db = tmp_path / "s.db"
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", "s.db", "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
+    proc = echo_proxy("s.db", cwd=tmp_path)
     lines = _lines(0, 20)
     echo_through(proc, b"".join(lines))
     assert proc.stdin is not None
@@ -325,16 +286,10 @@ def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> 
 
 def test_acp_proxy_recorder_thread_records_without_a_writer_process(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_RECORDER": "thread"},
-    )
+    proc = echo_proxy(db, env={"ACP_PROXY_RECORDER": "thread"})
     lines = _lines(0, 100)
     echo_through(proc, b"".join(lines))
-    assert _writer_pids(proc.pid) == []
+    assert writer_pids(proc.pid) == []
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(TIMEOUT) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ECHO_AGENT, echo_through, frames_of, proxy_exe, run_proxy
+from tests.conftest import ECHO_AGENT, echo_proxy, echo_through, frames_of, run_proxy
 
 LINES = b"".join(b'{"jsonrpc":"2.0","method":"_t","params":{"n":%d}}\n' % i for i in range(3000))
 
@@ -121,13 +121,7 @@ def _second_proxy_under_lock(
     run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=b"{}\n")
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), *flags, "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": str(retry)},
-    )
+    proc = echo_proxy(db, *flags, env={"ACP_PROXY_LOCK_RETRY_SECONDS": str(retry)})
     return holder, proc
 
 
@@ -173,13 +167,7 @@ def test_a_lock_held_at_start_does_not_delay_forwarding(tmp_path: Path) -> None:
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
     holder.execute("SELECT count(*) FROM frames").fetchall()
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "ACP_PROXY_LOCK_RETRY_SECONDS": "120"},
-    )
+    proc = echo_proxy(db, env={"ACP_PROXY_LOCK_RETRY_SECONDS": "120"})
     data = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
     try:
         echo_through(proc, data)  # would wait for the lock if opening the DB blocked forwarding

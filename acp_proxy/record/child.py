@@ -82,9 +82,8 @@ def encode_batch(items: list[tuple[Any, ...]], keys: dict[ConnectionRecorder, in
         elif item[0] == DROPS:
             out.append((DROPS, key, item[2], item[3]))
         else:
-            data = item[5] if len(item) > 5 else None
-            if data is not None and type(data) is not bytes:
-                item = (*item[:5], bytes(data), *item[6:])
+            if item[0] in (CHUNK, FRAME) and type(item[5]) is not bytes:
+                item = (*item[:5], bytes(item[5]), *item[6:])
             out.append((item[0], key, *item[2:]))
     blob = marshal.dumps(out)
     return len(blob).to_bytes(_HEADER, "little") + blob
@@ -263,11 +262,6 @@ def serve(recorder: Recorder, fd: int, report: IO[str]) -> None:
     # Connections the proxy did not close (it was killed) stay marked as running.
     for conn in conns.values():
         conn.closed = True
-    # Nothing is forwarded any more: finish at an ordinary (low) priority rather than
-    # only on idle CPU, which a busy machine may not have for a long time.
-    for thread in recorder._threads:
-        if thread.native_id is not None:
-            _raise_priority(thread.native_id)
     recorder.close(report=False)
     stop.set()
     reporter.join()
@@ -279,19 +273,16 @@ def _lower_priority(nice: int) -> None:
     A normal task that wakes up preempts a SCHED_IDLE one at once; a nice 10 task
     merely has a smaller share, and the kernel lets it finish its slice first
     (milliseconds added to a round trip through the proxy, measured). The writer
-    then takes only CPU time nothing else wants, which is the point: forward first.
+    then takes mostly CPU time nothing else wants, which is the point: forward first.
+    It is not starved on a busy machine: Linux still gives a SCHED_IDLE task a small
+    weight (3, against 1024 for a nice 0 task), so it goes on, slowly. (Going back to
+    the normal policy for the final drain would need privileges an editor's user lacks.)
     """
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (OSError, AttributeError):
         with contextlib.suppress(OSError):
             os.nice(nice)
-
-
-def _raise_priority(tid: int) -> None:
-    """Move thread ``tid`` from SCHED_IDLE back to the normal policy (its nice stays)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
 
 
 def main(argv: list[str] | None = None) -> int:

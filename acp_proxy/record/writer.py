@@ -611,9 +611,10 @@ class Recorder:
                 child.proc.wait(INTERRUPT_SETTLE_SECONDS)
                 self._settle_lost(INTERRUPT_SETTLE_SECONDS)
             lost = sum(c.frames_dropped for c in self._connections)
+            some = "at least " if self._threads[0].is_alive() else ""  # still counting
             self.warn(
-                f"recording: interrupted; {lost:,} frame(s) ({behind / 1e6:.1f} MB) still "
-                "queued were not recorded (counted on the connection row)"
+                f"recording: interrupted; {some}{lost:,} frame(s) ({behind / 1e6:.1f} MB) "
+                "still queued were not recorded (counted on the connection row)"
             )
             return
         stuck = any(t.is_alive() for t in self._threads)
@@ -701,8 +702,9 @@ class Recorder:
                         (db_id,),
                     ).fetchone()
                     recorded = (int(row[0]), int(row[1]))
-                conn.frames_dropped += max(0, conn._shipped[0] - recorded[0])
-                conn.bytes_dropped += max(0, conn._shipped[1] - recorded[1])
+                with self._cond:  # the shipper may still be counting (after Ctrl-C)
+                    conn.frames_dropped += max(0, conn._shipped[0] - recorded[0])
+                    conn.bytes_dropped += max(0, conn._shipped[1] - recorded[1])
                 if db is None or db_id is None:
                     continue
                 fields = {k: _column_value(v) for k, v in (conn._close_fields or {}).items()}
@@ -757,7 +759,9 @@ class Recorder:
             try:
                 child.send(encode_batch(items, self._child_keys))
             except OSError as exc:
-                code = child.proc.poll()
+                code = None
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = child.proc.wait(0.5)  # it has gone or is going: say how
                 why = f"status {code}" if code is not None else str(exc)
                 with self._cond:
                     first = self._failed is None  # (its reader thread may have noticed)

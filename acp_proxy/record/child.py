@@ -42,10 +42,6 @@ CHUNK, FRAME, GAP, END, CONTROL = range(5)
 RECORDER_NICE = 10
 """Niceness of the writer where SCHED_IDLE is not available."""
 
-WRITER_SWITCH_INTERVAL = 0.0002
-"""GIL switch interval in the writer process: its SQLite thread gets the GIL back sooner
-after each statement while the indexer thread runs (measured: a few % more frames/s)."""
-
 WRITER_GC_THRESHOLD = 20_000
 """Allocations between young-generation collections in the writer (Python's default: 700).
 
@@ -145,6 +141,13 @@ class WriterProcess:
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
+
+    def exit_status(self, timeout: float) -> int | None:
+        """Its exit status, waiting up to ``timeout`` seconds for it (None: still running)."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         """Stop the child now. Its stdin is left to the shipper thread to close (it may be
@@ -303,7 +306,6 @@ def main(argv: list[str] | None = None) -> int:
         batch_bytes=batch_bytes,
         open_now=False,
     )
-    sys.setswitchinterval(WRITER_SWITCH_INTERVAL)
     recorder.linger = LINGER_SECONDS / 2  # the proxy gathers for the other half
     serve(recorder, sys.stdin.fileno(), sys.stdout)
     return 0

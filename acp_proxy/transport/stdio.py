@@ -38,8 +38,6 @@ from acp_proxy.transport.process import (
 from acp_proxy.wire.frame import A2C, C2A
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-SWITCH_INTERVAL = 0.0002
-"""GIL switch interval while recording (seconds); Python's default is 0.005."""
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -138,10 +136,6 @@ class StdioProxy:
         for signum in pending:
             self._forward_signal(signum, None)
         record = self.recorder.enabled
-        if record:
-            # The recorder's threads are CPU-bound; a forwarding thread whose read just
-            # returned must not wait the default 5 ms for the GIL.
-            sys.setswitchinterval(SWITCH_INTERVAL)
         threads = [
             threading.Thread(target=self._client_to_agent, name="c2a", daemon=True),
             threading.Thread(

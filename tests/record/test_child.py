@@ -268,12 +268,24 @@ def test_losses_wait_until_the_writer_knows_the_connection(tmp_path: Path) -> No
 
 
 def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> None:
+    """The writer cannot write (a lock is held) when the proxy is killed: it outlives the
+    proxy, and once the lock is gone it writes everything it was sent, then exits."""
     db = tmp_path / "p.db"
-    lines = _lines(0, 2000)
-    proc, writer = _start(db, lines)
-    time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent to the writer
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(TIMEOUT) == -signal.SIGKILL
+    schema.connect(db, create=True).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        proc = echo_proxy(db, env={"ACP_PROXY_LOCK_RETRY_SECONDS": "120"})
+        writer = writer_pid(proc.pid)
+        lines = _lines(0, 1000)
+        echo_through(proc, b"".join(lines))
+        time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(TIMEOUT) == -signal.SIGKILL
+        assert _count(db) == 0 and not dead(writer)  # nothing written yet, and still there
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
     assert wait_dead(writer)  # it saw the end of its input, wrote, and exited
     con = sqlite3.connect(db)
     try:
@@ -281,7 +293,7 @@ def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> 
         assert con.execute("SELECT ended_at FROM connections").fetchone() == (None,)
     finally:
         con.close()
-    assert _count(db) == 4000
+    assert [raw for _, raw in frames_of(db)] == lines + lines
 
 
 def test_acp_proxy_recorder_thread_records_without_a_writer_process(tmp_path: Path) -> None:

@@ -426,6 +426,20 @@ def _say(text: str) -> tuple[str, bytes]:
 
 
 NEW = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}\n'
+LOAD = b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
+
+
+def _session_s(conn: int, said: str) -> list[RecFrame]:
+    """Connection ``conn``: initialize, session/new answered with session S, one message."""
+    return _conn_frames(
+        conn,
+        [
+            *_init(1),
+            ("c2a", NEW),
+            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}\n'),
+            _say(said),
+        ],
+    )
 
 
 def test_loose_matching_stays_in_the_connection_being_replayed() -> None:
@@ -454,23 +468,12 @@ def test_loose_matching_stays_in_the_connection_being_replayed() -> None:
 
 
 def test_load_re_emits_the_history_as_it_was_when_the_recorded_load_was_answered() -> None:
-    load = (
-        b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
-    )
-    first = _conn_frames(
-        1,
-        [
-            *_init(1),
-            ("c2a", NEW),
-            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}\n'),
-            _say("before"),
-        ],
-    )
+    first = _session_s(1, "before")
     second = _conn_frames(
         2,
         [
             *_init(1),
-            ("c2a", load),
+            ("c2a", LOAD),
             _say("before"),
             ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{}}\n'),
             _say("after the load"),
@@ -479,7 +482,7 @@ def test_load_re_emits_the_history_as_it_was_when_the_recorded_load_was_answered
     script = build_script([*first, *second], {1: ConnectionInfo(1, 1), 2: ConnectionInfo(2, 1)})
     e = ReplayEngine(script, ReplayOptions())
     e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
-    out = sends(e.receive(load))
+    out = sends(e.receive(LOAD))
     response = out.index(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
     history = b"".join(out[:response])
     assert b"before" in history and b"after the load" not in history
@@ -487,26 +490,15 @@ def test_load_re_emits_the_history_as_it_was_when_the_recorded_load_was_answered
 
 
 def test_strict_mode_refuses_a_load_that_is_not_the_next_recorded_message() -> None:
-    load = (
-        b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
-    )
-    first = _conn_frames(
-        1,
-        [
-            *_init(1),
-            ("c2a", NEW),
-            ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"S"}}\n'),
-            _say("hi"),
-        ],
-    )
+    first = _session_s(1, "hi")
     script = build_script(first, {1: ConnectionInfo(1, 1)})
     e = ReplayEngine(script, ReplayOptions(match="strict"))
     e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
-    (error,) = sends(e.receive(load))
+    (error,) = sends(e.receive(LOAD))
     message = orjson.loads(error)["error"]["message"]
     assert "next in order, --match strict" in message and "session/new" in message
-    # loose (the default) answers a load the recording never saw with the session's history
+    # loose (the default) answers a LOAD the recording never saw with the session's history
     e = ReplayEngine(script, ReplayOptions())
     e.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
-    out = sends(e.receive(load))
+    out = sends(e.receive(LOAD))
     assert b"hi" in out[0] and out[-1] == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'

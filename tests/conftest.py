@@ -85,6 +85,19 @@ def echo_through(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert got == data
 
 
+def frame_count(db: Path) -> int:
+    """Frames in the recording so far (0 if the file or its tables do not exist yet)."""
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return int(con.execute("SELECT count(*) FROM frames").fetchone()[0])
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+    finally:
+        con.close()
+
+
 def frames_of(db: Path, connection_id: int | None = None) -> list[tuple[str, bytes]]:
     """(direction, raw) of every recorded frame, in order."""
     conn = sqlite3.connect(db)

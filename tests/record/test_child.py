@@ -3,19 +3,21 @@ process of the real executable (priority, a killed writer, a killed proxy)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from acp_proxy.record import schema
 from acp_proxy.record.child import DROPS, encode_batch, serve, writer_pids
 from acp_proxy.record.writer import Recorder
-from tests.conftest import echo_proxy, echo_through, frames_of
+from tests.conftest import echo_proxy, echo_through, frame_count, frames_of
 from tests.transport.test_lifecycle import dead, wait_dead
 
 TIMEOUT = 60.0
@@ -128,21 +130,19 @@ def _policy_and_nice(pid: int) -> tuple[int, int]:
     return int(fields[38]), int(fields[16])
 
 
-def _count(db: Path) -> int:
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        return int(con.execute("SELECT count(*) FROM frames").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        con.close()
+def _finish(proc: subprocess.Popen[bytes]) -> str:
+    """Close the proxy's stdin (the client is done); it exits 0; return its stderr."""
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(TIMEOUT) == 0
+    return proc.stderr.read().decode()
 
 
 def _wait_count(db: Path, n: int) -> int:
     deadline = time.monotonic() + TIMEOUT
     count = 0
     while time.monotonic() < deadline:
-        count = _count(db)
+        count = frame_count(db)
         if count >= n:
             break
         time.sleep(0.02)
@@ -171,9 +171,7 @@ def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_pat
     while (policy_nice := _policy_and_nice(writer)) == (0, 0) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert policy_nice[0] == SCHED_IDLE or policy_nice[1] > 0, policy_nice
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(TIMEOUT) == 0
+    _finish(proc)
     assert dead(writer)  # the proxy waited for it: nothing left behind
     assert [raw for _, raw in frames_of(db)] == lines + lines  # c2a echoed as a2c
 
@@ -190,11 +188,7 @@ def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path)
     after = b"".join(_lines(100, 300)) + b'{"jsonrpc":"2.0","method":"tail"}'
     for start in range(0, len(after), 1777):
         echo_through(proc, after[start : start + 1777])
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(TIMEOUT) == 0
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
+    err = _finish(proc)
     assert err.count("the writer process exited") == 1, err
     assert "recording: 402 frame(s) were not recorded" in err  # 201 frames, both ways
     assert "dropping frames" not in err and "Traceback" not in err
@@ -209,29 +203,31 @@ def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path)
     assert row == (402, 2 * len(after), 0, 1)
 
 
-def test_a_writer_that_dies_with_everything_sent_is_still_reported(tmp_path: Path) -> None:
-    """The writer is waiting for a lock with every frame sent to it when it is killed:
-    no later send fails, yet the loss is reported and counted."""
-    db = tmp_path / "l.db"
+@contextlib.contextmanager
+def _blocked_writer(db: Path, lines: list[bytes]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A recording proxy whose writer cannot write (a write lock is held until the block
+    ends), with ``lines`` echoed and sent on to the writer: yields (proxy, writer pid)."""
     schema.connect(db, create=True).close()
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # the writer cannot even create the connection row
     try:
         proc = echo_proxy(db, env={"ACP_PROXY_LOCK_RETRY_SECONDS": "120"})
         writer = writer_pid(proc.pid)
-        lines = _lines(0, 100)
         echo_through(proc, b"".join(lines))
         time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent
-        os.kill(writer, signal.SIGKILL)
-        assert wait_dead(writer)
-        assert proc.stdin is not None
-        proc.stdin.close()
-        assert proc.wait(TIMEOUT) == 0
+        yield proc, writer
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
+
+
+def test_a_writer_that_dies_with_everything_sent_is_still_reported(tmp_path: Path) -> None:
+    """The writer is waiting for a lock with every frame sent to it when it is killed:
+    no later send fails, yet the loss is reported and counted."""
+    with _blocked_writer(tmp_path / "l.db", _lines(0, 100)) as (proc, writer):
+        os.kill(writer, signal.SIGKILL)
+        assert wait_dead(writer)
+        err = _finish(proc)
     assert err.count("the writer process exited") == 1, err
     assert "recording: 200 frame(s) were not recorded" in err, err
     assert "Traceback" not in err
@@ -245,11 +241,7 @@ def test_the_projects_own_modules_do_not_shadow_the_writers(tmp_path: Path) -> N
     proc = echo_proxy("s.db", cwd=tmp_path)
     lines = _lines(0, 20)
     echo_through(proc, b"".join(lines))
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(TIMEOUT) == 0
-    assert proc.stderr is not None
-    assert b"orjson" not in proc.stderr.read()
+    assert "orjson" not in _finish(proc)
     assert [raw for _, raw in frames_of(db)] == lines + lines
 
 
@@ -271,21 +263,11 @@ def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> 
     """The writer cannot write (a lock is held) when the proxy is killed: it outlives the
     proxy, and once the lock is gone it writes everything it was sent, then exits."""
     db = tmp_path / "p.db"
-    schema.connect(db, create=True).close()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        proc = echo_proxy(db, env={"ACP_PROXY_LOCK_RETRY_SECONDS": "120"})
-        writer = writer_pid(proc.pid)
-        lines = _lines(0, 1000)
-        echo_through(proc, b"".join(lines))
-        time.sleep(1.0)  # far longer than the proxy gathers a batch for: all sent
+    lines = _lines(0, 1000)
+    with _blocked_writer(db, lines) as (proc, writer):
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(TIMEOUT) == -signal.SIGKILL
-        assert _count(db) == 0 and not dead(writer)  # nothing written yet, and still there
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+        assert frame_count(db) == 0 and not dead(writer)  # nothing written yet, and still there
     assert wait_dead(writer)  # it saw the end of its input, wrote, and exited
     con = sqlite3.connect(db)
     try:
@@ -302,7 +284,5 @@ def test_acp_proxy_recorder_thread_records_without_a_writer_process(tmp_path: Pa
     lines = _lines(0, 100)
     echo_through(proc, b"".join(lines))
     assert writer_pids(proc.pid) == []
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(TIMEOUT) == 0
+    _finish(proc)
     assert [raw for _, raw in frames_of(db)] == lines + lines

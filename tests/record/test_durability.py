@@ -15,23 +15,11 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import ECHO_AGENT, frames_of, proxy_exe, run_proxy
+from tests.conftest import ECHO_AGENT, frame_count, frames_of, proxy_exe, run_proxy
 from tests.record.test_child import writer_pid
 from tests.transport.test_lifecycle import AGENTS, wait_dead
 
 TIMEOUT = 120.0
-
-
-def _count(db: Path) -> int:
-    if not db.exists():
-        return 0
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        return int(con.execute("SELECT count(*) FROM frames").fetchone()[0])
-    except sqlite3.OperationalError:  # not created yet
-        return 0
-    finally:
-        con.close()
 
 
 def test_kill_9_mid_stream_leaves_a_clean_database_and_no_orphan(tmp_path: Path) -> None:
@@ -54,7 +42,7 @@ def test_kill_9_mid_stream_leaves_a_clean_database_and_no_orphan(tmp_path: Path)
     deadline = time.monotonic() + TIMEOUT
     seen = 0
     while seen < 5000 and time.monotonic() < deadline:
-        seen = _count(db)
+        seen = frame_count(db)
         time.sleep(0.05)
     assert seen >= 5000, "the recording never got going"
     con = sqlite3.connect(db)

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -87,6 +87,20 @@ MIGRATIONS: list[str] = [
     DROP INDEX IF EXISTS frames_rpc_id;
     CREATE INDEX frames_rpc_id ON frames (connection_id, rpc_id) WHERE rpc_id IS NOT NULL;
     CREATE INDEX frames_method_update ON frames (method, update_kind);
+    """,
+    # 3: honest connection states and provenance.
+    #    last_seen_at: wall clock of the recorder's last heartbeat for an open connection
+    #      (written at the row's creation and then every HEARTBEAT_SECONDS while it is open);
+    #      a row with no ended_at and a stale or missing heartbeat reads as ended, end
+    #      unknown (acp_proxy.record.liveness).
+    #    end_reason: how the row was closed (see liveness.END_REASONS).
+    #    host: the host name the connection was recorded on.
+    #    digest: a content digest of the connection's frames (import deduplication).
+    """
+    ALTER TABLE connections ADD COLUMN last_seen_at REAL;
+    ALTER TABLE connections ADD COLUMN end_reason TEXT;
+    ALTER TABLE connections ADD COLUMN host TEXT;
+    ALTER TABLE connections ADD COLUMN digest TEXT;
     """,
 ]
 

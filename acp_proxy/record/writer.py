@@ -39,6 +39,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer
+from acp_proxy.console import warn
 from acp_proxy.record.child import (
     CHUNK,
     CONTROL,
@@ -134,13 +135,7 @@ def lock_retry_seconds() -> float:
         return DEFAULT_LOCK_RETRY_SECONDS
 
 
-def warn_stderr(message: str) -> None:
-    """Default warning sink: one line on the proxy's stderr."""
-    try:
-        sys.stderr.write(f"acp-proxy: {message}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+warn_stderr = warn  # the default warning sink (kept for callers of the old name)
 
 
 # Queue items are plain tuples, cheapest to build on the forwarding threads:

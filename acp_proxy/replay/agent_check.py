@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from acp_proxy.record.writer import warn_stderr
+from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, splice

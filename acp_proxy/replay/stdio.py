@@ -12,7 +12,7 @@ import select
 import time
 from collections.abc import Callable
 
-from acp_proxy.record.writer import warn_stderr
+from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send, Wait
 from acp_proxy.transport.chunks import ChunkReader
 from acp_proxy.transport.stdio import write_all

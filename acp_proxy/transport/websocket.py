@@ -31,7 +31,8 @@ import aiohttp
 from aiohttp import WebSocketError, WSMsgType, web
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder, warn_stderr
+from acp_proxy.console import warn as warn_stderr
+from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import CHUNK, ChunkReader
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,

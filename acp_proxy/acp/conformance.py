@@ -17,12 +17,12 @@ means v1).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
@@ -35,11 +35,6 @@ def _words(text: str) -> frozenset[str]:
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Lines above this size get a ``framing.size`` info finding (the conformance kit's limit)."""
-
-EARLY_WINDOW = 64
-"""A response with no request is held this many frames in case its request was recorded
-just after it (the proxy forwards before it records, so two pump threads can swap close
-frames); then it is reported as answering nothing."""
 
 ANSWERED_MEMORY = 4096
 """How many answered request ids per connection are remembered to spot duplicate responses."""
@@ -175,14 +170,11 @@ class ConnectionChecker:
         self.counts: dict[str, int] = dict.fromkeys(TIERS, 0)
         self.per_rule: dict[str, int] = {}
         self.suppressed: dict[str, int] = {}
-        self.version: int | None = None
-        self._requested_version: int | None = None
-        self._client_caps: dict[str, Any] | None = None
-        self._agent_caps: dict[str, Any] | None = None
-        self._auth_methods: Any = None
+        self.facts = InitializeFacts()
         self._first_seen = False
-        self._pending: dict[tuple[Direction, str], _Pending] = {}
-        self._early: dict[tuple[Direction, str], tuple[int, Message, int]] = {}
+        # early responses are held as (seq, message)
+        self._exchanges: Exchanges[_Pending, tuple[int, Message]] = Exchanges()
+        self._pending = self._exchanges.pending  # the same dict, read here often
         self._answered: OrderedDict[tuple[Direction, str], int] = OrderedDict()
         self._sessions: dict[str, _Session] = {}
         self._out: list[Finding] = []
@@ -199,11 +191,28 @@ class ConnectionChecker:
     @property
     def negotiated_version(self) -> int | None:
         """The protocol version from ``initialize`` (result, else request); None if unseen."""
-        return self.version if self.version is not None else self._requested_version
+        return self.facts.protocol_version
 
     @property
     def effective_version(self) -> int:
-        return self.version if self.version is not None else (self._requested_version or 1)
+        """The version the rules follow: the negotiated one, v1 when there was none."""
+        return self.facts.protocol_version or 1
+
+    @property
+    def _client_caps(self) -> dict[str, Any] | None:
+        """The client's capabilities (``{}`` if not an object); ``None`` before initialize."""
+        if not self.facts.request_seen:
+            return None
+        caps = self.facts.client_capabilities
+        return caps if isinstance(caps, dict) else {}
+
+    @property
+    def _agent_caps(self) -> dict[str, Any] | None:
+        """The agent's capabilities (``{}`` if not an object); ``None`` until it answered."""
+        if not self.facts.result_seen:
+            return None
+        caps = self.facts.agent_capabilities
+        return caps if isinstance(caps, dict) else {}
 
     def feed(
         self, seq: int, direction: Direction, raw: bytes, mono_ns: int = 0, *, binary: bool = False
@@ -235,8 +244,7 @@ class ConnectionChecker:
                     self._message(seq, direction, item)
         else:
             self._message(seq, direction, msg)
-        if self._early:
-            self._expire_early()
+        self._orphans(self._exchanges.tick())
         return self._take()
 
     def finish(self) -> list[Finding]:
@@ -244,7 +252,7 @@ class ConnectionChecker:
         if self._finished:
             return []
         self._finished = True
-        self._expire_early(everything=True)
+        self._orphans(self._exchanges.expire_all())
         for (direction, rid), req in self._pending.items():
             who = "agent" if direction == C2A else "client"
             if req.method.startswith("_"):
@@ -384,13 +392,13 @@ class ConnectionChecker:
             params = msg.params
             sid = _str(params, "sessionId")
             req = _Pending(msg.method, seq, sid)
-            self._pending[(direction, msg.id)] = req
+            early = self._exchanges.request(direction, msg.id, req)
             if direction == C2A:
                 self._client_request(seq, msg.method, params, req)
             else:
                 self._agent_request(seq, msg.method, params)
-            if self._early and (direction, msg.id) in self._early:
-                self._early_response(seq, (direction, msg.id), req)
+            if early is not None:
+                self._early_response(seq, (direction, msg.id), req, early)
         elif msg.kind == "notification":
             assert msg.method is not None
             self._notification(seq, direction, msg.method, msg.params)
@@ -398,17 +406,15 @@ class ConnectionChecker:
             assert msg.id is not None
             self._response(seq, direction, msg)
 
-    def _expire_early(self, everything: bool = False) -> None:
-        """Responses that found no request within :data:`EARLY_WINDOW` frames are orphans."""
-        for key, (seq, msg, at) in list(self._early.items()):
-            if everything or self.frames - at >= EARLY_WINDOW:
-                del self._early[key]
-                peer = "client" if key[0] == C2A else "agent"
-                self._report(
-                    "jsonrpc.response-id-echo",
-                    (seq,),
-                    f"response id {msg.id} answers no request of the {peer}",
-                )
+    def _orphans(self, expired: list[tuple[tuple[Direction, str], tuple[int, Message]]]) -> None:
+        """Responses that found no request within the early window answer nothing."""
+        for key, (seq, msg) in expired:
+            peer = "client" if key[0] == C2A else "agent"
+            self._report(
+                "jsonrpc.response-id-echo",
+                (seq,),
+                f"response id {msg.id} answers no request of the {peer}",
+            )
 
     def _same_value(self, direction: Direction, id_text: str) -> tuple[Direction, str] | None:
         value = _id_value(id_text)
@@ -419,10 +425,11 @@ class ConnectionChecker:
                 return key
         return None
 
-    def _early_response(self, seq: int, key: tuple[Direction, str], req: _Pending) -> None:
+    def _early_response(
+        self, seq: int, key: tuple[Direction, str], req: _Pending, early: tuple[int, Message]
+    ) -> None:
         """A request whose response was recorded before it: pair them, note the order."""
-        rseq, msg, _ = self._early.pop(key)
-        del self._pending[key]
+        rseq, msg = early
         self._report(
             "recording.order",
             (rseq, seq),
@@ -434,7 +441,7 @@ class ConnectionChecker:
     def _response(self, seq: int, direction: Direction, msg: Message) -> None:
         assert msg.id is not None
         key = (other_direction(direction), msg.id)
-        req = self._pending.pop(key, None)
+        req = self._exchanges.answer(direction, msg.id)
         if req is None:
             if msg.id == "null":
                 err = msg.error
@@ -481,7 +488,7 @@ class ConnectionChecker:
                 key, req = near
             else:
                 # Perhaps recorded just before its request (a recorder race): wait a little.
-                self._early[key] = (seq, msg, self.frames)
+                self._exchanges.hold_early(direction, msg.id, (seq, msg))
                 return
         self._answered_now(seq, key, req, msg)
 
@@ -512,13 +519,7 @@ class ConnectionChecker:
         v2 = self.effective_version >= 2
         sid = req.session_id
         if method == "initialize":
-            version = _int(params, "protocolVersion")
-            if version is not None:
-                self._requested_version = version
-            caps = _get(params, "clientCapabilities")
-            if caps is None:
-                caps = _get(params, "capabilities")
-            self._client_caps = caps if isinstance(caps, dict) else {}
+            self.facts.observe_request(params)
             return
         if method in (
             "session/new",
@@ -586,7 +587,7 @@ class ConnectionChecker:
                 s.activity_seq = seq
                 s.activity_prompt = True
         elif method in ("auth/login", "auth/logout") and v2 and self._agent_caps is not None:
-            methods = self._auth_methods
+            methods = self.facts.auth_methods
             self._needs(
                 seq,
                 isinstance(methods, list) and len(methods) > 0,
@@ -674,15 +675,8 @@ class ConnectionChecker:
         ok = not msg.is_error_response
         sid = req.session_id
         if req.method == "initialize":
-            if ok and isinstance(result, dict):
-                version = _int(result, "protocolVersion")
-                if version is not None:
-                    self.version = version
-                caps = result.get("agentCapabilities")
-                if caps is None:
-                    caps = result.get("capabilities")
-                self._agent_caps = caps if isinstance(caps, dict) else {}
-                self._auth_methods = result.get("authMethods")
+            if ok:
+                self.facts.observe_result(result)
             return
         if req.method in ("session/new", "session/fork") and ok:
             new_sid = _str(result, "sessionId")
@@ -1089,67 +1083,6 @@ class ConnectionChecker:
         s.turn_ended_seq = None
 
 
-class RecordingChecker:
-    """Checks the frames of many connections, ordered by connection then sequence number."""
-
-    def __init__(self, *, max_per_rule: int = 100) -> None:
-        self.max_per_rule = max_per_rule
-        self.current: ConnectionChecker | None = None
-        self.done: list[ConnectionChecker] = []
-
-    def start(
-        self, connection_id: int, *, transport: str | None = None, frames_dropped: int = 0
-    ) -> list[Finding]:
-        """Begin a connection explicitly (finishing the previous one)."""
-        out = self._close()
-        self.current = ConnectionChecker(
-            connection_id,
-            transport=transport,
-            frames_dropped=frames_dropped,
-            max_per_rule=self.max_per_rule,
-        )
-        return out + self.current.drain()
-
-    def feed(
-        self,
-        connection_id: int,
-        seq: int,
-        direction: Direction,
-        raw: bytes,
-        mono_ns: int = 0,
-        *,
-        binary: bool = False,
-    ) -> list[Finding]:
-        out: list[Finding] = []
-        if self.current is None or self.current.connection_id != connection_id:
-            out = self.start(connection_id)
-        assert self.current is not None
-        return out + self.current.feed(seq, direction, raw, mono_ns, binary=binary)
-
-    def finish(self) -> list[Finding]:
-        return self._close()
-
-    def _close(self) -> list[Finding]:
-        if self.current is None:
-            return []
-        out = self.current.finish()
-        self.done.append(self.current)
-        self.current = None
-        return out
-
-
-def check_frames(
-    frames: Iterable[tuple[int, int, Direction, bytes]], *, transport: str | None = None
-) -> Iterator[Finding]:
-    """Convenience: findings for ``(connection_id, seq, direction, raw)`` tuples, in order."""
-    checker = RecordingChecker()
-    for connection_id, seq, direction, raw in frames:
-        if checker.current is None or checker.current.connection_id != connection_id:
-            yield from checker.start(connection_id, transport=transport)
-        yield from checker.feed(connection_id, seq, direction, raw)
-    yield from checker.finish()
-
-
 # -- small helpers -----------------------------------------------------------------------
 
 _UNKNOWN: Any = object()
@@ -1162,11 +1095,6 @@ def _get(obj: Any, key: str) -> Any:
 def _str(obj: Any, key: str) -> str | None:
     value = _get(obj, key)
     return value if isinstance(value, str) else None
-
-
-def _int(obj: Any, key: str) -> int | None:
-    value = _get(obj, key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _dig(obj: Any, *path: str) -> Any:

@@ -10,15 +10,17 @@ touches. It also notices connection facts: protocol version and client/agent inf
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from orjson import JSONDecodeError as _JSONDecodeError
 from orjson import loads as _loads
 
+from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, entity_key
-from acp_proxy.wire.frame import Direction, other_direction
-from acp_proxy.wire.jsonrpc import Kind, Message, classify
+from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.jsonrpc import Kind, Message
+from acp_proxy.wire.surrogates import classify_encodable
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,25 +60,22 @@ INDEX_COLUMNS = (
 """The ``frames`` columns derived from the raw bytes (``acp-proxy reindex`` rebuilds them)."""
 
 
-@dataclass(slots=True)
-class ConnectionFacts:
-    """What the indexer learnt about the connection from ``initialize``."""
-
-    protocol_version: int | None = None
-    client_info: Any = None
-    agent_info: Any = None
-    client_capabilities: Any = None
-    agent_capabilities: Any = None
-    changed: bool = False
-
-
-@dataclass(slots=True)
 class ConnectionIndexer:
-    """Stateful per-connection deriver of :class:`IndexColumns`."""
+    """Stateful per-connection deriver of :class:`IndexColumns`.
 
-    facts: ConnectionFacts = field(default_factory=ConnectionFacts)
-    # (direction the request travelled, exact id text) -> (method, params)
-    _pending: dict[tuple[Direction, str], tuple[str, Any]] = field(default_factory=dict)
+    Requests are paired with their responses by :class:`~acp_proxy.acp.exchanges.Exchanges`
+    and ``initialize`` is read by :class:`~acp_proxy.acp.exchanges.InitializeFacts`
+    (:attr:`facts`), as every other reader of a connection does. Every text column is
+    encodable (:func:`~acp_proxy.wire.surrogates.encodable`), also for frames that hold
+    lone surrogates.
+    """
+
+    __slots__ = ("_exchanges", "facts")
+
+    def __init__(self) -> None:
+        self.facts = InitializeFacts()
+        # request: (method, params); an early response is held as True
+        self._exchanges: Exchanges[tuple[str, Any], bool] = Exchanges()
 
     def index(self, direction: Direction, raw: bytes) -> IndexColumns:
         """Classify ``raw`` sent in ``direction`` and return its index columns."""
@@ -85,11 +84,12 @@ class ConnectionIndexer:
     def values(self, direction: Direction, raw: bytes, null: Any = None) -> tuple[Any, ...]:
         """:meth:`index` as a plain tuple in :data:`INDEX_COLUMNS` order (the recorder's).
 
-        Same result as ``index_message(direction, classify(raw)).values()`` with ``null``
+        Same result as ``index_message(direction, classify_encodable(raw)).values()`` with ``null``
         standing for a missing value (the recorder passes 0, cheaper to bind than ``None``).
         A JSON object with a string ``method`` and no ``id`` is a notification whatever else
         it holds, so the bulk of the traffic (``session/update``) skips the general path.
         """
+        self._exchanges.tick()
         try:
             value = _loads(raw)
         except _JSONDecodeError:
@@ -115,17 +115,22 @@ class ConnectionIndexer:
                             eid = key[1] if key is not None else null
                             return ("notification", null, method, sid, variant, entity[0], eid)
                 return ("notification", null, method, sid, null, null, null)
-        columns = self.index_message(direction, classify(raw)).values()
+        columns = self._message(direction, classify_encodable(raw)).values()
         if null is None:
             return columns
         return tuple(null if v is None else v for v in columns)
 
     def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
+        """The columns of an already classified frame (its strings encodable)."""
+        self._exchanges.tick()
+        return self._message(direction, msg)
+
+    def _message(self, direction: Direction, msg: Message) -> IndexColumns:
         if msg.kind == "batch":
             for item in msg.items:
-                self.index_message(direction, item)
+                self._message(direction, item)
             methods = {i.method for i in msg.items if i.method}
-            sessions = {s for i in msg.items if (s := _session_of(i.params)) is not None}
+            sessions = {s for i in msg.items if (s := session_id_of(i.params)) is not None}
             return IndexColumns(
                 "batch",
                 method=methods.pop() if len(methods) == 1 else None,
@@ -135,22 +140,23 @@ class ConnectionIndexer:
             return IndexColumns("invalid")
         params = msg.params
         if msg.kind == "request" and msg.id is not None and msg.method is not None:
-            self._pending[(direction, msg.id)] = (msg.method, params)
-            self._observe_request(msg.method, params)
+            self._exchanges.request(direction, msg.id, (msg.method, params))
+            if msg.method == "initialize":
+                self.facts.observe_request(params)
         if msg.kind == "response":
             assert msg.id is not None
-            request = self._pending.pop((other_direction(direction), msg.id), None)
+            request = self._exchanges.answer(direction, msg.id)
+            if request is None:
+                self._exchanges.hold_early(direction, msg.id, True)
             method = request[0] if request else None
-            req_params = request[1] if request else None
-            session_id = _session_of(req_params)
+            session_id = session_id_of(request[1]) if request else None
             result = msg.result
-            if session_id is None and isinstance(result, dict):
-                sid = result.get("sessionId")
-                session_id = sid if isinstance(sid, str) else None
-            if method == "initialize" and isinstance(result, dict):
-                self._observe_initialize_result(result)
+            if session_id is None:
+                session_id = session_id_of(result)
+            if method == "initialize" and not msg.is_error_response:
+                self.facts.observe_result(result)
             return IndexColumns("response", msg.id, method, session_id)
-        session_id = _session_of(params)
+        session_id = session_id_of(params)
         update_kind = entity_type = entity_id = None
         if msg.method == "session/update" and isinstance(params, dict):
             update = params.get("update")
@@ -169,34 +175,7 @@ class ConnectionIndexer:
     def forget_request(self, direction: Direction, rpc_id: str) -> None:
         """Stop waiting for the answer to the request ``rpc_id`` sent in ``direction``.
 
-        ``acp-proxy reindex`` uses it when the answer was recorded *before* the request
-        and it has already paired the two.
+        For callers that paired a request with a response recorded *before* it themselves
+        (``acp-proxy reindex``); the indexer already does so within its early window.
         """
-        self._pending.pop((direction, rpc_id), None)
-
-    def _observe_request(self, method: str, params: Any) -> None:
-        if method == "initialize" and isinstance(params, dict):
-            version = params.get("protocolVersion")
-            if isinstance(version, int) and not isinstance(version, bool):
-                self.facts.protocol_version = version
-            self.facts.client_info = params.get("clientInfo", params.get("info"))
-            self.facts.client_capabilities = params.get(
-                "clientCapabilities", params.get("capabilities")
-            )
-            self.facts.changed = True
-
-    def _observe_initialize_result(self, result: dict[str, Any]) -> None:
-        version = result.get("protocolVersion")
-        if isinstance(version, int) and not isinstance(version, bool):
-            self.facts.protocol_version = version
-        self.facts.agent_info = result.get("agentInfo", result.get("info"))
-        self.facts.agent_capabilities = result.get("agentCapabilities", result.get("capabilities"))
-        self.facts.changed = True
-
-
-def _session_of(params: Any) -> str | None:
-    if isinstance(params, dict):
-        sid = params.get("sessionId")
-        if isinstance(sid, str):
-            return sid
-    return None
+        self._exchanges.pending.pop((direction, rpc_id), None)

@@ -26,43 +26,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.timeline import Event, Exchange, SessionTimeline
 from acp_proxy.wire.frame import Direction, other_direction
-from acp_proxy.wire.jsonrpc import Message, classify
+from acp_proxy.wire.jsonrpc import Message
+from acp_proxy.wire.surrogates import classify_encodable
 
 SESSION_RESULT_METHODS = frozenset({"session/new", "session/fork", "session/create"})
 """Methods whose result carries a new ``sessionId``."""
-
-
-def protocol_version_of(payload: Any) -> int | None:
-    """``protocolVersion`` of an initialize params/result object, when it is an integer."""
-    if isinstance(payload, dict):
-        version = payload.get("protocolVersion")
-        if isinstance(version, int) and not isinstance(version, bool):
-            return version
-    return None
-
-
-def client_info_of(params: Any) -> Any:
-    """Client info from initialize params: v1 ``clientInfo``, v2 ``info``."""
-    if isinstance(params, dict):
-        return params.get("clientInfo", params.get("info"))
-    return None
-
-
-def agent_info_of(result: Any) -> Any:
-    """Agent info from an initialize result: v1 ``agentInfo``, v2 ``info``."""
-    if isinstance(result, dict):
-        return result.get("agentInfo", result.get("info"))
-    return None
-
-
-def session_id_of(params: Any) -> str | None:
-    if isinstance(params, dict):
-        sid = params.get("sessionId")
-        if isinstance(sid, str):
-            return sid
-    return None
 
 
 def replays_history(method: str, params: Any, version: int | None) -> bool:
@@ -210,19 +181,28 @@ class ConnectionModel:
 
     def __init__(self, connection_id: int | None = None) -> None:
         self.connection_id = connection_id
-        self.protocol_version: int | None = None
-        self.client_info: Any = None
-        self.agent_info: Any = None
+        self.facts = InitializeFacts()
         self.connection = SessionTimeline(None)
         self.sessions: dict[str, SessionTimeline] = {}
         self.turns: list[Turn] = []
         """Turns that ended, in the order they ended."""
         self.tracker = TurnTracker()
         self.frames = 0
-        self._pending: dict[tuple[str, str], _Pending] = {}
-        # responses recorded before their request (the proxy forwards, then records, so two
-        # directions can interleave): (request direction, id) -> (payload, seq, mono_ns)
-        self._early: dict[tuple[str, str], tuple[Any, int | None, int]] = {}
+        # early responses are held as (payload, seq, mono_ns)
+        self._exchanges: Exchanges[_Pending, tuple[Any, int | None, int]] = Exchanges()
+
+    @property
+    def protocol_version(self) -> int | None:
+        """The agent's answered ``initialize`` version, else the client's requested one."""
+        return self.facts.protocol_version
+
+    @property
+    def client_info(self) -> Any:
+        return self.facts.client_info
+
+    @property
+    def agent_info(self) -> Any:
+        return self.facts.agent_info
 
     # -- feeding -------------------------------------------------------------------------
 
@@ -238,13 +218,17 @@ class ConnectionModel:
     ) -> list[str | None]:
         """Fold one frame; return the sessions (``None``: the connection) at a boundary."""
         self.frames += 1
-        msg = classify(raw)
+        msg = classify_encodable(raw)
         if msg.kind == "batch":
             out: list[str | None] = []
             for item in msg.items:
                 out.extend(self._message(direction, item, seq, mono_ns, raw))
-            return out
-        return self._message(direction, msg, seq, mono_ns, raw)
+        else:
+            out = self._message(direction, msg, seq, mono_ns, raw)
+        for key, early in self._exchanges.tick():
+            self._orphan(key, early)
+            out.append(None)
+        return out
 
     def _message(
         self, direction: Direction, msg: Message, seq: int | None, ns: int, raw: bytes
@@ -269,34 +253,30 @@ class ConnectionModel:
         sid = session_id_of(params)
         tl = self.session(sid) if sid is not None else self.connection
         if method == "initialize":
-            version = protocol_version_of(params)
-            if version is not None:
-                self.protocol_version = self.tracker.version = version
-            self.client_info = client_info_of(params)
+            self.facts.observe_request(params)
+            self.tracker.version = self.facts.protocol_version
         ex = Exchange(direction, msg.id, method, params, seq, ns)
         tl.add_event(ex)
-        key = (direction, msg.id)
-        if key in self._pending:
+        if (direction, msg.id) in self._exchanges.pending:
             ex.extra["problem"] = "request id reused while an earlier request is pending"
-        self._pending[key] = _Pending(ex, tl)
         if sid is not None and method == "session/prompt" and direction == "c2a":
             self.tracker.prompt(sid, msg.id, seq, ns)
         if sid is not None and replays_history(method, params, self.protocol_version):
             tl.replaying = True
-        early = self._early.pop(key, None)
+        pending = _Pending(ex, tl)
+        early = self._exchanges.request(direction, msg.id, pending)
         if early is not None:
             ex.extra["reordered"] = True  # the response was recorded first
-            return self._answer(self._pending.pop(key), early[0], early[1], early[2])
+            return self._answer(pending, *early)
         return []
 
     def _response(
         self, direction: Direction, msg: Message, seq: int | None, ns: int
     ) -> list[str | None]:
         assert msg.id is not None
-        key = (other_direction(direction), msg.id)
-        pending = self._pending.pop(key, None)
+        pending = self._exchanges.answer(direction, msg.id)
         if pending is None:
-            self._early[key] = (msg.payload, seq, ns)
+            self._exchanges.hold_early(direction, msg.id, (msg.payload, seq, ns))
             return []
         return self._answer(pending, msg.payload, seq, ns)
 
@@ -317,11 +297,9 @@ class ConnectionModel:
             ex.drained = False
             ex.extra["late"] = True
             tl.add_event(ex)
-        if ex.method == "initialize":
-            version = protocol_version_of(result)
-            if version is not None:
-                self.protocol_version = self.tracker.version = version
-            self.agent_info = agent_info_of(result)
+        if ex.method == "initialize" and not (isinstance(payload, dict) and "error" in payload):
+            self.facts.observe_result(result)
+            self.tracker.version = self.facts.protocol_version
         if ex.method in SESSION_RESULT_METHODS or (
             tl is self.connection and isinstance(result, dict)
         ):
@@ -341,16 +319,21 @@ class ConnectionModel:
 
     def finish(self) -> None:
         """End of the recording: responses that never met their request become events."""
-        for (req_direction, rid), (payload, seq, _ns) in self._early.items():
-            self.connection.add_event(
-                Event(
-                    "orphan_response",
-                    payload,
-                    seq,
-                    extra={"direction": other_direction(req_direction), "id": rid},  # type: ignore[arg-type]
-                )
+        for key, early in self._exchanges.expire_all():
+            self._orphan(key, early)
+
+    def _orphan(self, key: tuple[Direction, str], early: tuple[Any, int | None, int]) -> None:
+        """A response that answered no request (within the early window) as an event."""
+        req_direction, rid = key
+        payload, seq, _ns = early
+        self.connection.add_event(
+            Event(
+                "orphan_response",
+                payload,
+                seq,
+                extra={"direction": other_direction(req_direction), "id": rid},
             )
-        self._early.clear()
+        )
 
     def _notification(
         self, direction: Direction, msg: Message, seq: int | None, ns: int
@@ -390,7 +373,7 @@ class ConnectionModel:
         yield from self.sessions.values()
 
     def pending_exchanges(self) -> list[Exchange]:
-        return [p.exchange for p in self._pending.values()]
+        return [p.exchange for p in self._exchanges.pending.values()]
 
     def to_json(self, session_ids: set[str] | None = None) -> dict[str, Any]:
         """Plain data for ``show --json`` and the web inspector."""

@@ -3,8 +3,16 @@
 :class:`StatsAccumulator` is fed one frame at a time (its index columns, plus the parsed
 payload only for the few frames that need it: responses, prompts, state updates and
 batches) and keeps compact arrays, so a million-frame recording costs a few megabytes.
-Requests and responses are paired **per direction**; a response recorded before its
-request (both directions are recorded independently) is paired but left out of latency.
+Requests and responses are paired by :class:`~acp_proxy.acp.exchanges.Exchanges` and the
+protocol version comes from :class:`~acp_proxy.acp.exchanges.InitializeFacts`, as in every
+other reader; a response recorded before its request (both directions are recorded
+independently) is paired but left out of latency.
+
+A session is identified by its **lineage**, not its id alone: a session created on a
+connection (``session/new``, ``session/fork``) starts a new lineage, and a later connection
+that continues it (``session/load``, ``session/resume``, or just uses the id) joins the
+latest lineage of that id. So the same id created by two unrelated agent processes is two
+sessions, while a session taken back by a new agent process is one.
 """
 
 from __future__ import annotations
@@ -15,8 +23,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_proxy.acp.model import Turn, TurnTracker
+from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
+from acp_proxy.acp.model import SESSION_RESULT_METHODS, Turn, TurnTracker
 from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.wire.jsonrpc import id_json_text
+from acp_proxy.wire.surrogates import encodable
 
 NEEDS_PAYLOAD_SQL = (
     "kind IN ('response', 'batch') OR update_kind = 'state_update' OR method = 'session/prompt'"
@@ -58,7 +69,10 @@ class MethodStats:
 class SessionStats:
     """Turns of one session (on one or more connections)."""
 
-    connections: set[int] = field(default_factory=set)
+    session_id: str
+    connections: list[int] = field(default_factory=list)
+    frames: int = 0
+    bytes: int = 0
     turns: int = 0
     unfinished: int = 0
     durations: array[int] = field(default_factory=lambda: array("q"))
@@ -67,7 +81,10 @@ class SessionStats:
     def summary(self) -> dict[str, Any]:
         values = sorted(self.durations)
         return {
-            "connections": sorted(self.connections),
+            "sessionId": self.session_id,
+            "connections": list(self.connections),
+            "frames": self.frames,
+            "bytes": self.bytes,
             "turns": self.turns,
             "unfinished": self.unfinished,
             "totalMs": _ms(sum(values)) if values else None,
@@ -81,15 +98,22 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 3)
 
 
+LineageKey = tuple[int, str]
+"""(connection the session lineage starts on, sessionId)."""
+
+
 class StatsAccumulator:
     """Feed frames in recording order (connection, then seq); read :meth:`to_json`."""
 
     def __init__(self) -> None:
         self.methods: dict[tuple[str, str], MethodStats] = {}
-        self.sessions: dict[str, SessionStats] = {}
+        self.sessions: dict[LineageKey, SessionStats] = {}
+        self._latest: dict[str, LineageKey] = {}  # sessionId -> its latest lineage
         self._conn: int | None = None
-        self._pending: dict[tuple[Direction, str], tuple[str, int]] = {}
-        self._early: dict[tuple[Direction, str], tuple[Any, int]] = {}
+        self._conn_sessions: dict[str, SessionStats] = {}  # this connection's sessions
+        # request: (method, sent at); an early response: (payload, received at)
+        self._exchanges: Exchanges[tuple[str, int], tuple[Any, int]] = Exchanges()
+        self._facts = InitializeFacts()
         self._tracker = TurnTracker()
 
     def _method(self, method: str, direction: str) -> MethodStats:
@@ -99,10 +123,21 @@ class StatsAccumulator:
             stats = self.methods[key] = MethodStats()
         return stats
 
-    def _session(self, sid: str) -> SessionStats:
-        stats = self.sessions.get(sid)
+    def _session(self, sid: str, creates: bool = False) -> SessionStats:
+        """The session ``sid`` means on the current connection (see the module docstring)."""
+        stats = self._conn_sessions.get(sid)
+        if stats is not None:
+            return stats
+        assert self._conn is not None
+        key = self._latest.get(sid)
+        if creates or key is None:
+            key = (self._conn, sid)
+            self._latest[sid] = key
+        stats = self.sessions.get(key)
         if stats is None:
-            stats = self.sessions[sid] = SessionStats()
+            stats = self.sessions[key] = SessionStats(sid)
+        stats.connections.append(self._conn)
+        self._conn_sessions[sid] = stats
         return stats
 
     def feed(
@@ -116,13 +151,18 @@ class StatsAccumulator:
         update_kind: str | None,
         mono_ns: int,
         payload: Any = None,
+        size: int = 0,
     ) -> None:
         """One frame's index columns (``payload``: parsed JSON for the frames that need it)."""
         if connection_id != self._conn:
             self._end_connection()
             self._conn = connection_id
+        self._exchanges.tick()  # responses that answered nothing: no latency, no outcome
         if session_id is not None:
-            self._session(session_id).connections.add(connection_id)
+            creates = kind == "response" and method in SESSION_RESULT_METHODS
+            stats = self._session(session_id, creates)
+            stats.frames += 1
+            stats.bytes += size
         if kind == "batch" and isinstance(payload, list):
             for item in payload:
                 self._feed_item(direction, item, mono_ns)
@@ -142,12 +182,11 @@ class StatsAccumulator:
             return
         params = item.get("params")
         sid = params.get("sessionId") if isinstance(params, dict) else None
-        sid = sid if isinstance(sid, str) else None
-        rid = item.get("id")
-        rid_text = None if rid is None else _id_text(rid)
+        sid = encodable(sid) if isinstance(sid, str) else None
+        rid_text = id_json_text(item["id"], None) if "id" in item else None
         method = item.get("method")
         if isinstance(method, str) and rid_text is not None:
-            self._request(direction, rid_text, method, sid, mono_ns, item)
+            self._request(direction, rid_text, encodable(method), sid, mono_ns, item)
         elif method is None and rid_text is not None:
             self._response(direction, rid_text, item, mono_ns)
 
@@ -160,48 +199,41 @@ class StatsAccumulator:
         mono_ns: int,
         payload: Any,
     ) -> None:
-        key = (direction, rpc_id)
-        if key in self._pending:
-            self._method(self._pending[key][0], direction).unanswered += 1
-        self._pending[key] = (method, mono_ns)
+        previous = self._exchanges.pending.get((direction, rpc_id))
+        if previous is not None:
+            self._method(previous[0], direction).unanswered += 1
         if method == "session/prompt" and direction == "c2a" and session_id is not None:
             self._tracker.prompt(session_id, rpc_id, None, mono_ns)
-        if method == "initialize" and isinstance(payload, dict):
-            params = payload.get("params")
-            version = params.get("protocolVersion") if isinstance(params, dict) else None
-            if isinstance(version, int):
-                self._tracker.version = version
-        early = self._early.pop(key, None)
+        if method == "initialize":
+            params = payload.get("params") if isinstance(payload, dict) else None
+            self._facts.observe_request(params)
+            self._tracker.version = self._facts.protocol_version
+        early = self._exchanges.request(direction, rpc_id, (method, mono_ns))
         if early is not None:
-            self._pending.pop(key)
             stats = self._method(method, direction)
             stats.reordered += 1
             self._outcome(stats, method, rpc_id, early[0], early[1])
 
     def _response(self, direction: Direction, rpc_id: str, payload: Any, mono_ns: int) -> None:
-        key = (other_direction(direction), rpc_id)
-        request = self._pending.pop(key, None)
+        request = self._exchanges.answer(direction, rpc_id)
         if request is None:
-            self._early[key] = (payload, mono_ns)
+            self._exchanges.hold_early(direction, rpc_id, (payload, mono_ns))
             return
         method, start_ns = request
-        stats = self._method(method, key[0])
+        stats = self._method(method, other_direction(direction))
         stats.latencies.append(mono_ns - start_ns)
         self._outcome(stats, method, rpc_id, payload, mono_ns)
 
     def _outcome(
         self, stats: MethodStats, method: str, rpc_id: str, payload: Any, mono_ns: int
     ) -> None:
-        if isinstance(payload, dict) and "error" in payload:
+        error = isinstance(payload, dict) and "error" in payload
+        if error:
             stats.errors += 1
+        if method == "initialize" and not error and isinstance(payload, dict):
+            self._facts.observe_result(payload.get("result"))
+            self._tracker.version = self._facts.protocol_version
         if method == "session/prompt":
-            result = payload.get("result") if isinstance(payload, dict) else None
-            if (
-                self._tracker.version is None
-                and isinstance(result, dict)
-                and "stopReason" in result
-            ):
-                self._tracker.version = 1
             turn = self._tracker.prompt_result(rpc_id, payload, None, mono_ns)
             if turn is not None:
                 self._turn_done(turn)
@@ -214,18 +246,19 @@ class StatsAccumulator:
         reason = turn.stop_reason
         if turn.error is not None and reason is None:
             reason = "(error response)"
-        stats.stop_reasons[str(reason) if reason is not None else "(none)"] += 1
+        stats.stop_reasons[encodable(str(reason)) if reason is not None else "(none)"] += 1
 
     def _end_connection(self) -> None:
-        for (direction, _rid), (method, _ns) in self._pending.items():
+        for (direction, _rid), (method, _ns) in self._exchanges.pending.items():
             self._method(method, direction).unanswered += 1
         for turn in self._tracker.unfinished():
             stats = self._session(turn.session_id)
             stats.turns += 1
             stats.unfinished += 1
-        self._pending.clear()
-        self._early.clear()
+        self._exchanges.clear()
+        self._facts = InitializeFacts()
         self._tracker = TurnTracker()
+        self._conn_sessions = {}
 
     def finish(self) -> None:
         self._end_connection()
@@ -237,7 +270,7 @@ class StatsAccumulator:
                 {"method": m, "direction": d, **s.summary()}
                 for (m, d), s in sorted(self.methods.items())
             ],
-            "sessions": [{"sessionId": sid, **s.summary()} for sid, s in self.sessions.items()],
+            "sessions": [s.summary() for s in self.sessions.values()],
         }
 
 
@@ -248,12 +281,3 @@ def _update_of(payload: Any) -> dict[str, Any]:
             update: dict[str, Any] = params["update"]
             return update
     return {}
-
-
-def _id_text(value: Any) -> str:
-    import orjson
-
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return repr(value)

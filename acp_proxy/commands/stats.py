@@ -68,13 +68,13 @@ def collect(db: sqlite3.Connection, connection_id: int | None = None) -> dict[st
     acc = StatsAccumulator()
     cur = db.execute(
         f"SELECT connection_id, direction, kind, rpc_id, method, session_id, update_kind, "
-        f"mono_ns, CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END FROM frames {where} "
+        f"mono_ns, CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size FROM frames {where} "
         f"ORDER BY connection_id, seq",
         args,
     )
     for r in cur:
         payload = parse_json(bytes(r[8]))[0] if r[8] is not None else None
-        acc.feed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], payload)
+        acc.feed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], payload, r[9])
     acc.finish()
     derived = acc.to_json()
     latency = {(x["method"], x["direction"]): x for x in derived["latency"]}
@@ -82,23 +82,7 @@ def collect(db: sqlite3.Connection, connection_id: int | None = None) -> dict[st
         lat = latency.get((m["method"], m["direction"]))
         if lat is not None:
             m.update({k: v for k, v in lat.items() if k not in ("method", "direction")})
-    session_frames = {
-        r[0]: (r[1], r[2])
-        for r in db.execute(
-            f"SELECT session_id, count(*), sum(size) FROM frames "
-            f"{where + ' AND' if where else 'WHERE'} session_id IS NOT NULL GROUP BY session_id",
-            args,
-        )
-    }
-    sessions = derived["sessions"]
-    for s in sessions:
-        s["frames"], s["bytes"] = session_frames.get(s["sessionId"], (0, 0))
-    known = {s["sessionId"] for s in sessions}
-    for sid, (count, size) in session_frames.items():
-        if sid not in known:
-            sessions.append(
-                {"sessionId": sid, "turns": 0, "unfinished": 0, "frames": count, "bytes": size}
-            )
+    sessions = derived["sessions"]  # by lineage, with their frames and bytes
     return {
         "frames": overview[0],
         "bytes": overview[1],
@@ -191,7 +175,7 @@ def stats_command(recording_path: Path, connection_id: int | None, as_json: bool
         click.echo()
         srows = [
             (
-                s["sessionId"],
+                f"{s['sessionId']} (conn {','.join(map(str, s['connections']))})",
                 str(s["frames"]),
                 str(s["turns"]),
                 str(s.get("unfinished", 0)),

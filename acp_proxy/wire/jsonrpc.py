@@ -128,14 +128,22 @@ def id_json_text(value: Any, raw: bytes | None) -> str:
             return "-0"
         return str(value)
     if isinstance(value, str) and _SIMPLE_STR.match(value):
-        text = orjson.dumps(value).decode()
+        text = _dumps(value)
         if raw is None or text.encode() in raw:
             return text
     if raw is not None:
         exact = _raw_id(raw)
         if exact is not None:
             return exact
-    return orjson.dumps(value).decode() if not isinstance(value, float) else json.dumps(value)
+    return _dumps(value) if not isinstance(value, float) else json.dumps(value)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of a parsed value; a string with a lone surrogate gets its ``\\u`` escape."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson refuses lone surrogates; the stdlib escapes them
+        return json.dumps(value)
 
 
 _DECODER = json.JSONDecoder()

@@ -1088,7 +1088,7 @@ def test_open_state_is_released() -> None:
         frames += v2_turn(i)
     for seq, (d, raw) in enumerate(frames, 1):
         assert not checker.feed(seq, d, raw)
-    assert not checker._pending
+    assert not checker._exchanges.pending
     session = checker._sessions[SID]
     assert not session.awaiting_user and not session.work_entities and not session.tool_status
     assert len(checker._answered) <= 4096

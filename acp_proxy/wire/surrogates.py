@@ -1,0 +1,76 @@
+"""Lone surrogates: valid JSON whose strings UTF-8 cannot hold, made into encodable text.
+
+JSON text such as ``"\\ud800"`` is valid JSON (a JavaScript peer that cuts a string between
+the halves of a surrogate pair and ``JSON.stringify``-s it sends exactly that), but the
+Python string it decodes to holds a lone surrogate: it cannot be encoded as UTF-8, so
+SQLite cannot bind it, orjson cannot dump it and a terminal cannot print it.
+
+Everything derived from a frame for storage or display goes through here: a lone surrogate
+becomes the six characters of its JSON escape (``\\ud800``), so the text is valid, readable
+and still says what was sent. The raw bytes themselves are never changed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from acp_proxy.wire.jsonrpc import Message, classify
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPE = re.compile(
+    rb"\\(?:u([dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|u([dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    re.DOTALL,
+)
+
+
+def encodable(text: str) -> str:
+    """``text`` when UTF-8 can hold it, else with each lone surrogate as its ``\\uXXXX`` escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def may_hold_lone_surrogates(raw: bytes) -> bool:
+    """Cheap test: could parsing ``raw`` give a string with a lone surrogate?"""
+    return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
+
+
+def escape_lone_surrogates(raw: bytes) -> bytes:
+    """``raw`` with each lone ``\\uD8xx``..``\\uDFxx`` escape turned into an escaped backslash.
+
+    Surrogate *pairs* are kept; ``"\\ud800"`` becomes ``"\\\\ud800"``, which parses to the
+    encodable text :func:`encodable` gives.
+    """
+
+    def fix(match: re.Match[bytes]) -> bytes:
+        lone = match.group(2)
+        return b"\\\\u" + lone if lone is not None else match.group(0)
+
+    return _ESCAPE.sub(fix, raw)
+
+
+def classify_encodable(raw: bytes) -> Message:
+    """:func:`~acp_proxy.wire.jsonrpc.classify` whose strings are all encodable text.
+
+    Ids keep their exact JSON text (an escape is plain ASCII); method, params, results and
+    batch members hold :func:`encodable` text where the frame had a lone surrogate.
+    """
+    msg = classify(raw)
+    if not may_hold_lone_surrogates(raw):
+        return msg
+    fixed = escape_lone_surrogates(raw)
+    if fixed == raw:
+        return msg
+    clean = classify(fixed)
+    _keep_ids(clean, msg)
+    return clean
+
+
+def _keep_ids(clean: Message, original: Message) -> None:
+    clean.id = None if original.id is None else encodable(original.id)
+    if len(clean.items) == len(original.items):
+        for item, orig in zip(clean.items, original.items, strict=True):
+            _keep_ids(item, orig)

@@ -30,7 +30,8 @@ from acp_proxy.wire.jsonrpc import id_json_text
 from acp_proxy.wire.surrogates import encodable
 
 NEEDS_PAYLOAD_SQL = (
-    "kind IN ('response', 'batch') OR update_kind = 'state_update' OR method = 'session/prompt'"
+    "kind IN ('response', 'batch') OR update_kind = 'state_update' "
+    "OR method IN ('session/prompt', 'initialize')"
 )
 """SQL condition for the frames whose raw bytes :meth:`StatsAccumulator.feed` needs."""
 
@@ -108,6 +109,8 @@ class StatsAccumulator:
     def __init__(self) -> None:
         self.methods: dict[tuple[str, str], MethodStats] = {}
         self.sessions: dict[LineageKey, SessionStats] = {}
+        self.protocol_versions: dict[int, int | None] = {}
+        """Each connection's protocol version (see :class:`InitializeFacts`)."""
         self._latest: dict[str, LineageKey] = {}  # sessionId -> its latest lineage
         self._conn: int | None = None
         self._conn_sessions: dict[str, SessionStats] = {}  # this connection's sessions
@@ -249,6 +252,8 @@ class StatsAccumulator:
         stats.stop_reasons[encodable(str(reason)) if reason is not None else "(none)"] += 1
 
     def _end_connection(self) -> None:
+        if self._conn is not None:
+            self.protocol_versions[self._conn] = self._facts.protocol_version
         for (direction, _rid), (method, _ns) in self._exchanges.pending.items():
             self._method(method, direction).unanswered += 1
         for turn in self._tracker.unfinished():

@@ -290,3 +290,25 @@ def test_show_and_stats_on_the_example_recordings(tmp_path: Path, name: str) -> 
     stats = orjson.loads(out(["stats", str(db), "--json"]))
     (sess,) = stats["sessions"]
     assert sess["turns"] >= 2 and sess["unfinished"] == 0
+
+
+def test_stats_tells_sessions_apart_by_lineage(tmp_path: Path) -> None:
+    # The demo records a v1 sess_1 (connection 1, taken back by session/load on 2) and an
+    # unrelated v2 sess_1 of another agent process (connection 3, resumed on 4).
+    db = tmp_path / "demo.db"
+    out(["demo", "--db", str(db), "--quiet", "--delay", "0"])
+    data = orjson.loads(out(["stats", str(db), "--json"]))
+    sessions = sorted(data["sessions"], key=lambda s: s["connections"])
+    assert [(s["sessionId"], s["connections"]) for s in sessions] == [
+        ("sess_1", [1, 2]),
+        ("sess_1", [3, 4]),
+    ]
+    assert [s["turns"] for s in sessions] == [3, 3]  # a prompt and a cancel each, one after
+    rows = sqlite3.connect(db).execute(
+        "SELECT connection_id IN (1, 2), count(*), sum(size) FROM frames "
+        "WHERE session_id = 'sess_1' GROUP BY 1 ORDER BY 1 DESC"
+    )
+    assert [(s["frames"], s["bytes"]) for s in sessions] == [(n, b) for _, n, b in rows]
+    text = out(["stats", str(db)])
+    assert text.startswith("4 connection(s), 2 session(s),")
+    assert "sess_1 (conn 1,2)" in text and "sess_1 (conn 3,4)" in text

@@ -26,7 +26,8 @@ from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
-from acp_proxy.wire.jsonrpc import Message, classify, id_json_text, parse_json
+from acp_proxy.wire.jsonrpc import Message, id_json_text, parse_json
+from acp_proxy.wire.surrogates import classify_encodable
 
 
 def _words(text: str) -> frozenset[str]:
@@ -229,7 +230,7 @@ class ConnectionChecker:
                 self._report("framing.crlf", (seq,), "line ends with \\r\\n")
             elif not raw.endswith(b"\n"):
                 self._report("framing.unterminated", (seq,), "last line has no newline")
-        msg = classify(raw)
+        msg = classify_encodable(raw)
         if msg.kind == "invalid":
             self._invalid(seq, msg)
         elif msg.kind == "batch":

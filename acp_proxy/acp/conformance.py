@@ -16,14 +16,14 @@ means v1).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
-from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Tier
+from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Side, Tier
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
 from acp_proxy.wire.jsonrpc import Message, id_json_text, parse_json
@@ -82,9 +82,26 @@ NULL_ID_ERROR_CODES = frozenset({-32700, -32600})
 """Error responses that may carry ``"id": null`` (the request could not be read)."""
 
 
+GROUP_GAP = 8
+"""Findings of one rule and side that frames this close together name each other (one
+grouped finding: "#16 and #17 answer notifications ..."), up to :data:`GROUP_MAX` frames."""
+
+GROUP_MAX = 10
+
+RECENT_NOTIFICATIONS = 16
+"""How many of a side's latest notifications (of the last :data:`GROUP_GAP` x 2 frames) are
+kept to name the one a response with id null answers."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One conformance finding: which rule, how bad, where (connection, frame seqs) and why."""
+    """One conformance finding: which rule, how bad, who broke it, where and why.
+
+    ``side`` is the peer that broke the rule (``client`` or ``agent``; ``None`` for notes
+    about the recording itself), ``seqs`` every frame the finding names (``#seq`` as in
+    ``acp-proxy dump``), and ``reason`` says what happened, starting with the side.
+    :attr:`rule_text` quotes the rule as it applies to that side.
+    """
 
     rule: str
     tier: Tier
@@ -92,21 +109,36 @@ class Finding:
     seqs: tuple[int, ...]
     reason: str
     session_id: str | None = None
+    side: Side | None = None
 
     @property
     def rule_text(self) -> str:
-        return RULE_BY_ID[self.rule].text
+        return RULE_BY_ID[self.rule].text_for(self.side)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rule": self.rule,
             "tier": self.tier,
+            "side": self.side,
             "connection": self.connection_id,
             "seqs": list(self.seqs),
             "session": self.session_id,
             "reason": self.reason,
             "rule_text": self.rule_text,
         }
+
+
+@dataclass(slots=True)
+class _Group:
+    """Findings of one rule and side being gathered into one (see :data:`GROUP_GAP`)."""
+
+    rule: str
+    side: Side | None
+    session_id: str | None
+    frames: list[int]  # the frames that broke the rule
+    seqs: set[int]  # every frame named
+    subjects: list[str]
+    last: int  # frame count when the group last grew
 
 
 @dataclass(slots=True)
@@ -179,6 +211,13 @@ class ConnectionChecker:
         self._answered: OrderedDict[tuple[Direction, str], int] = OrderedDict()
         self._sessions: dict[str, _Session] = {}
         self._out: list[Finding] = []
+        self._sender: Side | None = None  # the side that sent the frame being checked
+        self._group: _Group | None = None
+        # each side's latest notifications: (seq, label, frame count)
+        self._notifications: dict[Direction, deque[tuple[int, str, int]]] = {
+            C2A: deque(maxlen=RECENT_NOTIFICATIONS),
+            A2C: deque(maxlen=RECENT_NOTIFICATIONS),
+        }
         self._finished = False
         if frames_dropped:
             self._report(
@@ -220,6 +259,7 @@ class ConnectionChecker:
     ) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
         self.frames += 1
+        self._sender = _side(direction)
         if binary:
             self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
             return self._take()
@@ -246,6 +286,8 @@ class ConnectionChecker:
         else:
             self._message(seq, direction, msg)
         self._orphans(self._exchanges.tick())
+        if self._group is not None and self.frames - self._group.last > GROUP_GAP:
+            self._flush_group()
         return self._take()
 
     def finish(self) -> list[Finding]:
@@ -253,15 +295,18 @@ class ConnectionChecker:
         if self._finished:
             return []
         self._finished = True
+        self._sender = None
         self._orphans(self._exchanges.expire_all())
+        self._flush_group()
         for (direction, rid), req in self._pending.items():
-            who = "agent" if direction == C2A else "client"
+            who = _side(other_direction(direction))
             if req.method.startswith("_"):
                 self._report(
                     "jsonrpc.extension-answered",
                     (req.seq,),
                     f"extension request {req.method} id {rid} was never answered by the {who}",
                     req.session_id,
+                    who,
                 )
                 continue
             extra = ""
@@ -275,6 +320,7 @@ class ConnectionChecker:
                 f"{req.method} id {rid} got no response from the {who} before the recording "
                 f"ended{extra}",
                 req.session_id,
+                who,
             )
         for s in self._sessions.values():
             for mid, seq in s.awaiting_user.items():
@@ -311,18 +357,65 @@ class ConnectionChecker:
     # -- reporting -------------------------------------------------------------------------
 
     def _report(
-        self, rule_id: str, seqs: tuple[int, ...], reason: str, session_id: str | None = None
+        self,
+        rule_id: str,
+        seqs: tuple[int, ...],
+        reason: str,
+        session_id: str | None = None,
+        side: Side | None = None,
     ) -> None:
+        """Report a finding; ``side`` defaults to who can break the rule, else the sender."""
         rule = RULE_BY_ID[rule_id]
         if not rule.applies_to(self.effective_version):
             return
+        if rule.breaker == "recorder":
+            side = None
+        elif rule.breaker != "peer":
+            side = rule.breaker
+        elif side is None:
+            side = self._sender
+        if side is not None:
+            reason = f"{side}: {reason}"
         self.counts[rule.tier] += 1
         n = self.per_rule.get(rule_id, 0) + 1
         self.per_rule[rule_id] = n
         if n > self.max_per_rule:
             self.suppressed[rule_id] = self.suppressed.get(rule_id, 0) + 1
             return
-        self._out.append(Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id))
+        self._out.append(
+            Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id, side)
+        )
+
+    def _grouped(
+        self,
+        rule_id: str,
+        seq: int,
+        named: tuple[int, ...],
+        subject: str,
+        side: Side | None,
+        session_id: str | None = None,
+    ) -> None:
+        """A finding that joins the open group of its rule and side when frames are close."""
+        g = self._group
+        if (
+            g is None
+            or (g.rule, g.side, g.session_id) != (rule_id, side, session_id)
+            or self.frames - g.last > GROUP_GAP
+            or len(g.frames) >= GROUP_MAX
+        ):
+            self._flush_group()
+            g = self._group = _Group(rule_id, side, session_id, [], set(), [], self.frames)
+        g.frames.append(seq)
+        g.seqs.update((seq, *named))
+        g.subjects.append(subject)
+        g.last = self.frames
+
+    def _flush_group(self) -> None:
+        g, self._group = self._group, None
+        if g is None:
+            return
+        reason = _GROUP_TEXT[g.rule](g.frames, g.subjects, g.side)
+        self._report(g.rule, tuple(sorted(g.seqs)), reason, g.session_id, g.side)
 
     def drain(self) -> list[Finding]:
         """Findings reported but not yet returned (e.g. ``recording.incomplete``)."""
@@ -410,11 +503,8 @@ class ConnectionChecker:
     def _orphans(self, expired: list[tuple[tuple[Direction, str], tuple[int, Message]]]) -> None:
         """Responses that found no request within the early window answer nothing."""
         for key, (seq, msg) in expired:
-            peer = "client" if key[0] == C2A else "agent"
-            self._report(
-                "jsonrpc.response-id-echo",
-                (seq,),
-                f"response id {msg.id} answers no request of the {peer}",
+            self._grouped(
+                "jsonrpc.response-id-echo", seq, (), f"id {msg.id}", _side(other_direction(key[0]))
             )
 
     def _same_value(self, direction: Direction, id_text: str) -> tuple[Direction, str] | None:
@@ -448,11 +538,11 @@ class ConnectionChecker:
                 err = msg.error
                 code = err.get("code") if isinstance(err, dict) else None
                 if code not in NULL_ID_ERROR_CODES:
-                    self._report(
-                        "jsonrpc.notification-answered",
-                        (seq,),
-                        "a response with id null that is not a parse/invalid-request error "
-                        "(answering a notification?)",
+                    answered = self._answered_notification(other_direction(direction))
+                    named = () if answered is None else (answered[0],)
+                    subject = "" if answered is None else f"`{answered[1]}` #{answered[0]}"
+                    self._grouped(
+                        "jsonrpc.notification-answered", seq, named, subject, _side(direction)
                     )
                 return
             first = self._answered.get(key)
@@ -757,7 +847,22 @@ class ConnectionChecker:
 
     # -- notifications ---------------------------------------------------------------------
 
+    def _answered_notification(self, direction: Direction) -> tuple[int, str] | None:
+        """The oldest recent notification sent in ``direction`` not yet answered (if any)."""
+        recent = self._notifications[direction]
+        while recent:
+            seq, label, at = recent.popleft()
+            if self.frames - at <= 2 * GROUP_GAP:
+                return seq, label
+        return None
+
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
+        label = method
+        if method == "session/update":
+            variant = _get(_get(params, "update"), "sessionUpdate")
+            if isinstance(variant, str):
+                label = variant
+        self._notifications[direction].append((seq, label, self.frames))
         if method == "$/cancel_request":
             rid = _get(params, "requestId")
             if rid is not None:
@@ -1085,6 +1190,47 @@ class ConnectionChecker:
 
 
 # -- small helpers -----------------------------------------------------------------------
+
+
+def _side(direction: Direction) -> Side:
+    """The side that sends frames in ``direction``."""
+    return "client" if direction == C2A else "agent"
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _notifications_answered(frames: list[int], subjects: list[str], side: Side | None) -> str:
+    known = [s for s in subjects if s]
+    verb = "answers" if len(frames) == 1 else "answer"
+    text = _and([f"#{f}" for f in frames]) + f" {verb} "
+    if known:
+        text += ("notification " if len(known) == 1 else "notifications ") + _and(known)
+        if len(known) < len(subjects):
+            text += f" (and {len(subjects) - len(known)} more)"
+        return text
+    return text + (
+        "a notification: a response with id null that is not a parse/invalid-request error"
+        if len(frames) == 1
+        else "notifications: responses with id null that are not parse/invalid-request errors"
+    )
+
+
+def _orphan_responses(frames: list[int], subjects: list[str], side: Side | None) -> str:
+    other = "agent" if side == "client" else "client"
+    if len(frames) == 1:
+        return f"response #{frames[0]} ({subjects[0]}) answers no request of the {other}"
+    numbers = _and([f"#{f}" for f in frames])
+    return f"responses {numbers} ({_and(subjects)}) answer no request of the {other}"
+
+
+_GROUP_TEXT = {
+    "jsonrpc.notification-answered": _notifications_answered,
+    "jsonrpc.response-id-echo": _orphan_responses,
+}
+"""How a group of findings of a rule reads (frames that broke it, subjects, side)."""
 
 _UNKNOWN: Any = object()
 

@@ -2,9 +2,12 @@
 
 Each :class:`Rule` has a stable id (``area.name``), a tier (``error`` for a MUST,
 ``warning`` for a SHOULD, ``info`` for everything else, as the ACP conformance kit tiers
-its findings), the protocol versions it applies to, and the rule text it enforces, quoted
-from the ACP spec (the v2 seed text wins over older documents). The checks themselves live
-in :mod:`acp_proxy.acp.conformance`, which reports findings by rule id.
+its findings), the protocol versions it applies to, the side that can break it (the
+client, the agent, either peer, or the recorder) and the rule text it enforces, quoted
+from the ACP spec (the v2 seed text wins over older documents). Rules either peer can break
+are quoted as they apply to the side that broke them (:meth:`Rule.text_for`): a client
+answering a notification breaks "The Client MUST NOT reply to a Notification". The checks
+themselves live in :mod:`acp_proxy.acp.conformance`, which reports findings by rule id.
 """
 
 from __future__ import annotations
@@ -19,24 +22,71 @@ TIER_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 Applies = Literal["all", "v1", "v2"]
 """``v1``: connections that negotiated protocol version 1 (or none); ``v2``: version 2+."""
 
+Side = Literal["client", "agent"]
+"""The peer that broke a rule."""
+
+Breaker = Literal["client", "agent", "peer", "recorder"]
+"""Who can break a rule: always the client, always the agent, either peer (the finding
+says which), or nobody on the wire (the recording itself)."""
+
+_NAMES = {"client": ("Client", "client", "agent"), "agent": ("Agent", "agent", "client")}
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One checkable rule: id, tier, the versions it applies to and the text it quotes."""
+    """One checkable rule: id, tier, versions, who can break it and the text it quotes.
+
+    ``template`` may name the side with ``{Side}``/``{side}`` and the other one with
+    ``{other}``; ``by_side`` holds a whole other text for a side where the spec words the
+    rule differently for it.
+    """
 
     id: str
     tier: Tier
     applies: Applies
-    text: str
+    template: str
+    breaker: Breaker = "peer"
+    by_side: tuple[tuple[Side, str], ...] = ()
 
     def applies_to(self, version: int) -> bool:
         if self.applies == "all":
             return True
         return (version >= 2) == (self.applies == "v2")
 
+    @property
+    def text(self) -> str:
+        """The rule text for either side (``acp-proxy check --rules``)."""
+        if self.breaker in ("client", "agent"):
+            return self.text_for(self.breaker)
+        return self.template.format(Side="Peer", side="peer", other="other peer")
 
-def _r(rule_id: str, tier: Tier, text: str, applies: Applies = "all") -> Rule:
-    return Rule(rule_id, tier, applies, text)
+    def text_for(self, side: Side | None) -> str:
+        """The rule as it applies to ``side`` (the generic text when ``None``)."""
+        if side is None:
+            return self.text
+        for who, text in self.by_side:
+            if who == side:
+                return text
+        upper, lower, other = _NAMES[side]
+        return self.template.format(Side=upper, side=lower, other=other)
+
+
+_AGENT_AREAS = frozenset({"v1", "v2", "entity", "notice", "compaction", "replay"})
+"""Areas whose rules only the agent can break (turns, updates, replays)."""
+
+
+def _r(
+    rule_id: str,
+    tier: Tier,
+    text: str,
+    applies: Applies = "all",
+    breaker: Breaker | None = None,
+    by_side: tuple[tuple[Side, str], ...] = (),
+) -> Rule:
+    if breaker is None:
+        area = rule_id.split(".")[0]
+        breaker = "agent" if area in _AGENT_AREAS else "recorder" if area == "recording" else "peer"
+    return Rule(rule_id, tier, applies, text, breaker, by_side)
 
 
 RULES: tuple[Rule, ...] = (
@@ -79,8 +129,8 @@ RULES: tuple[Rule, ...] = (
     _r(
         "jsonrpc.response-id-echo",
         "error",
-        'A response MUST carry the id of the request it answers, exactly (1, 1.0 and "1" '
-        "differ); each direction has its own id space.",
+        "The {Side}'s responses MUST carry the id of the {other}'s request they answer, exactly "
+        '(1, 1.0 and "1" differ); each direction has its own id space.',
     ),
     _r(
         "jsonrpc.result-xor-error",
@@ -90,29 +140,44 @@ RULES: tuple[Rule, ...] = (
     _r(
         "jsonrpc.notification-answered",
         "error",
-        "The Server MUST NOT reply to a Notification.",
+        "The {Side} MUST NOT reply to a Notification (the {other}'s notifications get no "
+        "response).",
     ),
-    _r("jsonrpc.one-response", "error", "Every request gets exactly one response."),
+    _r(
+        "jsonrpc.one-response",
+        "error",
+        "Every request gets exactly one response: the {Side} MUST answer each request of the "
+        "{other} once.",
+    ),
     _r(
         "jsonrpc.request-answered",
         "error",
-        "Every request gets a response, also after $/cancel_request (a result or -32800).",
+        "Every request gets a response: the {Side} MUST answer each request of the {other}, "
+        "also after $/cancel_request (a result or -32800).",
     ),
     _r(
         "jsonrpc.extension-answered",
         "error",
-        "Extension methods start with _; requests must still be answered (e.g. -32601).",
+        "Extension methods start with _; the {Side} must still answer the {other}'s extension "
+        "requests (e.g. -32601 when it does not know the method).",
     ),
     # -- lifecycle -------------------------------------------------------------------------
     _r(
         "lifecycle.initialize-first",
         "error",
         "Clients MUST first complete the initialization phase: initialize is the first message.",
+        by_side=(
+            (
+                "agent",
+                "The Agent waits for the client's initialize: initialize is the first message "
+                "of a connection, before anything the Agent sends.",
+            ),
+        ),
     ),
     _r(
         "lifecycle.capabilities",
         "error",
-        "A peer MUST NOT call methods (or send prompt content) that the other side's "
+        "The {Side} MUST NOT call methods (or send prompt content) that the {other}'s "
         "capabilities did not advertise.",
     ),
     _r("lifecycle.absolute-path", "error", "File paths in the protocol MUST be absolute."),
@@ -121,6 +186,7 @@ RULES: tuple[Rule, ...] = (
         "error",
         "The Client MUST respond to all pending session/request_permission requests with the "
         "cancelled outcome.",
+        breaker="client",
     ),
     # -- v1 turns --------------------------------------------------------------------------
     _r(

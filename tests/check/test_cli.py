@@ -16,6 +16,7 @@ from tests.check.helpers import (
     TEXT,
     A,
     C,
+    nt,
     ok,
     rq,
     up,
@@ -115,8 +116,24 @@ def test_json_document_shape(tmp_path: Path) -> None:
         "framing.crlf",
     ]
     f = second["findings"][0]
-    assert set(f) == {"rule", "tier", "connection", "seqs", "session", "reason", "rule_text"}
-    assert (f["tier"], f["connection"], f["seqs"], f["session"]) == ("error", 2, [6], SID)
+    assert set(f) == {
+        "rule",
+        "tier",
+        "side",
+        "connection",
+        "seqs",
+        "session",
+        "reason",
+        "rule_text",
+    }
+    assert (f["tier"], f["side"], f["connection"], f["seqs"], f["session"]) == (
+        "error",
+        "agent",
+        2,
+        [6],
+        SID,
+    )
+    assert f["reason"].startswith("agent: ")
 
 
 def test_min_tier_hides_findings_but_not_the_exit_code(tmp_path: Path) -> None:
@@ -211,3 +228,32 @@ def test_connection_without_initialize_has_no_version(tmp_path: Path) -> None:
     assert [f["rule"] for f in conn["findings"]] == ["lifecycle.initialize-first"]
     text = check_in_process(str(db))
     assert "== connection 1 (stdio, v?, 1 frames): 1 error, 0 warning, 0 info" in text.stdout
+
+
+def test_findings_name_the_side_the_rule_as_it_applies_and_the_frames(tmp_path: Path) -> None:
+    db = tmp_path / "sides.db"
+    frames = [
+        *v1_prelude(),
+        A(up("notice", title="Heads up", severity="info")),  # 5
+        A(nt("_acme_custom", n=1)),  # 6
+        C(ok(None)),  # 7: the client answers notifications
+        C(ok(None)),  # 8
+        A(rq(4, "fs/read_text_file", sessionId=SID, path="/a")),  # 9: never answered
+    ]
+    write_recording(db, [frames])
+    done = check(str(db), "--json")
+    assert done.returncode == 1, done.stderr
+    findings = {f["rule"]: f for f in orjson.loads(done.stdout)["connections"][0]["findings"]}
+    answered = findings["jsonrpc.notification-answered"]
+    assert (answered["side"], answered["seqs"]) == ("client", [5, 6, 7, 8])
+    assert answered["reason"] == (
+        "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+    )
+    assert answered["rule_text"].startswith("The Client MUST NOT reply to a Notification")
+    unanswered = findings["jsonrpc.request-answered"]
+    assert (unanswered["side"], unanswered["seqs"]) == ("client", [9])
+    assert "the Client MUST answer each request of the agent" in unanswered["rule_text"]
+    text = check(str(db)).stdout
+    assert "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6" in text
+    assert "rule: The Client MUST NOT reply to a Notification" in text
+    assert "Server" not in text

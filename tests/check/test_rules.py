@@ -42,6 +42,7 @@ class Run:
     frames_dropped: int = 0
     binary_at: tuple[int, ...] = ()
     seqs: tuple[int, ...] | None = None  # the frames the finding must point at
+    side: str | None = None  # the side that must be named as breaking the rule
     allow: tuple[str, ...] = ()  # other error rules a keeping run may trigger
 
 
@@ -144,9 +145,9 @@ CASES: dict[str, Case] = {
                 seqs=(5, 6),
             ),
             R(P1, [C(rq(5, "session/list")), A(ok("5", sessions=[]))], seqs=(5, 6)),
-            R(P1, [A(ok(99))], seqs=(5,)),
+            R(P1, [A(ok(99))], seqs=(5,), side="agent"),
             # the agent's id 1 is not the client's id 1: each direction has its own id space
-            R(P1, [C(rq(3, "_x")), C(ok(3))]),
+            R(P1, [C(rq(3, "_x")), C(ok(3))], side="client"),
         ],
         [
             R(P1, [C(rq(1, "_x")), A(rq(1, "_y")), C(ok(1)), A(ok(1))]),
@@ -176,7 +177,10 @@ CASES: dict[str, Case] = {
         [R(P1, [C(rq(2, "_x")), A(er(2))])],
     ),
     "jsonrpc.notification-answered": Case(
-        [R(P1, [C(nt("_vendor/ping")), A(er(None, -32601))], seqs=(6,))],
+        [
+            R(P1, [C(nt("_vendor/ping")), A(er(None, -32601))], seqs=(5, 6), side="agent"),
+            R(P1, [A(nt("_vendor/ping")), C(ok(None))], seqs=(5, 6), side="client"),
+        ],
         [
             R(P1, [C(nt("_vendor/ping")), C(rq(2, "_x")), A(er(2))]),
             R(P1, [C(b"garbage\n"), A(er(None, -32700, "Parse error"))], allow=("framing.json",)),
@@ -188,9 +192,14 @@ CASES: dict[str, Case] = {
     ),
     "jsonrpc.request-answered": Case(
         [
-            R(P1, [C(rq(2, "session/list"))], seqs=(5,)),
-            R(P1, [C(rq(2, "session/list")), C(nt("$/cancel_request", requestId=2))], seqs=(5, 6)),
-            R(P1, [A(rq(4, "fs/read_text_file", sessionId=SID, path="/a"))]),
+            R(P1, [C(rq(2, "session/list"))], seqs=(5,), side="agent"),
+            R(
+                P1,
+                [C(rq(2, "session/list")), C(nt("$/cancel_request", requestId=2))],
+                seqs=(5, 6),
+                side="agent",
+            ),
+            R(P1, [A(rq(4, "fs/read_text_file", sessionId=SID, path="/a"))], side="client"),
         ],
         [
             R(
@@ -1016,6 +1025,19 @@ def test_breaking_recording_is_flagged(rule_id: str, index: int) -> None:
     assert hit.reason
     if run.seqs is not None:
         assert hit.seqs == run.seqs, (hit.seqs, hit.reason)
+    # who broke it: fixed by the rule, or the peer the finding names (its reason says so too)
+    breaker = RULE_BY_ID[rule_id].breaker
+    if breaker == "recorder":
+        assert hit.side is None
+    elif breaker != "peer":
+        assert hit.side == breaker
+    else:
+        assert hit.side in ("client", "agent")
+    if run.side is not None:
+        assert hit.side == run.side, (hit.side, hit.reason)
+    if hit.side is not None:
+        assert hit.reason.startswith(f"{hit.side}: ")
+        assert hit.rule_text == RULE_BY_ID[rule_id].text_for(hit.side)
 
 
 @pytest.mark.parametrize(("rule_id", "index"), KEEPS, ids=[f"{r}-{i}" for r, i in KEEPS])
@@ -1101,3 +1123,46 @@ def test_rule_table_is_well_formed() -> None:
     for r in RULES:
         assert r.tier in ("error", "warning", "info")
         assert r.text.strip() and "." in r.id
+
+
+def test_answers_to_notifications_are_grouped_and_name_their_frames() -> None:
+    findings = run_engine(
+        [
+            *P1,
+            A(up("notice", title="Heads up", severity="info")),  # 5
+            A(nt("_acme_custom", n=1)),  # 6
+            C(ok(None)),  # 7: the client answers the notice ...
+            C(ok(None)),  # 8: ... and the extension notification
+        ]
+    )
+    (hit,) = [f for f in findings if f.rule == "jsonrpc.notification-answered"]
+    assert (hit.side, hit.seqs) == ("client", (5, 6, 7, 8))
+    assert hit.reason == "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+    # the rule as it applies to a client (JSON-RPC's "the Server" would be wrong here)
+    assert hit.rule_text == (
+        "The Client MUST NOT reply to a Notification (the agent's notifications get no response)."
+    )
+
+
+def test_frames_far_apart_are_separate_findings() -> None:
+    spacer = [C(nt("_vendor/tick"))] * 20  # more than GROUP_GAP frames between the answers
+    findings = run_engine(
+        [*P1, A(nt("_acme_a")), C(ok(None)), *spacer, A(nt("_acme_b")), C(ok(None))]
+    )
+    reasons = [f.reason for f in findings if f.rule == "jsonrpc.notification-answered"]
+    assert reasons == [
+        "client: #6 answers notification `_acme_a` #5",
+        "client: #28 answers notification `_acme_b` #27",
+    ]
+
+
+def test_orphan_responses_are_grouped_with_their_ids() -> None:
+    findings = run_engine([*P1, A(ok(98)), A(ok(99))])
+    (hit,) = [f for f in findings if f.rule == "jsonrpc.response-id-echo"]
+    assert (hit.side, hit.seqs) == ("agent", (5, 6))
+    assert (
+        hit.reason == "agent: responses #5 and #6 (id 98 and id 99) answer no request of the client"
+    )
+    assert hit.rule_text.startswith(
+        "The Agent's responses MUST carry the id of the client's request"
+    )

@@ -2,16 +2,20 @@
 
 Feed a :class:`ConnectionChecker` one connection's frames in order and call
 :meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding` objects
-it produced. :class:`RecordingChecker` does the same for the frames of many connections
-(ordered by connection, then sequence number). Rules are the table in
-:mod:`acp_proxy.acp.rules`; the checker keeps only open state (pending requests, sessions'
-current work, entity ids) so memory does not grow with the length of a recording, and at
-most ``max_per_rule`` findings per rule and connection (the rest are only counted).
+it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps only open
+state (pending requests, sessions' current work, entity ids, a few recent notifications) so
+memory does not grow with the length of a recording, and at most ``max_per_rule`` findings
+per rule and connection (the rest are only counted).
 
-Per-direction pairing: both peers number their own requests, so a response travelling
-agent-to-client answers a client request, and vice versa. Version-specific rules follow the
-protocol version negotiated by ``initialize`` (the result's version wins; no initialize
-means v1).
+Each finding names the side that broke the rule (``client`` or ``agent``), every frame it
+is about, and quotes the rule as it applies to that side; close findings of one rule and
+side are grouped into one that names all their frames (:data:`GROUP_GAP`).
+
+Requests are paired with responses, and ``initialize`` read, by
+:mod:`acp_proxy.acp.exchanges` (per direction, exact id text, a bounded window for
+responses recorded before their request), as in every other reader. Version-specific rules
+follow the negotiated protocol version (the agent's answer wins; no initialize means v1);
+the ``session/update`` variant lists are those of :mod:`acp_proxy.acp.updates`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ import orjson
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import RULE_BY_ID, TIERS, Side, Tier
-from acp_proxy.acp.updates import entity_key
+from acp_proxy.acp.updates import (
+    HISTORY_VARIANTS,
+    KNOWN_VARIANTS_V1,
+    KNOWN_VARIANTS_V2,
+    MESSAGE_VARIANTS,
+    V1_TURN_VARIANTS,
+    entity_key,
+)
 from acp_proxy.wire.frame import A2C, C2A, Direction, other_direction
 from acp_proxy.wire.jsonrpc import Message, id_json_text, parse_json
 from acp_proxy.wire.surrogates import classify_encodable
@@ -39,34 +50,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 ANSWERED_MEMORY = 4096
 """How many answered request ids per connection are remembered to spot duplicate responses."""
-
-KNOWN_VARIANTS_V1 = _words(
-    "user_message_chunk agent_message_chunk agent_thought_chunk tool_call tool_call_update plan "
-    "available_commands_update current_mode_update config_option_update session_info_update "
-    "usage_update "
-    # unstable in v1
-    "plan_update plan_removed notice compaction_update compaction_summary_chunk"
-)
-KNOWN_VARIANTS_V2 = _words(
-    "user_message_chunk user_message agent_message_chunk agent_message agent_thought_chunk "
-    "agent_thought state_update tool_call_content_chunk tool_call_update terminal_update "
-    "terminal_output_chunk plan_update plan_removed available_commands_update "
-    "config_option_update session_info_update usage_update notice compaction_update "
-    "compaction_summary_chunk"
-)
-MESSAGE_VARIANTS = _words(
-    "user_message user_message_chunk agent_message agent_message_chunk agent_thought "
-    "agent_thought_chunk"
-)
-HISTORY_VARIANTS = MESSAGE_VARIANTS | _words(
-    "tool_call tool_call_update tool_call_content_chunk terminal_update terminal_output_chunk "
-    "plan plan_update compaction_update compaction_summary_chunk"
-)
-"""Variants that are conversation history (what a replay sends)."""
-V1_TURN_VARIANTS = _words(
-    "user_message_chunk agent_message_chunk agent_thought_chunk tool_call tool_call_update plan"
-)
-"""v1 variants that belong to a prompt turn (the others are session state, sent any time)."""
 
 STOP_REASONS_V1 = _words("end_turn max_tokens max_turn_requests refusal cancelled")
 STOP_REASONS_V2 = STOP_REASONS_V1 | {"error"}

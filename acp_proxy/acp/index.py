@@ -2,10 +2,13 @@
 
 An :class:`ConnectionIndexer` sees one connection's frames in order and returns, for each,
 the columns stored beside the raw bytes: JSON-RPC kind, exact id text, method (for a
-response: the method of the request it answers, paired **per direction**), sessionId (also
-learnt from a ``session/new`` result), the ``sessionUpdate`` variant and the entity it
-touches. It also notices connection facts: protocol version and client/agent info from
-``initialize``. Everything here is re-derivable from the raw bytes (``acp-proxy reindex``).
+response: the method of the request it answers, paired **per direction** by
+:mod:`acp_proxy.acp.exchanges`), sessionId (also learnt from a ``session/new`` result), the
+``sessionUpdate`` variant and the entity it touches. It also notices connection facts:
+protocol version (the agent's answer wins) and client/agent info from ``initialize``
+(:class:`~acp_proxy.acp.exchanges.InitializeFacts`). Every column is valid, encodable text,
+also for frames with lone surrogates (:mod:`acp_proxy.wire.surrogates`). Everything here is
+re-derivable from the raw bytes (``acp-proxy reindex``).
 """
 
 from __future__ import annotations

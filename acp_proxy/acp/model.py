@@ -3,10 +3,12 @@
 :class:`ConnectionModel` is fed a connection's frames in order (direction, raw bytes,
 sequence number, monotonic nanoseconds) and maintains:
 
-- ``protocol_version`` from ``initialize`` (request and result; v1 and v2 field names);
+- ``protocol_version`` and client/agent info from ``initialize``
+  (:class:`~acp_proxy.acp.exchanges.InitializeFacts`: the agent's answer wins);
 - requests paired with their responses **per direction** (the client's id 1 and the
-  agent's id 1 are different requests) as :class:`~acp_proxy.acp.timeline.Exchange` items
-  with latency;
+  agent's id 1 are different requests) by :class:`~acp_proxy.acp.exchanges.Exchanges`, as
+  :class:`~acp_proxy.acp.timeline.Exchange` items with latency; a response that answers no
+  request within the early window becomes an ``orphan_response`` event;
 - one :class:`~acp_proxy.acp.timeline.SessionTimeline` per sessionId (learnt from params and
   from ``session/new`` / ``session/fork`` results; ``session/load`` and ``session/resume``
   carry it in their params), plus :attr:`ConnectionModel.connection` for what belongs to no

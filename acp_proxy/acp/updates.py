@@ -1,7 +1,8 @@
 """The ``session/update`` vocabulary: which variants touch which entity, and which are events.
 
-One table serves the recorder's index columns, the timeline and the conformance checker.
-Entities are identified by (entity type, id) — the seed text's rule — never by id alone.
+The one home of every variant list: the recorder's index columns, the timeline, replay's
+history and the conformance checker all read them here. Entities are identified by
+(entity type, id) — the seed text's rule — never by id alone.
 """
 
 from __future__ import annotations
@@ -50,6 +51,43 @@ EVENT_VARIANTS = frozenset(
 """Known variants that are events rather than entities."""
 
 KNOWN_VARIANTS = frozenset(ENTITY_UPDATES) | EVENT_VARIANTS
+
+V1_ONLY_VARIANTS = frozenset({"tool_call", "plan", "current_mode_update"})
+"""Variants of protocol v1 that v2 replaced (``tool_call_update``, ``plan_update``, config)."""
+
+V2_ONLY_VARIANTS = frozenset(
+    {
+        "user_message",
+        "agent_message",
+        "agent_thought",
+        "state_update",
+        "tool_call_content_chunk",
+        "terminal_update",
+        "terminal_output_chunk",
+    }
+)
+"""Variants that v1 does not have (v1's unstable additions, such as ``notice``, it has)."""
+
+KNOWN_VARIANTS_V1 = KNOWN_VARIANTS - V2_ONLY_VARIANTS
+KNOWN_VARIANTS_V2 = KNOWN_VARIANTS - V1_ONLY_VARIANTS
+
+MESSAGE_VARIANTS = frozenset(v for v, spec in ENTITY_UPDATES.items() if spec[0] in MESSAGE_TYPES)
+"""Message upserts and chunks (user, agent, thought)."""
+
+HISTORY_VARIANTS = frozenset(v for v, spec in ENTITY_UPDATES.items() if spec[2] != "remove")
+"""Variants that are conversation history (what a replay sends)."""
+
+V1_TURN_VARIANTS = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+    }
+)
+"""v1 variants that belong to a prompt turn (the others are session state, sent any time)."""
 
 LIVE_ONLY_VARIANTS = frozenset({"notice"})
 """Variants that are live events, never history (SHOULD NOT be replayed)."""

@@ -73,18 +73,29 @@ class ConnectionIndexer:
     lone surrogates.
     """
 
-    __slots__ = ("_exchanges", "facts")
+    __slots__ = ("_exchanges", "facts", "paired_early")
 
     def __init__(self) -> None:
         self.facts = InitializeFacts()
-        # request: (method, params); an early response is held as True
-        self._exchanges: Exchanges[tuple[str, Any], bool] = Exchanges()
+        # request: (method, params); an early response: (the caller's ref, its result, or
+        # None for an error response)
+        self._exchanges: Exchanges[tuple[str, Any], tuple[Any, Any]] = Exchanges()
+        self.paired_early: list[tuple[Any, str, str | None]] = []
+        """``(ref, method, sessionId)`` for each response indexed before its request (its
+        ``method`` column could not be known then) that a later request answered; the
+        caller may patch that row and clear the list (``acp-proxy reindex`` does)."""
 
-    def index(self, direction: Direction, raw: bytes) -> IndexColumns:
-        """Classify ``raw`` sent in ``direction`` and return its index columns."""
-        return IndexColumns(*self.values(direction, raw))
+    def index(self, direction: Direction, raw: bytes, ref: Any = True) -> IndexColumns:
+        """Classify ``raw`` sent in ``direction`` and return its index columns.
 
-    def values(self, direction: Direction, raw: bytes, null: Any = None) -> tuple[Any, ...]:
+        ``ref`` names this frame in :attr:`paired_early` should it be a response recorded
+        before its request.
+        """
+        return IndexColumns(*self.values(direction, raw, None, ref))
+
+    def values(
+        self, direction: Direction, raw: bytes, null: Any = None, ref: Any = True
+    ) -> tuple[Any, ...]:
         """:meth:`index` as a plain tuple in :data:`INDEX_COLUMNS` order (the recorder's).
 
         Same result as ``index_message(direction, classify_encodable(raw)).values()`` with ``null``
@@ -118,7 +129,7 @@ class ConnectionIndexer:
                             eid = key[1] if key is not None else null
                             return ("notification", null, method, sid, variant, entity[0], eid)
                 return ("notification", null, method, sid, null, null, null)
-        columns = self._message(direction, classify_encodable(raw)).values()
+        columns = self._message(direction, classify_encodable(raw), ref).values()
         if null is None:
             return columns
         return tuple(null if v is None else v for v in columns)
@@ -126,12 +137,12 @@ class ConnectionIndexer:
     def index_message(self, direction: Direction, msg: Message) -> IndexColumns:
         """The columns of an already classified frame (its strings encodable)."""
         self._exchanges.tick()
-        return self._message(direction, msg)
+        return self._message(direction, msg, True)
 
-    def _message(self, direction: Direction, msg: Message) -> IndexColumns:
+    def _message(self, direction: Direction, msg: Message, ref: Any) -> IndexColumns:
         if msg.kind == "batch":
             for item in msg.items:
-                self._message(direction, item)
+                self._message(direction, item, ref)
             methods = {i.method for i in msg.items if i.method}
             sessions = {s for i in msg.items if (s := session_id_of(i.params)) is not None}
             return IndexColumns(
@@ -143,14 +154,19 @@ class ConnectionIndexer:
             return IndexColumns("invalid")
         params = msg.params
         if msg.kind == "request" and msg.id is not None and msg.method is not None:
-            self._exchanges.request(direction, msg.id, (msg.method, params))
+            early = self._exchanges.request(direction, msg.id, (msg.method, params))
             if msg.method == "initialize":
                 self.facts.observe_request(params)
+            if early is not None:
+                self.paired_early.append((early[0], msg.method, session_id_of(params)))
+                if msg.method == "initialize" and early[1] is not None:
+                    self.facts.observe_result(early[1])
         if msg.kind == "response":
             assert msg.id is not None
             request = self._exchanges.answer(direction, msg.id)
             if request is None:
-                self._exchanges.hold_early(direction, msg.id, True)
+                result = None if msg.is_error_response else msg.result
+                self._exchanges.hold_early(direction, msg.id, (ref, result))
             method = request[0] if request else None
             session_id = session_id_of(request[1]) if request else None
             result = msg.result

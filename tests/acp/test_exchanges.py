@@ -231,3 +231,19 @@ def test_early_responses_wait_a_bounded_window() -> None:
     dropped = ex.tick()
     assert len(dropped) == 9 * EARLY_WINDOW and dropped[0][0] == ("c2a", "x0")
     assert len(ex.expire_all()) == EARLY_WINDOW
+
+
+def test_the_indexer_names_early_responses_its_requests_answered() -> None:
+    indexer = ConnectionIndexer()
+    early = indexer.index("a2c", ok(0, protocolVersion=1, agentInfo={"name": "a"}), ref=17)
+    assert (early.kind, early.method) == ("response", None)  # not knowable yet
+    request = indexer.index("c2a", rq(0, "initialize", protocolVersion=2), ref=18)
+    assert request.method == "initialize"
+    assert indexer.paired_early == [(17, "initialize", None)]
+    assert (indexer.facts.protocol_version, indexer.facts.agent_info) == (1, {"name": "a"})
+    # an unpaired response is forgotten once the window has passed
+    indexer.index("a2c", ok(5), ref=19)
+    for _ in range(EARLY_WINDOW):
+        indexer.index("a2c", up("agent_message_chunk", content=TEXT))
+    indexer.index("c2a", rq(5, "_late"))
+    assert indexer.paired_early == [(17, "initialize", None)]

@@ -21,6 +21,7 @@ the ``session/update`` variant lists are those of :mod:`acp_proxy.acp.updates`.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -483,7 +484,9 @@ class ConnectionChecker:
             assert msg.id is not None
             self._response(seq, direction, msg)
 
-    def _orphans(self, expired: list[tuple[tuple[Direction, str], tuple[int, Message]]]) -> None:
+    def _orphans(
+        self, expired: Sequence[tuple[tuple[Direction, str], tuple[int, Message]]]
+    ) -> None:
         """Responses that found no request within the early window answer nothing."""
         for key, (seq, msg) in expired:
             self._grouped(

@@ -29,10 +29,13 @@ when it never does) the requested version stands.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from acp_proxy.wire.frame import Direction, other_direction
+
+_NOTHING: tuple[Any, ...] = ()  # tick()'s answer when nothing is held
 
 EARLY_WINDOW = 64
 """How many frames (and, at most, how many responses at once) an early response is held
@@ -53,14 +56,16 @@ class Exchanges(Generic[Req, Resp]):
     :meth:`expire_all` at the end of the connection.
     """
 
-    __slots__ = ("_early", "_frames", "pending", "window")
+    __slots__ = ("_frames", "held", "pending", "window")
 
     def __init__(self, window: int = EARLY_WINDOW) -> None:
         self.window = window
         self.pending: dict[Key, Req] = {}
         """Requests waiting for their response, in the order they were sent."""
-        self._early: OrderedDict[Key, tuple[int, Resp]] = OrderedDict()
-        self._frames = 0
+        self.held: OrderedDict[Key, tuple[int, Resp]] = OrderedDict()
+        """Early responses waiting for their request (read-only for callers): a hot loop
+        may skip :meth:`tick` while this is empty."""
+        self._frames = 0  # frames ticked while something was held
 
     def request(self, direction: Direction, rpc_id: str, req: Req) -> Resp | None:
         """A request sent in ``direction``: its early response if one waits, else ``None``.
@@ -69,8 +74,8 @@ class Exchanges(Generic[Req, Resp]):
         answered). Otherwise it is pending (replacing a pending request with the same id).
         """
         key = (direction, rpc_id)
-        if self._early:
-            held = self._early.pop(key, None)
+        if self.held:
+            held = self.held.pop(key, None)
             if held is not None:
                 return held[1]
         self.pending[key] = req
@@ -83,19 +88,15 @@ class Exchanges(Generic[Req, Resp]):
     def hold_early(self, direction: Direction, rpc_id: str, resp: Resp) -> None:
         """Hold a response that answered nothing pending, in case its request comes next."""
         key = (other_direction(direction), rpc_id)
-        self._early.pop(key, None)
-        self._early[key] = (self._frames, resp)
+        self.held.pop(key, None)
+        self.held[key] = (self._frames, resp)
 
-    def is_held(self, direction: Direction, rpc_id: str) -> bool:
-        """Whether an early response waits for the request ``rpc_id`` sent in ``direction``."""
-        return (direction, rpc_id) in self._early
-
-    def tick(self) -> list[tuple[Key, Resp]]:
+    def tick(self) -> Sequence[tuple[Key, Resp]]:
         """One more frame went by: return the early responses that left the window."""
-        self._frames += 1
-        early = self._early
+        early = self.held
         if not early:
-            return []
+            return _NOTHING
+        self._frames += 1
         out: list[tuple[Key, Resp]] = []
         while early:
             key, (at, resp) = next(iter(early.items()))
@@ -107,13 +108,13 @@ class Exchanges(Generic[Req, Resp]):
 
     def expire_all(self) -> list[tuple[Key, Resp]]:
         """End of the connection: every early response still held answers nothing."""
-        out = [(key, resp) for key, (_at, resp) in self._early.items()]
-        self._early.clear()
+        out = [(key, resp) for key, (_at, resp) in self.held.items()]
+        self.held.clear()
         return out
 
     def clear(self) -> None:
         self.pending.clear()
-        self._early.clear()
+        self.held.clear()
 
 
 def protocol_version_of(payload: Any) -> int | None:

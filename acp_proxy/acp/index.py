@@ -103,7 +103,8 @@ class ConnectionIndexer:
         A JSON object with a string ``method`` and no ``id`` is a notification whatever else
         it holds, so the bulk of the traffic (``session/update``) skips the general path.
         """
-        self._exchanges.tick()
+        if self._exchanges.held:
+            self._exchanges.tick()
         try:
             value = _loads(raw)
         except _JSONDecodeError:

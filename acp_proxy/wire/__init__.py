@@ -1,1 +1,2 @@
-"""Wire level: frames as raw bytes, line framing and JSON-RPC classification (sans-I/O)."""
+"""Wire level: frame directions, line framing, JSON-RPC classification and lone-surrogate-safe
+text (sans-I/O)."""

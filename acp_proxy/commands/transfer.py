@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, recording
-from acp_proxy.record.export import export_recording, import_export
+from acp_proxy.commands.common import RECORDING_ARG, FilePath, recording
+from acp_proxy.record.export import check_intact, export_recording, import_export
 from acp_proxy.record.schema import RecordingError, connect, create_private_file
 
 
@@ -55,6 +55,10 @@ def export_command(
     """
     with recording(recording_path) as db:
         if output is None:
+            try:
+                check_intact(db)
+            except RecordingError as exc:
+                raise click.ClickException(f"{recording_path}: {exc}") from None
             _export_to_stdout(db, connection_id, redact)
             return
         tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
@@ -93,9 +97,7 @@ def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact:
 
 
 @click.command("import")
-@click.argument(
-    "source", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="FILE"
-)
+@click.argument("source", type=FilePath("an export file", allow_dash=True), metavar="FILE")
 @RECORDING_ARG
 def import_command(source: Path, recording_path: Path) -> None:
     """Import an export FILE (- for stdin) into the recording DB (created if missing).

@@ -247,6 +247,22 @@ def _export_events(
         yield _line(record)
 
 
+def check_intact(db: sqlite3.Connection) -> None:
+    """Refuse a damaged recording before anything is written (:class:`RecordingError`).
+
+    Export to a stream cannot take back lines it has written, so it reads every page once
+    first (SQLite's ``quick_check``: page structure, record formats, NOT NULL and UNIQUE
+    constraints; about as fast as reading the file).
+    """
+    try:
+        (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"the recording is damaged: {exc}") from None
+    if result != "ok":
+        lines = [line for line in str(result).splitlines() if not line.startswith("***")]
+        raise RecordingError(f"the recording is damaged: {'; '.join(lines) or result}")
+
+
 def export_recording(
     db: sqlite3.Connection,
     out: IO[bytes],

@@ -85,7 +85,7 @@ class OptionConflict(click.ClickException):
     exit_code = 2
 
 
-class FilePath(click.ParamType):
+class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
     Every command that takes a recording (or an export file) uses it, so a directory given by
@@ -181,8 +181,9 @@ def fmt_bytes(n: int) -> str:
     return f"{n}B"
 
 
-def fmt_exit(status: int | None) -> str:
-    if status is None:
+def fmt_exit(status: object) -> str:
+    """An agent's exit status: ``0``, ``signal 9``, ``-`` (unknown or not a number)."""
+    if not isinstance(status, int) or isinstance(status, bool):
         return "-"
     if status < 0:
         return f"signal {-status}"

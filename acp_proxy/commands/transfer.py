@@ -7,6 +7,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
@@ -99,11 +100,20 @@ def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact:
 @click.command("import")
 @click.argument("source", type=FilePath("an export file", allow_dash=True), metavar="FILE")
 @RECORDING_ARG
-def import_command(source: Path, recording_path: Path) -> None:
+@click.option(
+    "--allow-duplicates",
+    is_flag=True,
+    help="Import connections that are already in DB (same content digest) again.",
+)
+def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -> None:
     """Import an export FILE (- for stdin) into the recording DB (created if missing).
 
     Connections get new ids in DB; frames get their index columns derived again. The whole
     import is one transaction: a bad or truncated file imports nothing.
+
+    A connection already in DB (the same digest over its identity facts and every frame's
+    direction and bytes, e.g. the same export imported twice) is skipped with a note on
+    stderr, unless --allow-duplicates.
 
     \b
     Examples:
@@ -117,10 +127,8 @@ def import_command(source: Path, recording_path: Path) -> None:
         raise click.ClickException(str(exc)) from None
     ok = False
     try:
-        if str(source) == "-":
-            summary = import_export(sys.stdin.buffer, db)
-        else:
-            summary = import_export(source, db)
+        stream: Path | IO[bytes] = sys.stdin.buffer if str(source) == "-" else source
+        summary = import_export(stream, db, skip_duplicates=not allow_duplicates)
         ok = True
     except RecordingError as exc:
         raise click.ClickException(f"{source}: {exc}") from None
@@ -134,9 +142,16 @@ def import_command(source: Path, recording_path: Path) -> None:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(OSError):
                     Path(f"{recording_path}{suffix}").unlink()
+    for old, same in summary.skipped.items():
+        click.echo(
+            f"acp-proxy: skipped connection {old} of {source}: already in {recording_path} as "
+            f"connection {same} (--allow-duplicates imports it again)",
+            err=True,
+        )
     mapping = ", ".join(f"{old}->{new}" for old, new in summary.connections.items())
+    skipped = f", {len(summary.skipped)} skipped (duplicates)" if summary.skipped else ""
     click.echo(
-        f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}), "
+        f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}){skipped}, "
         f"{summary.frames} frame(s), {summary.stderr_lines} stderr line(s), "
         f"{summary.events} event(s) into {recording_path}"
     )

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
+from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.stdio import StdioProxy
-from acp_proxy.web.cli import start_ui, ui_options
 
 
 @click.command(

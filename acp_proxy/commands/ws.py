@@ -19,6 +19,7 @@ from acp_proxy.commands.common import (
     parse_listen_option,
     queue_option,
 )
+from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws_bridge import (
@@ -26,7 +27,6 @@ from acp_proxy.transport.ws_bridge import (
     DEFAULT_MAX_MESSAGE,
     ws_url_ok,
 )
-from acp_proxy.web.cli import start_ui, ui_options
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine

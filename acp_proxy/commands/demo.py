@@ -150,7 +150,7 @@ def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
 
 
 def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:
-    from acp_proxy.cli import COMMAND_NAMES  # here, not at import time: cli loads this module
+    from acp_proxy.commands import COMMAND_NAMES
 
     db = shlex.quote(str(db_path))
     hints = [

@@ -224,7 +224,8 @@ def dump_command(
                 si += 1
             arrow = "->" if f.direction == C2A else "<-"
             what = fmt_frame_what(f, id_mark="id=")
-            offset = (f.mono_ns - t0) / 1e9
+            both = isinstance(f.mono_ns, int) and isinstance(t0, int)
+            offset = (f.mono_ns - t0) / 1e9 if both else math.nan  # (a hand-edited file)
             text = f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
             prefix = f"{f.seq:>6} {offset:>9.3f}s {arrow} {what}"
             if full:

@@ -100,7 +100,10 @@ def test_readers_survive_any_stored_value(db_path: Path) -> None:
         "last_seen_at = 'x' WHERE id = 1",
     )
     _update(db_path, "UPDATE connections SET started_at = 'soon' WHERE id = 2")
-    for args in (["ls"], ["ls", "--json"], ["show"], ["dump"]):
+    shown = run_proxy(["show", str(db_path)])  # fmt_time of commands/common.py
+    assert shown.returncode == 0 and b"Traceback" not in shown.stderr, shown.stderr
+    _update(db_path, "UPDATE frames SET mono_ns = 'late' WHERE connection_id = 2 AND seq = 2")
+    for args in (["ls"], ["ls", "--json"], ["dump"], ["dump", "--full"]):
         done = run_proxy([*args, str(db_path)])
         assert done.returncode == 0, (args, done.stderr)
         assert b"Traceback" not in done.stderr

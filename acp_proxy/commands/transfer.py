@@ -21,7 +21,7 @@ from acp_proxy.record.schema import RecordingError, connect, create_private_file
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath("an export file"),
     help="Write to this file (created 0600) instead of stdout.",
 )
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")

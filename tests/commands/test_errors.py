@@ -64,6 +64,13 @@ def test_a_directory_as_the_export_file_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()
 
 
+def test_a_directory_as_the_export_output_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    assert run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=LINE).returncode == 0
+    line = one_line(run_proxy(["export", str(db), "-o", str(tmp_path)]))
+    assert line == f"Error: {tmp_path} is a directory, not an export file"
+
+
 def _unusable_records(tmp_path: Path) -> dict[str, Path]:
     directory = tmp_path / "a-directory"
     directory.mkdir()

@@ -15,27 +15,7 @@ from typing import Any
 import click
 
 from acp_proxy import __version__
-
-# name -> "module:attribute". Commands are imported only when used, so that starting the
-# proxy (what an editor does on every session) does not pay for the web server, the replay
-# engine or sqlite-utils.
-LAZY_COMMANDS: dict[str, str] = {
-    "proxy": "acp_proxy.commands.proxy:proxy_command",
-    "demo": "acp_proxy.commands.demo:demo_command",
-    "ls": "acp_proxy.commands.inspect:ls_command",
-    "dump": "acp_proxy.commands.inspect:dump_command",
-    "show": "acp_proxy.commands.show:show_command",
-    "check": "acp_proxy.commands.check:check_command",
-    "stats": "acp_proxy.commands.stats:stats_command",
-    "export": "acp_proxy.commands.transfer:export_command",
-    "import": "acp_proxy.commands.transfer:import_command",
-    "reindex": "acp_proxy.commands.reindex:reindex_command",
-    "replay": "acp_proxy.commands.replay:replay_command",
-    "ws": "acp_proxy.commands.ws:ws_command",
-    "connect": "acp_proxy.commands.ws:connect_command",
-    "web": "acp_proxy.commands.web:web_command",
-}
-COMMAND_NAMES: tuple[str, ...] = tuple(LAZY_COMMANDS)
+from acp_proxy.commands import LAZY_COMMANDS
 
 
 class ProxyByDefaultGroup(click.Group):

@@ -18,7 +18,7 @@ import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
-from acp_proxy.commands.common import recording
+from acp_proxy.commands.common import RECORDING_PATH, recording
 from acp_proxy.record.reader import get_connection, list_connections
 from acp_proxy.wire.frame import Direction
 
@@ -83,7 +83,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
 @click.command("check")
 @click.argument(
     "recording_path",
-    type=click.Path(path_type=Path),
+    type=RECORDING_PATH,
     metavar="DB",
     required=False,
 )

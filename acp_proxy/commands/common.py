@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -75,9 +76,54 @@ def grace_option(help: str) -> Decorator:
     )
 
 
-RECORDING_ARG = click.argument(
-    "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB"
-)
+class OptionConflict(click.ClickException):
+    """Options that cannot go together: one ``Error:`` line, exit 2 (a usage mistake).
+
+    (click's ``UsageError`` adds the usage and a help hint: four lines.)
+    """
+
+    exit_code = 2
+
+
+class FilePath(click.ParamType):  # type: ignore[type-arg]
+    """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
+
+    Every command that takes a recording (or an export file) uses it, so a directory given by
+    mistake reads the same everywhere: ``Error: d is a directory, not a recording`` (click's
+    own ``Path(dir_okay=False)`` prints a four-line usage error with exit 2 instead). Missing
+    files are left to the command (a reader says "no such recording", a writer creates it).
+    ``-`` is passed through when ``allow_dash`` (stdin).
+    """
+
+    name = "path"
+
+    def __init__(self, what: str = "a recording", *, allow_dash: bool = False) -> None:
+        self.what = what
+        self.allow_dash = allow_dash
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path:
+        path = value if isinstance(value, Path) else Path(str(value))
+        if self.allow_dash and str(value) == "-":
+            return path
+        if path.is_dir():
+            raise click.ClickException(f"{path} is a directory, not {self.what}")
+        return path
+
+
+RECORDING_PATH = FilePath()
+"""The parameter type of every recording argument (``DB``)."""
+
+RECORD_PATH = click.Path(path_type=Path)
+"""The type of ``--record FILE`` (the proxy commands, ``ACP_PROXY_RECORD``).
+
+Deliberately unchecked here: for the proxy forwarding wins, so every unusable ``--record``
+path (a directory, a missing parent, an unwritable or corrupt file) is one ``recording
+disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
+"""
+
+RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
 
 
 @contextmanager
@@ -97,15 +143,28 @@ def recording(path: Path) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
-def fmt_time(ts: float | None) -> str:
+def fmt_time(ts: object) -> str:
+    """A stored wall-clock time as local ``YYYY-MM-DD HH:MM:SS``; never raises.
+
+    ``None`` is ``-``; a value no clock can show (``-1e308``, NaN, text in a REAL column of
+    an imported file) is shown as ``?`` and the value, so a reader never crashes on a row.
+    """
     if ts is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    try:
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+            raise TypeError
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return f"?{ts!r}"[:40]
 
 
 def fmt_duration(seconds: float | None) -> str:
+    """A duration: ``850ms``, ``12.3s``, ``4m05s``; ``-`` for None or a nonsense value."""
     if seconds is None:
-        return "running"
+        return "-"
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        return "?"
     if seconds < 1:
         return f"{seconds * 1000:.0f}ms"
     if seconds < 120:
@@ -122,8 +181,9 @@ def fmt_bytes(n: int) -> str:
     return f"{n}B"
 
 
-def fmt_exit(status: int | None) -> str:
-    if status is None:
+def fmt_exit(status: object) -> str:
+    """An agent's exit status: ``0``, ``signal 9``, ``-`` (unknown or not a number)."""
+    if not isinstance(status, int) or isinstance(status, bool):
         return "-"
     if status < 0:
         return f"signal {-status}"

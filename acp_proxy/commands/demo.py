@@ -18,10 +18,10 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import fmt_exit, recording
+from acp_proxy.commands.common import OptionConflict, fmt_exit, recording
 from acp_proxy.demo.client import ClientError, run_scenario
 from acp_proxy.record.reader import list_connections, open_recording
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.schema import RecordingError, connect
 
 DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
 
@@ -46,7 +46,26 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def _check_writable(db: Path) -> None:
+    """Open ``db`` for recording once, up front: a place the demo cannot write is one line.
+
+    (Otherwise the proxy would warn "recording disabled" and forward anyway, as it should
+    for an editor, and the demo would print its whole transcript before finding nothing.)
+    """
+    try:
+        conn = connect(db, create=True, timeout=5.0)
+    except RecordingError as exc:
+        raise click.ClickException(f"cannot record the demo: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot record the demo: cannot create {db}: {exc.strerror or exc}"
+        ) from None
+    conn.close()
+
+
 def _prepare(db: Path, keep: bool, force: bool) -> None:
+    if keep and force:
+        raise OptionConflict("--keep (add to the recording) and --force (replace it) conflict")
     if db.is_dir():
         raise click.ClickException(f"{db} is a directory; give --db a file name")
     if not db.parent.is_dir():
@@ -131,7 +150,7 @@ def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
 
 
 def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:
-    from acp_proxy.cli import COMMAND_NAMES  # here, not at import time: cli loads this module
+    from acp_proxy.commands import COMMAND_NAMES
 
     db = shlex.quote(str(db_path))
     hints = [
@@ -223,6 +242,7 @@ def demo_command(
       acp-proxy demo --db /tmp/v1.db --protocol 1 --quiet
     """
     _prepare(db_path, keep, force)
+    _check_writable(db_path)
     first_id = 0
     if keep and db_path.exists() and db_path.stat().st_size > 0:
         with recording(db_path) as db:

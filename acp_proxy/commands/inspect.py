@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import shutil
+import sqlite3
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 
@@ -11,36 +15,89 @@ from acp_proxy.commands.common import (
     RECORDING_ARG,
     fmt_bytes,
     fmt_duration,
-    fmt_exit,
     fmt_frame_what,
     fmt_time,
     recording,
 )
-from acp_proxy.record.reader import get_connection, iter_frames, list_connections
+from acp_proxy.record.export import escape_strings, escape_surrogates
+from acp_proxy.record.liveness import ConnectionState, connection_state
+from acp_proxy.record.reader import ConnectionRow, get_connection, iter_frames, list_connections
 from acp_proxy.wire.frame import C2A
 
 
+def _who(info: object) -> str | None:
+    """``name version`` of a ``clientInfo``/``agentInfo`` object (its title if it has one)."""
+    if not isinstance(info, dict):
+        return None
+    name = info.get("title") or info.get("name")
+    if not name:
+        return None
+    version = info.get("version")
+    return f"{name} {version}" if version else str(name)
+
+
 def _agent_name(cmd: list[str] | None, info: object) -> str:
-    if isinstance(info, dict):
-        name = info.get("title") or info.get("name")
-        if name:
-            version = info.get("version")
-            return f"{name} {version}" if version else str(name)
-    if cmd:
-        return " ".join(cmd)
+    who = _who(info)
+    if who:
+        return who
+    if isinstance(cmd, list) and cmd:
+        return " ".join(str(part) for part in cmd)
     return "-"
+
+
+class _Liveness(NamedTuple):
+    last_seen_at: float | None
+    end_reason: str | None
+    host: str | None
+
+
+def _liveness_columns(db: sqlite3.Connection) -> dict[int, _Liveness]:
+    """Per connection id: the schema-3 columns that say whether and how it ended."""
+    have = {str(r[1]) for r in db.execute("PRAGMA table_info(connections)")}
+    wanted = [c if c in have else "NULL" for c in ("last_seen_at", "end_reason", "host")]
+    query = f"SELECT id, {', '.join(wanted)} FROM connections"
+    return {int(r[0]): _Liveness(r[1], r[2], r[3]) for r in db.execute(query)}
+
+
+def _number(value: object) -> float | None:
+    """A stored REAL as a finite float, else None (an imported file may hold anything)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _state(row: ConnectionRow, live: _Liveness | None, now: float) -> ConnectionState:
+    live = live or _Liveness(None, None, None)
+    exit_status = row.exit_status if isinstance(row.exit_status, int) else None
+    return connection_state(
+        ended_at=_number(row.ended_at),
+        last_seen_at=_number(live.last_seen_at),
+        exit_status=exit_status,
+        end_reason=live.end_reason if isinstance(live.end_reason, str) else None,
+        now=now,
+    )
+
+
+def _duration(row: ConnectionRow, state: ConnectionState, now: float) -> float | None:
+    started = _number(row.started_at)
+    end = now if state.state == "running" else _number(state.ended_at)
+    if started is None or end is None:
+        return None
+    return end - started
 
 
 @click.command("ls")
 @RECORDING_ARG
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per connection.")
 def ls_command(recording_path: Path, as_json: bool) -> None:
-    """List the connections in a recording: when, which agent, frames, duration, exit code.
+    """List the connections in a recording: when, which agent and client, how it ended.
 
     One row per connection (one per proxied agent process or WebSocket connection): start
-    time, duration ("running" while a proxy still records it), transport, negotiated
-    protocol version, agent name, frames and bytes recorded, the agent's exit status and
-    the frames the recorder had to drop.
+    time, duration, how it ended (``exit 0``, ``signal 9``, ``running`` while a proxy still
+    records it, ``ended (unknown end)`` when the recorder went away without closing the
+    row, e.g. a proxy killed with SIGKILL), transport, negotiated protocol version, agent
+    and client (name and version from initialize), the --label, the host it was recorded on
+    (when known), frames and bytes recorded, and the frames the recorder had to drop.
 
     \b
     Examples:
@@ -49,46 +106,69 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
     """
     import orjson
 
+    now = time.time()
     with recording(recording_path) as db:
         rows = list_connections(db)
+        live = _liveness_columns(db)
+        states = [_state(r, live.get(r.id), now) for r in rows]
         if as_json:
-            for r in rows:
-                click.echo(orjson.dumps({k: getattr(r, k) for k in r.__slots__}).decode())
+            for r, st in zip(rows, states, strict=True):
+                extra = live.get(r.id) or _Liveness(None, None, None)
+                obj = {k: getattr(r, k) for k in r.__slots__}
+                obj.update(extra._asdict())
+                obj["state"] = st.state
+                obj["ended"] = st.reason
+                click.echo(orjson.dumps(escape_strings(obj), default=str).decode())
             return
         if not rows:
             click.echo(f"{recording_path}: no connections recorded yet")
             return
-        header = (
+        with_host = any(v.host for v in live.values())
+        header = [
             "#",
             "started",
             "duration",
+            "ended",
             "transport",
             "v",
             "agent",
+            "client",
+            "label",
+            *(["host"] if with_host else []),
             "frames",
             "bytes",
-            "exit",
             "dropped",
-        )
-        table = [
-            (
-                str(r.id),
-                fmt_time(r.started_at),
-                fmt_duration(r.duration),
-                r.transport,
-                str(r.protocol_version or "-"),
-                _agent_name(r.agent_command, r.agent_info)[:40],
-                str(r.frame_count),
-                fmt_bytes(r.byte_count),
-                fmt_exit(r.exit_status),
-                str(r.frames_dropped),
-            )
-            for r in rows
         ]
+        table = []
+        for r, st in zip(rows, states, strict=True):
+            host = (live.get(r.id) or _Liveness(None, None, None)).host
+            table.append(
+                [
+                    str(r.id),
+                    fmt_time(r.started_at),
+                    fmt_duration(_duration(r, st, now)),
+                    st.reason,
+                    str(r.transport),
+                    str(r.protocol_version or "-"),
+                    _cell(_agent_name(r.agent_command, r.agent_info), 40),
+                    _cell(_who(r.client_info) or "-", 30),
+                    _cell(r.label or "-", 24),
+                    *([_cell(host or "-", 24)] if with_host else []),
+                    str(r.frame_count),
+                    fmt_bytes(r.byte_count),
+                    str(r.frames_dropped),
+                ]
+            )
         widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)]
-        click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+        click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
         for t in table:
-            click.echo("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)))
+            click.echo("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+
+
+def _cell(text: object, width: int) -> str:
+    """One table cell: one line, at most ``width`` characters (… when cut)."""
+    flat = escape_surrogates(" ".join(str(text).split()))
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 @click.command("dump")
@@ -144,7 +224,8 @@ def dump_command(
                 si += 1
             arrow = "->" if f.direction == C2A else "<-"
             what = fmt_frame_what(f, id_mark="id=")
-            offset = (f.mono_ns - t0) / 1e9
+            both = isinstance(f.mono_ns, int) and isinstance(t0, int)
+            offset = (f.mono_ns - t0) / 1e9 if both else math.nan  # (a hand-edited file)
             text = f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
             prefix = f"{f.seq:>6} {offset:>9.3f}s {arrow} {what}"
             if full:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import MIB, grace_option, queue_option
+from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
+from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.stdio import StdioProxy
-from acp_proxy.web.cli import start_ui, ui_options
 
 
 @click.command(
@@ -20,7 +20,7 @@ from acp_proxy.web.cli import start_ui, ui_options
 @click.option(
     "--record",
     "record",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=RECORD_PATH,
     envvar="ACP_PROXY_RECORD",
     show_envvar=True,
     help="SQLite file to record into (created 0600 if missing; several proxies may share one).",

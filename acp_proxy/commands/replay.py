@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.commands.common import RECORDING_PATH
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
 from acp_proxy.replay.load import load_script
@@ -17,9 +18,7 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     "replay",
     context_settings={"allow_interspersed_args": True},
 )
-@click.argument(
-    "recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="RECORDING"
-)
+@click.argument("recording_path", type=RECORDING_PATH, metavar="RECORDING")
 @click.option(
     "--connection",
     "-c",

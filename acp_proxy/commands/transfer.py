@@ -7,11 +7,12 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, recording
-from acp_proxy.record.export import export_recording, import_export
+from acp_proxy.commands.common import RECORDING_ARG, FilePath, recording
+from acp_proxy.record.export import check_intact, export_recording, import_export
 from acp_proxy.record.schema import RecordingError, connect, create_private_file
 
 
@@ -20,7 +21,7 @@ from acp_proxy.record.schema import RecordingError, connect, create_private_file
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath("an export file"),
     help="Write to this file (created 0600) instead of stdout.",
 )
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
@@ -55,6 +56,10 @@ def export_command(
     """
     with recording(recording_path) as db:
         if output is None:
+            try:
+                check_intact(db)
+            except RecordingError as exc:
+                raise click.ClickException(f"{recording_path}: {exc}") from None
             _export_to_stdout(db, connection_id, redact)
             return
         tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
@@ -93,15 +98,22 @@ def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact:
 
 
 @click.command("import")
-@click.argument(
-    "source", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="FILE"
-)
+@click.argument("source", type=FilePath("an export file", allow_dash=True), metavar="FILE")
 @RECORDING_ARG
-def import_command(source: Path, recording_path: Path) -> None:
+@click.option(
+    "--allow-duplicates",
+    is_flag=True,
+    help="Import connections that are already in DB (same content digest) again.",
+)
+def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -> None:
     """Import an export FILE (- for stdin) into the recording DB (created if missing).
 
     Connections get new ids in DB; frames get their index columns derived again. The whole
     import is one transaction: a bad or truncated file imports nothing.
+
+    A connection already in DB (the same digest over its identity facts and every frame's
+    direction and bytes, e.g. the same export imported twice) is skipped with a note on
+    stderr, unless --allow-duplicates.
 
     \b
     Examples:
@@ -115,10 +127,8 @@ def import_command(source: Path, recording_path: Path) -> None:
         raise click.ClickException(str(exc)) from None
     ok = False
     try:
-        if str(source) == "-":
-            summary = import_export(sys.stdin.buffer, db)
-        else:
-            summary = import_export(source, db)
+        stream: Path | IO[bytes] = sys.stdin.buffer if str(source) == "-" else source
+        summary = import_export(stream, db, skip_duplicates=not allow_duplicates)
         ok = True
     except RecordingError as exc:
         raise click.ClickException(f"{source}: {exc}") from None
@@ -132,9 +142,16 @@ def import_command(source: Path, recording_path: Path) -> None:
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(OSError):
                     Path(f"{recording_path}{suffix}").unlink()
+    for old, same in summary.skipped.items():
+        click.echo(
+            f"acp-proxy: skipped connection {old} of {source}: already in {recording_path} as "
+            f"connection {same} (--allow-duplicates imports it again)",
+            err=True,
+        )
     mapping = ", ".join(f"{old}->{new}" for old, new in summary.connections.items())
+    skipped = f", {len(summary.skipped)} skipped (duplicates)" if summary.skipped else ""
     click.echo(
-        f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}), "
+        f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}){skipped}, "
         f"{summary.frames} frame(s), {summary.stderr_lines} stderr line(s), "
         f"{summary.events} event(s) into {recording_path}"
     )

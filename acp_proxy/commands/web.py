@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
@@ -15,7 +15,7 @@ TOKEN_HELP = "Require this token on every request (?token=... once in the browse
 
 
 @click.command("web")
-@click.argument("recording_path", type=click.Path(dir_okay=False, path_type=Path), metavar="DB")
+@click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
 @click.option(
     "--listen",
     default="127.0.0.1:8080",

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from acp_proxy.commands.common import MIB, grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.common import (
+    MIB,
+    RECORD_PATH,
+    grace_option,
+    parse_listen_option,
+    queue_option,
+)
+from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws_bridge import (
@@ -20,7 +27,6 @@ from acp_proxy.transport.ws_bridge import (
     DEFAULT_MAX_MESSAGE,
     ws_url_ok,
 )
-from acp_proxy.web.cli import start_ui, ui_options
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine
@@ -52,7 +58,7 @@ class ByteSize(click.ParamType):  # type: ignore[type-arg]
 
 RECORD_OPTION = click.option(
     "--record",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=RECORD_PATH,
     envvar="ACP_PROXY_RECORD",
     show_envvar=True,
     help="SQLite file to record into (created 0600 if missing). One row per WebSocket connection.",
@@ -78,16 +84,6 @@ TOKEN_OPTION = click.option(
     show_envvar=True,
     help="Shared secret (prefer the environment variable: command lines are visible to others).",
 )
-
-
-def _check_record_path(record: Path | None) -> None:
-    if record is None:
-        return
-    if record.is_dir():
-        raise click.UsageError(f"cannot record to {record}: it is a directory")
-    parent = record.parent
-    if not parent.exists():
-        raise click.UsageError(f"cannot create {record}: directory {parent} does not exist")
 
 
 @click.command(
@@ -171,7 +167,6 @@ def ws_command(
     if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
         click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
         sys.exit(127)
-    _check_record_path(record)
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
@@ -249,7 +244,6 @@ def connect_command(
         if not sep or not name.strip():
             raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
         pairs.append((name.strip(), value.strip()))
-    _check_record_path(record)
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
     recorder = Recorder(
@@ -302,7 +296,6 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    _check_record_path(record)
     from acp_proxy.transport.ws_replay import serve_replay
 
     recorder = Recorder(record, backend="process")

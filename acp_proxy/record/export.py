@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import math
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +48,47 @@ JSON_COLUMNS = frozenset({"agent_command", "client_info", "agent_info", "headers
 _BATCH = 500
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_UNIX_TIME = 253402300799.0
+"""The last second of the year 9999: the largest wall-clock time an import accepts."""
+
+TIME_COLUMNS = frozenset({"started_at", "ended_at", "last_seen_at"})
+"""Connection columns holding unix times (seconds): finite, 0 .. :data:`MAX_UNIX_TIME`."""
+
+INT_COLUMNS: dict[str, tuple[int, int]] = {
+    "pid": (0, INT64_MAX),
+    "proxy_pid": (0, INT64_MAX),
+    "exit_status": (INT64_MIN, INT64_MAX),
+    "protocol_version": (0, INT64_MAX),
+    "frames_dropped": (0, INT64_MAX),
+    "bytes_dropped": (0, INT64_MAX),
+}
+"""Connection columns holding integers, with the range an import accepts."""
+
+DERIVED_COLUMNS = frozenset({"digest"})
+"""Connection columns an export leaves out (the importer computes them again)."""
+
+OMITTED_WHEN_NULL = frozenset({"last_seen_at", "end_reason", "host"})
+"""Columns newer than the format's first version: exported only when set, so a recording
+without them exports to the same bytes as before they existed."""
+
+IDENTITY_COLUMNS = ("started_at", "transport", "agent_command", "cwd", "pid", "peer", "host")
+"""The connection facts that, with its frames, make up its :func:`connection_digest`."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as its JSON escape (``\\ud800``, 6 chars).
+
+    JSON may hold a lone surrogate (``"\\ud800"``: a JavaScript peer that cut a string
+    between the halves of a pair); Python decodes it, but no UTF-8 text can hold it, so
+    SQLite and stdout refuse it. Its escape is what the peer sent, and valid JSON text.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 class ExportFormatError(RecordingError):
     """An export file cannot be read; the message names the line and is meant for users."""
@@ -68,6 +112,9 @@ class ImportSummary:
 
     connections: dict[int, int] = field(default_factory=dict)
     """Connection id in the file -> connection id in the database."""
+    skipped: dict[int, int] = field(default_factory=dict)
+    """Connection id in the file -> the connection already in the database it duplicates
+    (``skip_duplicates``; its frames, stderr and events were not imported)."""
     frames: int = 0
     stderr_lines: int = 0
     events: int = 0
@@ -153,6 +200,8 @@ def iter_export(
         for name, value in zip(columns, row, strict=True):
             if name == "id":
                 record["connection"] = value
+                continue
+            if name in DERIVED_COLUMNS or (value is None and name in OMITTED_WHEN_NULL):
                 continue
             if name in JSON_COLUMNS:
                 value = json_column(value)
@@ -245,6 +294,22 @@ def _export_events(
         record["detail"] = value
         stats.events += 1
         yield _line(record)
+
+
+def check_intact(db: sqlite3.Connection) -> None:
+    """Refuse a damaged recording before anything is written (:class:`RecordingError`).
+
+    Export to a stream cannot take back lines it has written, so it reads every page once
+    first (SQLite's ``quick_check``: page structure, record formats, NOT NULL and UNIQUE
+    constraints; about as fast as reading the file).
+    """
+    try:
+        (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"the recording is damaged: {exc}") from None
+    if result != "ok":
+        lines = [line for line in str(result).splitlines() if not line.startswith("***")]
+        raise RecordingError(f"the recording is damaged: {'; '.join(lines) or result}")
 
 
 def export_recording(
@@ -382,20 +447,120 @@ def _raw_of(record: dict[str, Any], lineno: int) -> bytes:
 
 
 def _dump_column(value: Any) -> Any:
-    if value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool)):
+    """A JSON value as SQLite stores it: scalars as they are, the rest as compact JSON text."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
-    return dumps_compact(value).decode()
+    return _json_text(value)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON text; a lone surrogate in a string becomes its escape text.
+
+    (The stored JSON then decodes to the six characters ``\\ud800``, which every reader
+    can print, rather than to a character no UTF-8 output can hold.)
+    """
+    try:
+        return dumps_compact(value).decode()
+    except (TypeError, UnicodeEncodeError):
+        return dumps_compact(escape_strings(value)).decode()
+
+
+def escape_strings(value: Any) -> Any:
+    """``value`` with :func:`escape_surrogates` applied to every string in it (keys too)."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, list):
+        return [escape_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {escape_surrogates(str(k)): escape_strings(v) for k, v in value.items()}
+    return value
+
+
+def _time(record: dict[str, Any], key: str, lineno: int, *, required: bool = True) -> Any:
+    """``record[key]`` as a unix time an import accepts (or None when not ``required``)."""
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_UNIX_TIME
+    ):
+        what = record.get("type")
+        raise ExportFormatError(
+            f"line {lineno}: {what} record needs {key!r} as a unix time in seconds "
+            f"(0 to {MAX_UNIX_TIME:.0f}; {_short(value)} given)"
+        )
+    return value
+
+
+def _integer(
+    record: dict[str, Any], key: str, lineno: int, low: int, high: int, *, required: bool = True
+) -> Any:
+    """``record[key]`` as an integer in ``low..high`` (or None when not ``required``)."""
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        what = record.get("type")
+        raise ExportFormatError(
+            f"line {lineno}: {what} record needs {key!r} as an integer from {low} to {high} "
+            f"({_short(value)} given)"
+        )
+    return value
+
+
+def _short(value: Any) -> str:
+    text = escape_surrogates(repr(value))
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def connection_digest(db: sqlite3.Connection, connection_id: int) -> str:
+    """A content digest of one recorded connection: its identity facts and every frame.
+
+    SHA-256 over the :data:`IDENTITY_COLUMNS` (as canonical JSON) and, in ``seq`` order,
+    each frame's direction, length and raw bytes. Two connections with the same digest are
+    the same recording of the same conversation (e.g. one export imported twice); ids,
+    timestamps of frames and derived columns do not enter it. Stored in
+    ``connections.digest`` by ``acp-proxy import``.
+    """
+    row = db.execute(
+        f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM connections WHERE id = ?", (connection_id,)
+    ).fetchone()
+    if row is None:
+        raise RecordingError(f"no connection {connection_id} in this recording")
+    facts = [
+        json_column(v) if k in JSON_COLUMNS else v
+        for k, v in zip(IDENTITY_COLUMNS, row, strict=True)
+    ]
+    digest = hashlib.sha256()
+    digest.update(json.dumps(facts, sort_keys=True, ensure_ascii=True, default=str).encode())
+    for direction, raw in db.execute(
+        "SELECT direction, raw FROM frames WHERE connection_id = ? ORDER BY seq",
+        (connection_id,),
+    ):
+        data = bytes(raw)
+        digest.update(b"\n%s %d\n" % (str(direction).encode(), len(data)))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 # -- importing -------------------------------------------------------------------------------
 
 
 class _Importer:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, *, skip_duplicates: bool = False) -> None:
         self.db = db
         self.columns = set(_connection_columns(db))
         if not self.columns:
             raise RecordingError("the database is not an acp-proxy recording (no connections)")
+        self.skip_duplicates = skip_duplicates and "digest" in self.columns
+        (last,) = db.execute("SELECT coalesce(max(id), 0) FROM connections").fetchone()
+        self.last_existing_id = int(last)
+        """Connections up to this id were in the database before the import."""
         self.summary = ImportSummary()
         self.indexers: dict[int, ConnectionIndexer] = {}
         self.derive_facts: dict[int, set[str]] = {}
@@ -403,15 +568,23 @@ class _Importer:
         self.stderr: list[tuple[Any, ...]] = []
 
     def connection(self, record: dict[str, Any], lineno: int) -> None:
-        old = _need(record, "connection", (int,), lineno)
+        old = _integer(record, "connection", lineno, INT64_MIN, INT64_MAX)
         if old in self.summary.connections:
             raise ExportFormatError(f"line {lineno}: connection {old} appears twice")
-        _need(record, "started_at", (int, float), lineno)
+        _time(record, "started_at", lineno)
         _need(record, "transport", (str,), lineno)
         values: dict[str, Any] = {}
         for key, value in record.items():
-            if key in ("type", "connection", "redacted", "id") or key not in self.columns:
+            if key in ("type", "connection", "redacted", "id", "digest"):
                 continue
+            if key not in self.columns:
+                continue
+            if key in TIME_COLUMNS:
+                value = _time(record, key, lineno, required=key == "started_at")
+            elif key in INT_COLUMNS:
+                low, high = INT_COLUMNS[key]
+                required = key in ("frames_dropped", "bytes_dropped")
+                value = _integer(record, key, lineno, low, high, required=required)
             values[key] = _dump_column(value)
         self.flush()
         names = ", ".join(values)
@@ -427,7 +600,7 @@ class _Importer:
             self.derive_facts[old] = missing
 
     def _connection_of(self, record: dict[str, Any], lineno: int) -> int:
-        old = _need(record, "connection", (int,), lineno)
+        old = _integer(record, "connection", lineno, INT64_MIN, INT64_MAX)
         new = self.summary.connections.get(old)
         if new is None:
             raise ExportFormatError(
@@ -437,14 +610,14 @@ class _Importer:
 
     def frame(self, record: dict[str, Any], lineno: int) -> None:
         cid = self._connection_of(record, lineno)
-        seq = _need(record, "seq", (int,), lineno)
+        seq = _integer(record, "seq", lineno, 0, INT64_MAX)
         direction = record.get("direction")
         if direction not in ("c2a", "a2c"):
             raise ExportFormatError(
                 f'line {lineno}: "direction" must be "c2a" or "a2c" ({direction!r} given)'
             )
-        ts = _need(record, "ts", (int, float), lineno)
-        mono_ns = _need(record, "mono_ns", (int,), lineno)
+        ts = _time(record, "ts", lineno)
+        mono_ns = _integer(record, "mono_ns", lineno, INT64_MIN, INT64_MAX)
         binary = record.get("binary", False)
         if not isinstance(binary, bool):
             raise ExportFormatError(f'line {lineno}: "binary" must be true or false')
@@ -460,7 +633,7 @@ class _Importer:
                 raw,
                 len(raw),
                 int(binary),
-                *cols.values(),
+                *(escape_surrogates(v) if isinstance(v, str) else v for v in cols.values()),
                 lineno,
             )
         )
@@ -470,9 +643,9 @@ class _Importer:
 
     def stderr_line(self, record: dict[str, Any], lineno: int) -> None:
         cid = self._connection_of(record, lineno)
-        seq = _need(record, "seq", (int,), lineno)
-        ts = _need(record, "ts", (int, float), lineno)
-        mono_ns = _need(record, "mono_ns", (int,), lineno)
+        seq = _integer(record, "seq", lineno, 0, INT64_MAX)
+        ts = _time(record, "ts", lineno)
+        mono_ns = _integer(record, "mono_ns", lineno, INT64_MIN, INT64_MAX)
         self.stderr.append((cid, seq, ts, mono_ns, _raw_of(record, lineno), lineno))
         self.summary.stderr_lines += 1
         if len(self.stderr) >= _BATCH:
@@ -480,15 +653,27 @@ class _Importer:
 
     def event(self, record: dict[str, Any], lineno: int) -> None:
         cid = None if record.get("connection") is None else self._connection_of(record, lineno)
-        ts = _need(record, "ts", (int, float), lineno)
-        kind = _need(record, "kind", (str,), lineno)
+        ts = _time(record, "ts", lineno)
+        kind = escape_surrogates(_need(record, "kind", (str,), lineno))
         detail = record.get("detail")
+        text = None if detail is None else _json_text(detail)
         self.flush()
+        if cid is None and self.skip_duplicates and self._has_event(ts, kind, text):
+            return
         self.db.execute(
             "INSERT INTO events (connection_id, ts, kind, detail) VALUES (?, ?, ?, ?)",
-            (cid, ts, kind, None if detail is None else dumps_compact(detail).decode()),
+            (cid, ts, kind, text),
         )
         self.summary.events += 1
+
+    def _has_event(self, ts: float, kind: str, detail: str | None) -> bool:
+        """Whether a recording-wide event just like this one is already in the database."""
+        found = self.db.execute(
+            "SELECT 1 FROM events WHERE connection_id IS NULL AND ts = ? AND kind = ? "
+            "AND detail IS ? LIMIT 1",
+            (ts, kind, detail),
+        ).fetchone()
+        return found is not None
 
     def flush(self) -> None:
         try:
@@ -535,16 +720,72 @@ class _Importer:
                     f"UPDATE connections SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
                     [*sets.values(), self.summary.connections[old]],
                 )
+        if "digest" in self.columns:
+            self._deduplicate()
+
+    def _deduplicate(self) -> None:
+        """Store each imported connection's digest; with ``skip_duplicates`` drop the ones
+        already in the database (compared with the rows that were there before the import).
+
+        Only rows with the same start time, transport and frame count can be the same, so
+        digests of older rows are computed (and stored, once the row is closed) only for
+        those candidates: a large recording is not read for nothing.
+        """
+        for old, new in list(self.summary.connections.items()):
+            digest = connection_digest(self.db, new)
+            self.db.execute("UPDATE connections SET digest = ? WHERE id = ?", (digest, new))
+            if not self.skip_duplicates:
+                continue
+            same = self._existing_with_digest(new, digest)
+            if same is None:
+                continue
+            for table, attr in (
+                ("frames", "frames"),
+                ("stderr_lines", "stderr_lines"),
+                ("events", "events"),
+            ):
+                cur = self.db.execute(f"DELETE FROM {table} WHERE connection_id = ?", (new,))
+                setattr(self.summary, attr, getattr(self.summary, attr) - cur.rowcount)
+            self.db.execute("DELETE FROM connections WHERE id = ?", (new,))
+            del self.summary.connections[old]
+            self.summary.skipped[old] = same
+
+    def _existing_with_digest(self, new: int, digest: str) -> int | None:
+        candidates = self.db.execute(
+            "SELECT c.id, c.digest, c.ended_at FROM connections c, connections n "
+            "WHERE n.id = ? AND c.id <= ? AND c.started_at = n.started_at "
+            "AND c.transport = n.transport "
+            "AND (SELECT count(*) FROM frames WHERE connection_id = c.id) = "
+            "(SELECT count(*) FROM frames WHERE connection_id = n.id) ORDER BY c.id",
+            (new, self.last_existing_id),
+        ).fetchall()
+        for cid, stored, ended_at in candidates:
+            if stored is None:
+                stored = connection_digest(self.db, cid)
+                if ended_at is not None:  # a connection still recording may grow
+                    self.db.execute("UPDATE connections SET digest = ? WHERE id = ?", (stored, cid))
+            if stored == digest:
+                return int(cid)
+        return None
 
 
-def import_stream(stream: IO[bytes] | Iterable[bytes], db: sqlite3.Connection) -> ImportSummary:
-    """Import an export read from ``stream`` into ``db`` in one transaction (all or nothing)."""
+def import_stream(
+    stream: IO[bytes] | Iterable[bytes],
+    db: sqlite3.Connection,
+    *,
+    skip_duplicates: bool = False,
+) -> ImportSummary:
+    """Import an export read from ``stream`` into ``db`` in one transaction (all or nothing).
+
+    ``skip_duplicates``: leave out every connection whose :func:`connection_digest` equals
+    that of a connection already in ``db`` (listed in :attr:`ImportSummary.skipped`).
+    """
     if not db.in_transaction:
         migrate(db)
     outer = db.in_transaction
     db.execute("SAVEPOINT acp_proxy_import" if outer else "BEGIN IMMEDIATE")
     try:
-        importer = _Importer(db)
+        importer = _Importer(db, skip_duplicates=skip_duplicates)
         handlers = {
             "connection": importer.connection,
             "frame": importer.frame,
@@ -571,14 +812,17 @@ def import_stream(stream: IO[bytes] | Iterable[bytes], db: sqlite3.Connection) -
     return importer.summary
 
 
-def import_export(source: Path | str | IO[bytes], db: sqlite3.Connection) -> ImportSummary:
+def import_export(
+    source: Path | str | IO[bytes], db: sqlite3.Connection, *, skip_duplicates: bool = False
+) -> ImportSummary:
     """Import an export file (a path or a binary stream) into the open recording ``db``.
 
     Connections get new ids (see :attr:`ImportSummary.connections`); frames get their index
     columns derived again. Everything happens in one transaction: on any error nothing is
     imported and an :class:`ExportFormatError` (or :class:`RecordingError`) says why.
     ``db`` may be any recording connection, e.g. ``sqlite3.connect(":memory:")`` (the
-    schema is created if the database is empty).
+    schema is created if the database is empty). ``skip_duplicates``: see
+    :func:`import_stream` (``acp-proxy import`` skips them unless ``--allow-duplicates``).
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -587,5 +831,5 @@ def import_export(source: Path | str | IO[bytes], db: sqlite3.Connection) -> Imp
         if path.is_dir():
             raise RecordingError(f"{path} is a directory, not an export file")
         with path.open("rb") as stream:
-            return import_stream(stream, db)
-    return import_stream(source, db)
+            return import_stream(stream, db, skip_duplicates=skip_duplicates)
+    return import_stream(source, db, skip_duplicates=skip_duplicates)

@@ -131,7 +131,7 @@ def test_import_appends_and_remaps_ids(tmp_path: Path) -> None:
     done = cli("import", str(export), str(target))
     assert done.returncode == 0, done.stderr
     assert "(1->2)" in done.stdout.decode()
-    done = cli("import", "-", str(target), stdin=export.read_bytes())
+    done = cli("import", "-", "--allow-duplicates", str(target), stdin=export.read_bytes())
     assert done.returncode == 0, done.stderr
     assert "(1->3)" in done.stdout.decode()
     assert frame_rows(target, 2) == frame_rows(src, 1) == frame_rows(target, 3)

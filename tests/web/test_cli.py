@@ -69,7 +69,7 @@ def test_web_bad_recording_is_one_line(tmp_path: Path, kind: str) -> None:
     elif kind == "empty":
         path.write_bytes(b"")
     done = run_proxy(["web", str(path), "--listen", "127.0.0.1:0"], timeout=60)
-    assert done.returncode == (2 if kind == "directory" else 1)  # 2: click's usage error
+    assert done.returncode == 1
     err = done.stderr.decode().strip()
     assert "Traceback" not in err
     last = err.splitlines()[-1]

@@ -1,5 +1,6 @@
 """The ``--ui HOST:PORT`` option shared by the proxy commands: serve the inspector live.
 
+The click side of it (the inspector itself is :func:`acp_proxy.web.server.start_in_thread`).
 Use :data:`ui_options` as a click decorator (it adds ``--ui`` and ``--ui-token``, passed to
 the command as ``ui`` and ``ui_token``) and call :func:`start_ui` before proxying. The
 inspector runs in a daemon thread with its own asyncio loop and reads the recording through
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.console import warn
 from acp_proxy.transport.address import check_listen
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ def start_ui(
     if record is None:
         raise click.UsageError("--ui needs --record (the inspector shows the recording)")
     host, port = ui
+    if record.is_dir():  # forwarding wins: the recorder says "recording disabled" too
+        warn(f"inspector not started: {record} is a directory; proxying anyway")
+        return None
     try:
         check_listen(host, token)
     except ValueError as exc:
@@ -65,11 +70,10 @@ def start_ui(
     try:
         handle = start_in_thread(record, host, port, token=token)
     except OSError as exc:
-        click.echo(
-            f"acp-proxy: inspector not started: cannot listen on {host}:{port}: "
-            f"{exc.strerror or exc}; proxying anyway",
-            err=True,
+        warn(
+            f"inspector not started: cannot listen on {host}:{port}: "
+            f"{exc.strerror or exc}; proxying anyway"
         )
         return None
-    click.echo(f"acp-proxy: inspector on {handle.url}", err=True)
+    warn(f"inspector on {handle.url}")
     return handle

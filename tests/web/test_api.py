@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient
 from acp_proxy.record.schema import connect
 from acp_proxy.web import store
 from acp_proxy.web.server import CSP, make_app
+from tests.helpers import insert_frames
 from tests.web.conftest import PROMPTS
 from tests.web.helpers import SESSION_ID, record_session, rows
 
@@ -399,12 +400,9 @@ def test_reader_sees_commits_of_a_writer_that_stays_open(tmp_path: Path) -> None
     """WAL: fresh read-only connections see what an open writer committed, never block it."""
     db = tmp_path / "wal.db"
     writer = connect(db, create=True)
-    writer.execute("INSERT INTO connections (started_at, transport) VALUES (1, 'stdio')")
+    cid = insert_frames(writer, [], connection={"started_at": 1, "transport": "stdio"})
     writer.execute("BEGIN IMMEDIATE")  # the writer holds the write lock...
-    writer.execute(
-        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-        "VALUES (1, 1, 1, 1, 'c2a', x'7b7d0a', 3)"
-    )
+    insert_frames(writer, [("c2a", b"{}\n")], connection_id=cid)
     with store.read_connection(db) as conn:  # ...and readers still work (last commit)
         assert store.db_state(conn)[0] == 0
         assert [c["id"] for c in store.list_connections(conn)] == [1]
@@ -446,7 +444,7 @@ async def test_session_view_clips_huge_strings(aiohttp_client: Any, tmp_path: Pa
 
 async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_path: Path) -> None:
     """The checker is fed only new frames; the result equals a check of the whole file."""
-    from tests.web.helpers import LiveProxy, opening, prompt
+    from tests.web.helpers import LiveProxy, opening, prompt, touch_heartbeat
 
     db = tmp_path / "grow.db"
     client = await aiohttp_client(make_app(db))
@@ -461,6 +459,8 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
         # the findings cover everything recorded so far.
         deadline = asyncio.get_running_loop().time() + 60
         while True:
+            if rows(db, "SELECT 1 FROM connections WHERE id = 1"):
+                touch_heartbeat(db)  # running, also where the recorder writes no heartbeat
             first = await get_json(client, "/api/connections/1/findings", ok=(200, 404))
             if first.get("checked_to_seq", 0) > 0:
                 listed = (await get_json(client, "/api/connections"))["connections"][0]

@@ -22,6 +22,7 @@ from tests.web.helpers import (
     opening,
     prompt,
     rows,
+    touch_heartbeat,
     wait_until,
     web_server,
 )
@@ -263,6 +264,7 @@ def test_frames_arrive_live_without_reload(page: Page, tmp_path: Path) -> None:
             lambda: db.exists() and rows(db, "SELECT count(*) FROM frames")[0][0] >= 4,
             what="the opening frames recorded",
         )
+        touch_heartbeat(db)  # running, also where the recorder writes no heartbeat
         with web_server(db) as url:
             p = page.page
             p.goto(url)

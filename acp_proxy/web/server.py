@@ -439,6 +439,7 @@ async def api_live(request: web.Request) -> web.StreamResponse:
                     last_error = str(exc)
                     await _send(ws, {"type": "error", "message": last_error})
                 result = None
+                last = None  # once readable again, the next state is sent
             if result is not None:
                 state: tuple[int, int, float, int] = tuple(result["state"])
                 frames = result["frames"]

@@ -50,6 +50,7 @@
     info: null,
     maxId: 0,
     showParsed: false,
+    unreadable: false, // the live poll reported the recording unreadable
   };
   const list = { rows: [], hasBefore: false, hasAfter: false, loading: false, gen: 0, newCount: 0 };
 
@@ -822,12 +823,16 @@
       const grew = msg.max_id > state.maxId;
       if (grew && list.hasAfter) list.newCount += msg.max_id - state.maxId;
       state.maxId = Math.max(state.maxId, msg.max_id);
-      if (grew || msg.changed) scheduleRefresh();
+      if (grew || msg.changed || state.unreadable) scheduleRefresh();
+      state.unreadable = false;
       if (grew && valuesStale()) loadValues();
       updateFoot();
       setStatus("");
     } else if (msg.type === "error") {
+      // The recording became unreadable while served: show it in the lists too.
       setStatus(msg.message, true);
+      state.unreadable = true;
+      loadConnections();
     }
   }
   let valuesAt = 0;

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import hashlib
 import sqlite3
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,91 @@ async def test_invalid_utf8_frame_comes_back_as_hex_and_base64(
 async def test_bad_requests_get_json_errors(client: TestClient, path: str, status: int) -> None:
     data = await get_json(client, path, status)
     assert isinstance(data["error"], str) and "\n" not in data["error"]
+
+
+HUGE = str(2**64)
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        (f"/api/frames?after_id={HUGE}", 400),
+        (f"/api/frames?before_id={HUGE}", 400),
+        (f"/api/frames?before_id=-{HUGE}", 400),
+        (f"/api/frames?connection={HUGE}", 400),
+        (f"/api/frames?limit={HUGE}", 400),
+        (f"/api/frames/{HUGE}", 404),
+        (f"/api/frames/{HUGE}/raw", 404),
+        (f"/api/connections/{HUGE}/findings", 404),
+        (f"/api/connections/1/sessions/{SESSION_ID}?offset={HUGE}", 400),
+        (f"/api/connections/1/sessions/{SESSION_ID}?limit={HUGE}", 400),
+    ],
+)
+async def test_integers_past_64_bits_get_the_json_error(
+    client: TestClient, path: str, status: int
+) -> None:
+    data = await get_json(client, path, status)
+    assert "out of range" in data["error"] or data["error"].startswith("no such")
+
+
+async def test_live_subscription_past_64_bits_is_a_bad_subscription(client: TestClient) -> None:
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str(f'{{"follow": true, "after_id": {HUGE}, "filter": {{}}}}')
+    while True:
+        data = orjson.loads((await ws.receive(timeout=30)).data)
+        if data["type"] == "error":
+            break
+    assert data["message"] == "bad subscription"
+    await ws.send_str(f'{{"follow": true, "after_id": 0, "filter": {{"connection": "{HUGE}"}}}}')
+    while True:
+        data = orjson.loads((await ws.receive(timeout=30)).data)
+        if data["type"] == "error":
+            break
+    assert data["message"] == "bad subscription"
+    await ws.close()
+
+
+async def test_a_recording_that_becomes_unreadable_is_an_error_not_empty(
+    aiohttp_client: Any, tmp_path: Path, recording: Path
+) -> None:
+    db = tmp_path / "copy.db"
+    db.write_bytes(recording.read_bytes())
+    client = await aiohttp_client(make_app(db, poll_interval=0.05))
+    assert len((await get_json(client, "/api/connections"))["connections"]) == 2
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str('{"follow": false, "filter": {}}')
+    assert orjson.loads((await ws.receive(timeout=30)).data)["type"] == "state"
+    db.write_bytes(b"\x00garbage" * 4096)
+    for path in ("/api/connections", "/api/frames", "/api/info"):
+        data = await get_json(client, path, 503)
+        assert "not a usable acp-proxy recording" in data["error"]
+    while True:  # the live socket says so too
+        msg = orjson.loads((await ws.receive(timeout=30)).data)
+        if msg["type"] == "error":
+            break
+    assert "not a usable acp-proxy recording" in msg["message"]
+    await ws.close()
+
+
+async def test_live_means_a_fresh_heartbeat(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A connection whose recorder is gone reads as ended (unknown end), not live."""
+    db = tmp_path / "states.db"
+    now = time.time()
+    for columns in (
+        {"ended_at": None, "last_seen_at": None},
+        {"ended_at": None, "last_seen_at": now - 600},
+        {"ended_at": None, "last_seen_at": now + 60},  # fresh for the whole test
+        {"ended_at": now, "exit_status": 0},
+    ):
+        insert_frames(db, [("c2a", b"{}\n")], connection={"started_at": now - 900, **columns})
+    client = await aiohttp_client(make_app(db))
+    listed = (await get_json(client, "/api/connections"))["connections"]
+    assert [c["live"] for c in listed] == [False, False, True, False]
+    assert [c["state"] for c in listed] == ["unknown-end", "unknown-end", "running", "ended"]
+    assert listed[1]["duration"] == pytest.approx(300)
+    # The end-of-connection rules ran for the gone ones, wait for the live one.
+    assert (await get_json(client, "/api/connections/1/findings"))["complete"] is True
+    assert (await get_json(client, "/api/connections/3/findings"))["complete"] is False
 
 
 async def test_read_only_post_is_refused_and_file_untouched(

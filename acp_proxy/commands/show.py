@@ -21,7 +21,12 @@ import orjson
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
 from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
-from acp_proxy.record.reader import ConnectionRow, FrameRow, RecordingReader
+from acp_proxy.record.reader import (
+    ConnectionRow,
+    RecordingReader,
+    WireFrame,
+    display_name,
+)
 from acp_proxy.record.schema import RecordingError
 
 MAX_BUFFERED_ITEMS = 2000
@@ -52,15 +57,6 @@ def _ms(ns: int | None) -> str:
         return "pending"
     ms = ns / 1e6
     return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
-
-
-def _name(info: Any) -> str | None:
-    if isinstance(info, dict):
-        name = info.get("title") or info.get("name")
-        if name:
-            version = info.get("version")
-            return f"{name} {version}" if version else str(name)
-    return None
 
 
 def _indent_block(text: str, prefix: str = INDENT + "  ") -> list[str]:
@@ -132,12 +128,12 @@ class Renderer:
         parts = [f"connection {row.id}", row.transport, fmt_time(row.started_at)]
         if row.protocol_version is not None:
             parts.append(f"protocol v{row.protocol_version}")
-        agent = _name(row.agent_info) or (
+        agent = display_name(row.agent_info) or (
             " ".join(row.agent_command) if row.agent_command else None
         )
         if agent:
             parts.append(f"agent: {agent}")
-        client = _name(row.client_info)
+        client = display_name(row.client_info)
         if client:
             parts.append(f"client: {client}")
         if row.label:
@@ -405,7 +401,7 @@ class _TextShow:
             self.current = None
         self.r.items(items)
 
-    def run(self, model: ConnectionModel, frames: Iterable[FrameRow]) -> None:
+    def run(self, model: ConnectionModel, frames: Iterable[WireFrame]) -> None:
         for f in frames:
             boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
             self.r.protocol_version = model.protocol_version
@@ -497,7 +493,7 @@ def show_command(
                 _show_raw(renderer, reader, row.id, session_id)
                 continue
             model = ConnectionModel(row.id)
-            _TextShow(renderer, session_id).run(model, reader.frames(connection_id=row.id))
+            _TextShow(renderer, session_id).run(model, reader.wire_frames(row.id))
             _summary(renderer, model, session_id)
 
 
@@ -517,7 +513,7 @@ def _show_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | No
     out.write('{"connections": [')
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)
-        for f in reader.frames(connection_id=row.id):
+        for f in reader.wire_frames(row.id):
             model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
         model.finish()
         data = model.to_json({sid} if sid is not None else None)

@@ -69,7 +69,7 @@ class ConnectionCheck:
     def advance(self, reader: RecordingReader) -> list[Finding]:
         """Feed the connection's frames after the last one fed; return the new findings."""
         new: list[Finding] = []
-        for f in reader.frames(connection_id=self.connection_id, after_seq=self.last_seq):
+        for f in reader.wire_frames(self.connection_id, after_seq=self.last_seq):
             new.extend(self.checker.feed(f.seq, f.direction, f.raw, f.mono_ns, binary=f.binary))
             self.last_seq = f.seq
         self.findings.extend(new)

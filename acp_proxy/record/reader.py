@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from acp_proxy.record.liveness import ConnectionState, State, connection_state
 from acp_proxy.record.schema import RecordingError, connect
@@ -77,8 +77,7 @@ class ConnectionRow:
         return self.state == "running"
 
 
-@dataclass(frozen=True, slots=True)
-class FrameRow:
+class FrameRow(NamedTuple):
     """A recorded frame with its derived index columns."""
 
     id: int
@@ -99,8 +98,17 @@ class FrameRow:
     entity_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class FrameSummary:
+class WireFrame(NamedTuple):
+    """A frame as the ACP models consume it: sequence number, direction, bytes, clock."""
+
+    seq: int
+    direction: Direction
+    raw: bytes
+    mono_ns: int
+    binary: bool
+
+
+class FrameSummary(NamedTuple):
     """A frame's columns with only the first ``preview`` bytes of it (inspector lists)."""
 
     id: int
@@ -122,8 +130,7 @@ class FrameSummary:
     """The frame's first bytes (all of it when ``len(head) == size``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedFrame:
+class IndexedFrame(NamedTuple):
     """A frame's index columns, and its raw bytes only where statistics need them."""
 
     connection_id: int
@@ -250,25 +257,19 @@ def json_column(text: Any) -> Any:
     return text if problem is not None else value
 
 
+def display_name(info: Any) -> str | None:
+    """``title`` (else ``name``) and ``version`` of a ``clientInfo``/``agentInfo`` value."""
+    if isinstance(info, dict):
+        name = info.get("title") or info.get("name")
+        if isinstance(name, str) and name:
+            version = info.get("version")
+            return f"{name} {version}" if isinstance(version, str) and version else name
+    return None
+
+
 def _frame_row(r: tuple[Any, ...]) -> FrameRow:
-    return FrameRow(
-        r[0],
-        r[1],
-        r[2],
-        r[3],
-        r[4],
-        r[5],
-        bytes(r[6]),
-        r[7],
-        bool(r[8]),
-        r[9],
-        r[10],
-        r[11],
-        r[12],
-        r[13],
-        r[14],
-        r[15],
-    )
+    # A tuple subclass built in one step: this runs once per frame of every analysis.
+    return FrameRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] != 0, *r[9:])
 
 
 def _number(value: Any) -> float | None:
@@ -444,8 +445,9 @@ class RecordingReader:
 
     # -- frames, in recording order ------------------------------------------------------
 
-    def frames(
+    def _ordered(
         self,
+        columns: str,
         *,
         connection_id: int | None = None,
         session_id: str | None = None,
@@ -453,14 +455,8 @@ class RecordingReader:
         after_id: int = 0,
         after_seq: int = 0,
         limit: int | None = None,
-    ) -> Iterator[FrameRow]:
-        """Frames in recording order (connection, then sequence number), streamed.
-
-        The one home of "the frames of a connection in order": ``connection_id`` (and
-        ``after_seq``, to continue where a streaming consumer stopped), ``session_id``
-        (with ``with_connection_frames``: plus the frames of no session, ``initialize``...),
-        ``after_id`` (frame ids) and ``limit`` (a batch).
-        """
+    ) -> sqlite3.Cursor:
+        """The one query of "frames in recording order" (connection, then sequence number)."""
         where = ["id > ?"]
         args: list[Any] = [after_id]
         if connection_id is not None:
@@ -477,38 +473,68 @@ class RecordingReader:
             )
             args.append(session_id)
         query = (
-            f"SELECT {FRAME_COLUMNS} FROM frames WHERE {' AND '.join(where)} "
-            "ORDER BY connection_id, seq"
+            f"SELECT {columns} FROM frames WHERE {' AND '.join(where)} ORDER BY connection_id, seq"
         )
         if limit is not None:
             query += " LIMIT ?"
             args.append(limit)
-        for r in self.db.execute(query, args):
-            yield _frame_row(r)
+        return self.db.execute(query, args)
+
+    def frames(
+        self,
+        *,
+        connection_id: int | None = None,
+        session_id: str | None = None,
+        with_connection_frames: bool = False,
+        after_id: int = 0,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[FrameRow]:
+        """Frames with every column, in recording order (connection, then seq), streamed.
+
+        ``connection_id`` (and ``after_seq``, to continue where a streaming consumer
+        stopped), ``session_id`` (with ``with_connection_frames``: plus the frames of no
+        session, ``initialize``...), ``after_id`` (frame ids) and ``limit`` (a batch).
+        """
+        cur = self._ordered(
+            FRAME_COLUMNS,
+            connection_id=connection_id,
+            session_id=session_id,
+            with_connection_frames=with_connection_frames,
+            after_id=after_id,
+            after_seq=after_seq,
+            limit=limit,
+        )
+        yield from map(_frame_row, cur)
+
+    def wire_frames(
+        self,
+        connection_id: int,
+        *,
+        session_id: str | None = None,
+        with_connection_frames: bool = False,
+        after_seq: int = 0,
+    ) -> Iterator[WireFrame]:
+        """What crossed the wire on one connection, in order: the input of the ACP models
+        and the checker (no index columns, so a long connection streams faster)."""
+        cur = self._ordered(
+            "seq, direction, raw, mono_ns, binary",
+            connection_id=connection_id,
+            session_id=session_id,
+            with_connection_frames=with_connection_frames,
+            after_seq=after_seq,
+        )
+        for seq, direction, raw, mono_ns, binary in cur:
+            yield WireFrame(seq, direction, raw, mono_ns, binary != 0)
 
     def indexed_frames(self, connection_id: int | None = None) -> Iterator[IndexedFrame]:
         """Index columns of every frame in order; raw bytes only for :data:`NEEDS_PAYLOAD_SQL`."""
-        where, args = (
-            ("", []) if connection_id is None else ("WHERE connection_id = ?", [connection_id])
+        cur = self._ordered(
+            "connection_id, direction, kind, rpc_id, method, session_id, update_kind, mono_ns, "
+            f"CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END",
+            connection_id=connection_id,
         )
-        cur = self.db.execute(
-            f"SELECT connection_id, direction, kind, rpc_id, method, session_id, update_kind, "
-            f"mono_ns, CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END FROM frames {where} "
-            f"ORDER BY connection_id, seq",
-            args,
-        )
-        for r in cur:
-            yield IndexedFrame(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                None if r[8] is None else bytes(r[8]),
-            )
+        yield from map(IndexedFrame._make, cur)  # BLOBs come back as bytes already
 
     def max_seq(self, connection_id: int) -> int:
         """The connection's last sequence number (0 when it has no frame)."""
@@ -633,7 +659,7 @@ class RecordingReader:
             r[4],
             r[5],
             r[6],
-            bool(r[7]),
+            r[7] != 0,
             r[8],
             r[9],
             r[10],
@@ -641,7 +667,7 @@ class RecordingReader:
             r[12],
             r[13],
             r[14],
-            bytes(r[15]),
+            r[15],
         )
 
     def frame_summary(self, frame_id: int, *, head: int) -> FrameSummary | None:

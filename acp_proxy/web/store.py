@@ -24,6 +24,7 @@ from acp_proxy.record.reader import (
     FrameSummary,
     RecordingReader,
     SessionSpan,
+    display_name,
 )
 from acp_proxy.record.schema import RecordingError
 
@@ -84,15 +85,6 @@ def open_checked(path: str | Path) -> None:
         reader.check_intact()
 
 
-def _name_of(info: Any) -> str | None:
-    if isinstance(info, dict):
-        name = info.get("title") or info.get("name")
-        if isinstance(name, str) and name:
-            version = info.get("version")
-            return f"{name} {version}" if isinstance(version, str) and version else name
-    return None
-
-
 def db_state(reader: RecordingReader) -> tuple[int, int, float, int]:
     """A cheap fingerprint of what changed (see :meth:`RecordingReader.change_mark`)."""
     return reader.change_mark()
@@ -103,7 +95,7 @@ def connection_json(
 ) -> dict[str, Any]:
     """One connection as the page shows it (``live`` is true only while it is recorded)."""
     command = row.agent_command
-    agent = _name_of(row.agent_info)
+    agent = display_name(row.agent_info)
     if agent is None and isinstance(command, list) and command:
         agent = " ".join(str(a) for a in command)
     return {
@@ -123,7 +115,7 @@ def connection_json(
         "pid": row.pid,
         "exit_status": row.exit_status,
         "protocol_version": row.protocol_version,
-        "client": _name_of(row.client_info),
+        "client": display_name(row.client_info),
         "client_info": row.client_info,
         "agent": agent,
         "agent_info": row.agent_info,

@@ -66,8 +66,8 @@ def session_view(
     if entry is None or entry.last_seq > max_seq:  # new, or the file was replaced
         entry = _SessionModel(ConnectionModel(connection_id))
     model = entry.model
-    for f in reader.frames(
-        connection_id=connection_id,
+    for f in reader.wire_frames(
+        connection_id,
         session_id=session_id,
         with_connection_frames=True,
         after_seq=entry.last_seq,

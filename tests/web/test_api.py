@@ -6,6 +6,7 @@ import asyncio
 import base64
 import hashlib
 import sqlite3
+import subprocess
 import time
 import tracemalloc
 from pathlib import Path
@@ -19,6 +20,7 @@ from aiohttp.test_utils import TestClient
 from acp_proxy.record.schema import connect
 from acp_proxy.web import store
 from acp_proxy.web.server import CSP, make_app
+from tests.conftest import proxy_exe
 from tests.helpers import insert_frames
 from tests.web.conftest import PROMPTS
 from tests.web.helpers import SESSION_ID, record_session, rows
@@ -581,3 +583,21 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
     assert [(f["rule"], f["seqs"]) for f in final["findings"]] == [
         (f.rule, list(f.seqs)) for f in whole
     ]
+
+
+async def test_findings_are_what_check_reports(client: TestClient, recording: Path) -> None:
+    """The inspector and ``acp-proxy check`` compute findings with the same code."""
+    done = subprocess.run(
+        [*proxy_exe(), "check", "--json", "--max-per-rule", "100", str(recording)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    report = orjson.loads(done.stdout)
+    for connection in report["connections"]:
+        page = await get_json(client, f"/api/connections/{connection['id']}/findings")
+        assert page["complete"] is True
+        assert [
+            {k: v for k, v in f.items() if k not in ("frame_ids",)} for f in page["findings"]
+        ] == connection["findings"]
+        assert page["summary"] == {t: connection["counts"][t] for t in page["summary"]}

@@ -177,6 +177,15 @@ class StderrLine:
     raw: bytes
 
 
+class EventRow(NamedTuple):
+    """A recorder event (``recorder_drop``, ``websocket_close``...); ``detail`` decoded."""
+
+    connection_id: int | None
+    ts: float
+    kind: str
+    detail: Any
+
+
 @dataclass(frozen=True, slots=True)
 class FrameFilter:
     """Filters of a frame list; ``None`` means "any". ``text`` searches the raw bytes."""
@@ -188,27 +197,6 @@ class FrameFilter:
     update_kind: str | None = None
     kind: str | None = None
     text: str | None = None
-
-    def where(self) -> tuple[list[str], list[Any]]:
-        """SQL conditions and their arguments (SQLite backend)."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column, value in (
-            ("connection_id", self.connection_id),
-            ("session_id", self.session_id),
-            ("direction", self.direction),
-            ("method", self.method),
-            ("update_kind", self.update_kind),
-            ("kind", self.kind),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                args.append(value)
-        if self.text:
-            # Byte search in the raw frame: what was on the wire, not a re-serialization.
-            clauses.append("instr(raw, ?) > 0")
-            args.append(self.text.encode("utf-8"))
-        return clauses, args
 
 
 FRAME_COLUMNS = (
@@ -265,6 +253,28 @@ def display_name(info: Any) -> str | None:
             version = info.get("version")
             return f"{name} {version}" if isinstance(version, str) and version else name
     return None
+
+
+def _filter_where(flt: FrameFilter) -> tuple[list[str], list[Any]]:
+    """SQL conditions and their arguments for a :class:`FrameFilter` (SQLite backend)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (
+        ("connection_id", flt.connection_id),
+        ("session_id", flt.session_id),
+        ("direction", flt.direction),
+        ("method", flt.method),
+        ("update_kind", flt.update_kind),
+        ("kind", flt.kind),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if flt.text:
+        # Byte search in the raw frame: what was on the wire, not a re-serialization.
+        clauses.append("instr(raw, ?) > 0")
+        args.append(flt.text.encode("utf-8"))
+    return clauses, args
 
 
 def _frame_row(r: tuple[Any, ...]) -> FrameRow:
@@ -612,7 +622,7 @@ class RecordingReader:
 
         Returns the frames and whether more exist in the direction read (keyset pages).
         """
-        clauses, args = flt.where()
+        clauses, args = _filter_where(flt)
         if before_id is not None:
             clauses.append("id < ?")
             args.append(before_id)
@@ -636,7 +646,7 @@ class RecordingReader:
         self, flt: FrameFilter, *, after_id: int | None = None, before_id: int | None = None
     ) -> bool:
         """Whether a frame matching ``flt`` exists after ``after_id`` / before ``before_id``."""
-        clauses, args = flt.where()
+        clauses, args = _filter_where(flt)
         if after_id is not None:
             clauses.append("id > ?")
             args.append(after_id)
@@ -815,6 +825,32 @@ class RecordingReader:
         return int(
             self.db.execute(f"SELECT count(*) FROM stderr_lines WHERE {where}", args).fetchone()[0]
         )
+
+    def connection_records(self, connection_id: int | None = None) -> list[dict[str, Any]]:
+        """Connection rows exactly as stored, every column by name (JSON text undecoded).
+
+        For ``export``, which writes every column this schema has, known or not.
+        """
+        columns = [str(r[1]) for r in self.db.execute("PRAGMA table_info(connections)")]
+        if "id" not in columns:
+            raise RecordingError("the database has no connections table")
+        where, args = ("", []) if connection_id is None else (" WHERE id = ?", [connection_id])
+        rows = self.db.execute(
+            f"SELECT {', '.join(columns)} FROM connections{where} ORDER BY id", args
+        ).fetchall()
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def events(self, connection_id: int | None) -> Iterator[EventRow]:
+        """The recorder's events of one connection (``None``: those of no connection)."""
+        where, args = (
+            ("connection_id IS NULL", [])
+            if connection_id is None
+            else ("connection_id = ?", [connection_id])
+        )
+        for r in self.db.execute(
+            f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
+        ):
+            yield EventRow(r[0], r[1], r[2], json_column(r[3]))
 
     def check_intact(self) -> None:
         """Touch the ends of the tables so a truncated or damaged file fails now.

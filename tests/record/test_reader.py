@@ -266,3 +266,30 @@ def test_show_says_how_a_connection_stands(tmp_path: Path) -> None:
         "unknown-end",
         "running",
     ]
+
+
+def test_reader_methods_for_the_other_commands(tmp_path: Path) -> None:
+    """What ``ls``/``dump``/``demo``/``export`` read, through the reader, matches the file."""
+    db = _recording(tmp_path)
+    raw = sqlite3.connect(db)
+    with RecordingReader.open(db) as reader:
+        (record,) = reader.connection_records()
+        assert record["id"] == 1 and record["transport"] == "stdio" and "last_seen_at" in record
+        assert reader.connection_records(1) == [record] and reader.connection_records(2) == []
+        lines = list(reader.stderr_lines())
+        assert len(lines) == raw.execute("SELECT count(*) FROM stderr_lines").fetchone()[0]
+        assert reader.stderr_count([1]) == len(lines)
+        events = list(reader.events(1)) + list(reader.events(None))
+        assert len(events) == raw.execute("SELECT count(*) FROM events").fetchone()[0]
+        assert reader.direction_counts(1) == dict(
+            raw.execute("SELECT direction, count(*) FROM frames GROUP BY direction").fetchall()
+        )
+        assert sum(m["frames"] for m in reader.method_counts([1])) == reader.frame_count(1)
+        assert reader.session_connections("sess_web_1") == [1]
+        frames = list(reader.frames(connection_id=1))
+        wire = list(reader.wire_frames(1))
+        assert [(f.seq, f.direction, f.raw) for f in frames] == [
+            (w.seq, w.direction, w.raw) for w in wire
+        ]
+        assert [f.seq for f in reader.frames(connection_id=1, after_seq=3, limit=2)] == [4, 5]
+    raw.close()

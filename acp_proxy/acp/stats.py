@@ -29,12 +29,6 @@ from acp_proxy.wire.frame import Direction, other_direction
 from acp_proxy.wire.jsonrpc import id_json_text
 from acp_proxy.wire.surrogates import encodable
 
-NEEDS_PAYLOAD_SQL = (
-    "kind IN ('response', 'batch') OR update_kind = 'state_update' "
-    "OR method IN ('session/prompt', 'initialize')"
-)
-"""SQL condition for the frames whose raw bytes :meth:`StatsAccumulator.feed` needs."""
-
 
 def percentile(sorted_values: array[int] | list[int], q: float) -> int | None:
     """Nearest-rank percentile of already sorted values (``None`` when empty)."""

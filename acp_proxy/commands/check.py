@@ -1,77 +1,26 @@
 """``acp-proxy check``: conformance findings for a recording, as text or JSON (a CI gate).
 
-A thin layer over :mod:`acp_proxy.acp.conformance`: frames are streamed from the database
-one connection at a time, findings are grouped by connection, and the exit code is 1 when
+A thin layer over :func:`acp_proxy.record.analyze.check_connection` (the inspector's
+findings come from the same code): frames are streamed from the recording one connection at
+a time, findings are grouped by connection, and the exit code is 1 when
 any error-tier finding exists (whatever ``--min-tier`` hides), 0 otherwise.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
-from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.commands.common import RECORDING_PATH, recording
-from acp_proxy.record.reader import get_connection, list_connections
-from acp_proxy.wire.frame import Direction
+from acp_proxy.record.analyze import ConnectionReport, check_connection
+from acp_proxy.record.reader import RecordingReader
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
-
-
-@dataclass(slots=True)
-class ConnectionReport:
-    """The findings of one connection plus its counts (including findings beyond the cap)."""
-
-    connection_id: int
-    transport: str
-    protocol_version: int | None
-    frames: int
-    findings: list[Finding] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    suppressed: dict[str, int] = field(default_factory=dict)
-
-
-def check_connection(
-    db: sqlite3.Connection,
-    connection_id: int,
-    *,
-    transport: str | None,
-    frames_dropped: int,
-    max_per_rule: int,
-) -> ConnectionReport:
-    """Stream one connection's frames through a :class:`ConnectionChecker`."""
-    checker = ConnectionChecker(
-        connection_id,
-        transport=transport,
-        frames_dropped=frames_dropped,
-        max_per_rule=max_per_rule,
-    )
-    findings = checker.drain()
-    cur = db.execute(
-        "SELECT seq, direction, raw, mono_ns, binary FROM frames WHERE connection_id = ? "
-        "ORDER BY seq",
-        (connection_id,),
-    )
-    for seq, direction, raw, mono_ns, binary in cur:
-        d: Direction = "a2c" if direction == "a2c" else "c2a"
-        findings.extend(checker.feed(seq, d, bytes(raw), mono_ns, binary=bool(binary)))
-    findings.extend(checker.finish())
-    return ConnectionReport(
-        connection_id,
-        transport or "-",
-        checker.negotiated_version,
-        checker.frames,
-        findings,
-        dict(checker.counts),
-        dict(checker.suppressed),
-    )
 
 
 def _fmt_seqs(seqs: tuple[int, ...]) -> str:
@@ -131,20 +80,13 @@ def check_command(
     threshold = TIER_RANK[min_tier]
     reports: list[ConnectionReport] = []
     with recording(recording_path) as db:
+        reader = RecordingReader(db)
         if connection_id is not None:
-            connections = [get_connection(db, connection_id)]
+            connections = [reader.connection(connection_id, sizes=False)]
         else:
-            connections = list_connections(db)
-        for conn in connections:
-            reports.append(
-                check_connection(
-                    db,
-                    conn.id,
-                    transport=conn.transport,
-                    frames_dropped=conn.frames_dropped,
-                    max_per_rule=max_per_rule,
-                )
-            )
+            connections = reader.connections(sizes=False)
+        for row in connections:
+            reports.append(check_connection(reader, row, max_per_rule=max_per_rule))
     totals: dict[str, int] = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
     frames = sum(r.frames for r in reports)
     if as_json:

@@ -5,28 +5,26 @@ The raw bytes are the one truth; ``kind``, ``rpc_id``, ``method``, ``session_id`
 version, client and agent info) are derived by :class:`~acp_proxy.acp.index.ConnectionIndexer`.
 Run this after upgrading acp-proxy so old recordings benefit from a better model. Frames
 are read and rewritten in batches (one transaction each, only changed rows), so memory
-stays flat and proxies may keep recording into the same file meanwhile.
+stays flat and proxies may keep recording into the same file meanwhile. The work is
+:func:`acp_proxy.record.analyze.reindex_connection`; this is the only command that opens a
+recording for writing (and migrates an old one).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
-import orjson
 
-from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer
-from acp_proxy.commands.common import RECORDING_ARG, recording
-from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.commands.common import RECORDING_ARG
+from acp_proxy.record.analyze import REINDEX_BATCH, reindex_connection
+from acp_proxy.record.reader import RecordingReader
+from acp_proxy.record.schema import RecordingError, connect
 
-BATCH = 5000
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
+BATCH = REINDEX_BATCH
 
 
 class Progress:
@@ -47,79 +45,14 @@ class Progress:
         sys.stderr.write(("\r" + text) if self.tty else text + "\n")
         sys.stderr.flush()
 
+    def after(self, done: int) -> Callable[[int], None]:
+        """A progress callback for a part that starts after ``done`` frames."""
+        return lambda seen: self.update(done + seen)
+
     def end(self) -> None:
         if self.enabled and self.tty:
             sys.stderr.write("\n")
             sys.stderr.flush()
-
-
-def reindex_connection(
-    db: sqlite3.Connection, connection_id: int, progress: Progress, done: int
-) -> tuple[int, int]:
-    """Re-derive one connection's frames; return (frames seen, rows changed)."""
-    indexer = ConnectionIndexer()
-    # responses recorded before their request: (request direction, id) -> frame row id
-    early: dict[tuple[Direction, str], int] = {}
-    last_seq = 0
-    seen = changed = 0
-    while True:
-        rows = db.execute(
-            f"SELECT id, seq, direction, raw, {', '.join(INDEX_COLUMNS)} FROM frames "
-            "WHERE connection_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            [connection_id, last_seq, BATCH],
-        ).fetchall()
-        if not rows:
-            break
-        updates: list[tuple[Any, ...]] = []
-        patches: list[tuple[Any, ...]] = []
-        for row in rows:
-            frame_id, seq, direction, raw = row[0], row[1], row[2], bytes(row[3])
-            cols = indexer.index(direction, raw)
-            new = cols.values()
-            if new != tuple(row[4:]):
-                updates.append((*new, frame_id))
-            if cols.kind == "response" and cols.method is None and cols.rpc_id is not None:
-                early[(other_direction(direction), cols.rpc_id)] = frame_id
-            elif cols.kind == "request" and cols.rpc_id is not None and early:
-                answered = early.pop((direction, cols.rpc_id), None)
-                if answered is not None:
-                    patches.append((cols.method, cols.session_id, answered))
-                    indexer.forget_request(direction, cols.rpc_id)
-            last_seq = seq
-        seen += len(rows)
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if updates:
-                db.executemany(
-                    f"UPDATE frames SET {', '.join(c + ' = ?' for c in INDEX_COLUMNS)} "
-                    "WHERE id = ?",
-                    updates,
-                )
-            if patches:
-                db.executemany(
-                    "UPDATE frames SET method = ?, session_id = coalesce(session_id, ?) "
-                    "WHERE id = ?",
-                    patches,
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        changed += len(updates) + len(patches)
-        progress.update(done + seen)
-    facts = indexer.facts
-    if facts.changed:
-        db.execute(
-            "UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ? "
-            "WHERE id = ?",
-            [
-                facts.protocol_version,
-                _json(facts.client_info),
-                _json(facts.agent_info),
-                connection_id,
-            ],
-        )
-    return seen, changed
 
 
 @click.command("reindex")
@@ -137,16 +70,27 @@ def reindex_command(recording_path: Path, quiet: bool) -> None:
     Example:
       acp-proxy reindex old-session.db
     """
-    with recording(recording_path) as db:
-        total = int(db.execute("SELECT count(*) FROM frames").fetchone()[0])
+    try:
+        db = connect(recording_path, create=False)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        reader = RecordingReader(db)  # reads and writes share the one writable connection
+        total = reader.frame_count()
         progress = Progress(total, quiet)
-        ids = [int(r[0]) for r in db.execute("SELECT id FROM connections ORDER BY id")]
+        ids = reader.connection_ids()
         done = changed = 0
         for cid in ids:
-            seen, n = reindex_connection(db, cid, progress, done)
+            seen, n = reindex_connection(reader, db, cid, progress.after(done))
             done += seen
             changed += n
         progress.end()
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise click.ClickException(f"{recording_path}: the recording is damaged: {exc}") from None
+    finally:
+        db.close()
     if not quiet:
         click.echo(
             f"reindexed {done} frames in {len(ids)} connection(s): {changed} row(s) changed",

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,13 @@ import orjson
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
 from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
-from acp_proxy.record.reader import ConnectionRow, iter_frames, list_connections
+from acp_proxy.record.reader import (
+    ConnectionRow,
+    RecordingReader,
+    WireFrame,
+    display_name,
+)
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.wire.frame import Direction
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
@@ -54,15 +57,6 @@ def _ms(ns: int | None) -> str:
         return "pending"
     ms = ns / 1e6
     return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
-
-
-def _name(info: Any) -> str | None:
-    if isinstance(info, dict):
-        name = info.get("title") or info.get("name")
-        if name:
-            version = info.get("version")
-            return f"{name} {version}" if version else str(name)
-    return None
 
 
 def _indent_block(text: str, prefix: str = INDENT + "  ") -> list[str]:
@@ -134,16 +128,17 @@ class Renderer:
         parts = [f"connection {row.id}", row.transport, fmt_time(row.started_at)]
         if row.protocol_version is not None:
             parts.append(f"protocol v{row.protocol_version}")
-        agent = _name(row.agent_info) or (
+        agent = display_name(row.agent_info) or (
             " ".join(row.agent_command) if row.agent_command else None
         )
         if agent:
             parts.append(f"agent: {agent}")
-        client = _name(row.client_info)
+        client = display_name(row.client_info)
         if client:
             parts.append(f"client: {client}")
         if row.label:
             parts.append(f"label: {row.label}")
+        parts.append(row.state_reason)  # running, exit 0, ended (unknown end)...
         self.echo(self.s("== " + " · ".join(parts), bold=True))
 
     def session_header(self, sid: str) -> None:
@@ -378,26 +373,6 @@ class Renderer:
         return [head + ev.kind + " " + _short(ev.payload)]
 
 
-def _session_connections(db: sqlite3.Connection, session_id: str) -> list[int]:
-    rows = db.execute(
-        "SELECT DISTINCT connection_id FROM frames WHERE session_id = ? ORDER BY connection_id",
-        [session_id],
-    ).fetchall()
-    return [int(r[0]) for r in rows]
-
-
-def _frames(
-    db: sqlite3.Connection, connection_id: int
-) -> Iterator[tuple[int, Direction, int, bytes]]:
-    """(seq, direction, mono_ns, raw) of a connection's frames, streamed from a cursor."""
-    cur = db.execute(
-        "SELECT seq, direction, mono_ns, raw FROM frames WHERE connection_id = ? ORDER BY seq",
-        [connection_id],
-    )
-    for seq, direction, mono_ns, raw in cur:
-        yield seq, direction, mono_ns, bytes(raw)
-
-
 class _TextShow:
     """Streams one connection's frames and prints each session at its boundaries."""
 
@@ -426,11 +401,9 @@ class _TextShow:
             self.current = None
         self.r.items(items)
 
-    def run(
-        self, model: ConnectionModel, frames: Iterator[tuple[int, Direction, int, bytes]]
-    ) -> None:
-        for seq, direction, mono_ns, raw in frames:
-            boundaries = model.feed(direction, raw, seq=seq, mono_ns=mono_ns)
+    def run(self, model: ConnectionModel, frames: Iterable[WireFrame]) -> None:
+        for f in frames:
+            boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
             self.r.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
@@ -494,20 +467,21 @@ def show_command(
       acp-proxy show session.db --connection 2 --json | jq '.connections[0].sessions'
     """
     with recording(recording_path) as db:
-        rows = list_connections(db)
+        reader = RecordingReader(db)
+        rows = reader.connections(sizes=False)
         if connection_id is not None:
             rows = [r for r in rows if r.id == connection_id]
             if not rows:
                 raise RecordingError(f"no connection {connection_id} in this recording")
         if session_id is not None:
-            wanted = set(_session_connections(db, session_id))
+            wanted = set(reader.session_connections(session_id))
             if not wanted:
                 raise RecordingError(f"no session {session_id!r} in this recording")
             rows = [r for r in rows if r.id in wanted]
             if not rows:
                 raise RecordingError(f"session {session_id!r} is not in connection {connection_id}")
         if as_json:
-            _show_json(db, rows, session_id)
+            _show_json(reader, rows, session_id)
             return
         renderer = Renderer(use_colour())
         if not rows:
@@ -516,16 +490,16 @@ def show_command(
         for row in rows:
             renderer.connection_header(row)
             if raw:
-                _show_raw(renderer, db, row.id, session_id)
+                _show_raw(renderer, reader, row.id, session_id)
                 continue
             model = ConnectionModel(row.id)
-            _TextShow(renderer, session_id).run(model, _frames(db, row.id))
+            _TextShow(renderer, session_id).run(model, reader.wire_frames(row.id))
             _summary(renderer, model, session_id)
 
 
-def _show_raw(r: Renderer, db: sqlite3.Connection, connection_id: int, sid: str | None) -> None:
+def _show_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str | None) -> None:
     t0: int | None = None
-    for f in iter_frames(db, connection_id=connection_id, session_id=sid):
+    for f in reader.frames(connection_id=connection_id, session_id=sid):
         if t0 is None:
             t0 = f.mono_ns
         arrow = "->" if f.direction == "c2a" else "<-"
@@ -534,17 +508,19 @@ def _show_raw(r: Renderer, db: sqlite3.Connection, connection_id: int, sid: str 
         r.echo(INDENT + "  " + f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n"))
 
 
-def _show_json(db: sqlite3.Connection, rows: list[ConnectionRow], sid: str | None) -> None:
+def _show_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | None) -> None:
     out = sys.stdout  # click.get_text_stream is deprecated (click 8.5)
     out.write('{"connections": [')
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)
-        for seq, direction, mono_ns, raw in _frames(db, row.id):
-            model.feed(direction, raw, seq=seq, mono_ns=mono_ns)
+        for f in reader.wire_frames(row.id):
+            model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
         model.finish()
         data = model.to_json({sid} if sid is not None else None)
         data["transport"] = row.transport
         data["startedAt"] = row.started_at
+        data["state"] = row.state
+        data["stateReason"] = row.state_reason
         if sid is not None:
             data["items"] = []
         out.write(("," if n else "") + "\n" + _json(data))

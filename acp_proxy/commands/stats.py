@@ -1,13 +1,13 @@
 """``acp-proxy stats DB``: counts, bytes and latencies per method; turns per session.
 
-Counts and bytes come from SQL aggregation over the index columns; latencies and turns
-from one streamed pass that reads raw bytes only for responses, prompts, state updates and
-batches (:class:`~acp_proxy.acp.stats.StatsAccumulator`), so memory stays flat.
+The numbers come from :func:`acp_proxy.record.analyze.collect_stats`: counts and bytes
+aggregated by the reader over the index columns; latencies and turns from one streamed pass
+that reads raw bytes only for responses, prompts, state updates and batches
+(:class:`~acp_proxy.acp.stats.StatsAccumulator`), so memory stays flat.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,82 +15,9 @@ from typing import Any
 import click
 import orjson
 
-from acp_proxy.acp.stats import NEEDS_PAYLOAD_SQL, StatsAccumulator
 from acp_proxy.commands.common import RECORDING_ARG, fmt_bytes, recording
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.wire.jsonrpc import parse_json
-
-
-def _where(connection_id: int | None) -> tuple[str, list[Any]]:
-    if connection_id is None:
-        return "", []
-    return "WHERE connection_id = ?", [connection_id]
-
-
-def collect(db: sqlite3.Connection, connection_id: int | None = None) -> dict[str, Any]:
-    """All statistics of a recording (or one connection) as plain data."""
-    where, args = _where(connection_id)
-    overview = db.execute(
-        f"SELECT count(*), coalesce(sum(size), 0), count(DISTINCT connection_id), "
-        f"count(DISTINCT session_id) FROM frames {where}",
-        args,
-    ).fetchone()
-    methods = [
-        {
-            "method": r[0],
-            "direction": r[1],
-            "requests": r[2],
-            "notifications": r[3],
-            "responses": r[4],
-            "frames": r[5],
-            "bytes": r[6],
-        }
-        for r in db.execute(
-            f"""SELECT coalesce(method, '(' || kind || ')'),
-                       CASE WHEN kind = 'response'
-                            THEN CASE direction WHEN 'c2a' THEN 'a2c' ELSE 'c2a' END
-                            ELSE direction END AS dir,
-                       sum(kind = 'request'), sum(kind = 'notification'), sum(kind = 'response'),
-                       count(*), sum(size)
-                FROM frames {where} GROUP BY 1, 2 ORDER BY count(*) DESC, 1""",
-            args,
-        )
-    ]
-    updates = [
-        {"variant": r[0], "count": r[1], "bytes": r[2]}
-        for r in db.execute(
-            f"SELECT update_kind, count(*), sum(size) FROM frames "
-            f"{where + ' AND' if where else 'WHERE'} update_kind IS NOT NULL "
-            f"GROUP BY update_kind ORDER BY count(*) DESC, update_kind",
-            args,
-        )
-    ]
-    acc = StatsAccumulator()
-    cur = db.execute(
-        f"SELECT connection_id, direction, kind, rpc_id, method, session_id, update_kind, "
-        f"mono_ns, CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size FROM frames {where} "
-        f"ORDER BY connection_id, seq",
-        args,
-    )
-    for r in cur:
-        payload = parse_json(bytes(r[8]))[0] if r[8] is not None else None
-        acc.feed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], payload, r[9])
-    acc.finish()
-    derived = acc.to_json()
-    latency = {(x["method"], x["direction"]): x for x in derived["latency"]}
-    for m in methods:
-        lat = latency.get((m["method"], m["direction"]))
-        if lat is not None:
-            m.update({k: v for k, v in lat.items() if k not in ("method", "direction")})
-    sessions = derived["sessions"]  # by lineage, with their frames and bytes
-    return {
-        "frames": overview[0],
-        "bytes": overview[1],
-        "connections": overview[2],
-        "sessions": sessions,
-        "methods": methods,
-        "updates": updates,
-    }
+from acp_proxy.record.analyze import collect_stats
+from acp_proxy.record.reader import RecordingReader
 
 
 def _fmt_ms(value: Any) -> str:
@@ -133,12 +60,10 @@ def stats_command(recording_path: Path, connection_id: int | None, as_json: bool
       acp-proxy stats session.db --json | jq '.methods[] | select(.method == "session/prompt")'
     """
     with recording(recording_path) as db:
-        if (
-            connection_id is not None
-            and not db.execute("SELECT 1 FROM connections WHERE id = ?", [connection_id]).fetchone()
-        ):
-            raise RecordingError(f"no connection {connection_id} in this recording")
-        data = collect(db, connection_id)
+        reader = RecordingReader(db)
+        if connection_id is not None:
+            reader.connection(connection_id, sizes=False)  # "no connection N" if there is none
+        data = collect_stats(reader, connection_id)
     if as_json:
         click.echo(orjson.dumps(data).decode())
         return

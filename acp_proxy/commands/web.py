@@ -45,8 +45,7 @@ def web_command(recording_path: Path, listen: tuple[str, int], token: str | None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        with store.read_connection(recording_path):
-            pass
+        store.open_checked(recording_path)  # a damaged file: the one line `ls` gives, exit 1
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
 

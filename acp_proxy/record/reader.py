@@ -1,17 +1,31 @@
-"""Reading recordings back: connections and frames, streamed in order.
+"""Reading recordings back: every SELECT of acp-proxy lives here.
 
-Readers open the file without creating it and never load a whole recording: frames come
-from a cursor, one row at a time, so a million-frame recording reads in flat memory.
+:class:`RecordingReader` is the read side of the storage seam: the CLI commands, the web
+inspector, :mod:`acp_proxy.record.analyze` and replay's loading ask it for connections,
+frames and counts, and never write SQL themselves. SQLite is its first backend; a second one
+(PostgreSQL...) implements the same public methods over its own connection.
+
+Readers open the file strictly read-only (:func:`acp_proxy.record.schema.open_readonly`:
+nothing is migrated, locked for writing or created beside the recording) and never load a
+whole recording: frames come from a cursor, one row at a time, so a million-frame recording
+reads in flat memory. Every connection row carries its derived liveness
+(:func:`acp_proxy.record.liveness.connection_state`), so a connection whose recorder is gone
+reads as ended (end unknown) in every view.
+
+The module-level functions (:func:`open_recording`, :func:`list_connections`,
+:func:`get_connection`, :func:`iter_frames`) are the original API, kept as thin aliases.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from acp_proxy.record.liveness import ConnectionState, State, connection_state
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
@@ -19,7 +33,13 @@ from acp_proxy.wire.jsonrpc import parse_json
 
 @dataclass(frozen=True, slots=True)
 class ConnectionRow:
-    """A recorded connection with its frame count and byte total."""
+    """A recorded connection with its frame count, byte total and derived state.
+
+    ``state`` is ``running``, ``ended`` or ``unknown-end`` (the recorder is gone and never
+    closed the row); ``state_reason`` a short phrase (``running``, ``exit 0``, ``ended
+    (unknown end)``...); ``state_ended_at`` when it ended (for ``unknown-end`` the last
+    heartbeat, may be None). ``byte_count`` is None when the caller asked for no sizes.
+    """
 
     id: int
     started_at: float
@@ -39,14 +59,25 @@ class ConnectionRow:
     bytes_dropped: int
     frame_count: int
     byte_count: int
+    last_seen_at: float | None = None
+    end_reason: str | None = None
+    host: str | None = None
+    state: State = "ended"
+    state_reason: str = "ended"
+    state_ended_at: float | None = None
 
     @property
     def duration(self) -> float | None:
-        return None if self.ended_at is None else self.ended_at - self.started_at
+        """Seconds from start to end (the last heartbeat for an unknown end); None if running."""
+        end = self.state_ended_at if self.state != "running" else None
+        return None if end is None else end - self.started_at
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
 
 
-@dataclass(frozen=True, slots=True)
-class FrameRow:
+class FrameRow(NamedTuple):
     """A recorded frame with its derived index columns."""
 
     id: int
@@ -67,15 +98,145 @@ class FrameRow:
     entity_id: str | None
 
 
+class WireFrame(NamedTuple):
+    """A frame as the ACP models consume it: sequence number, direction, bytes, clock."""
+
+    seq: int
+    direction: Direction
+    raw: bytes
+    mono_ns: int
+    binary: bool
+
+
+class FrameSummary(NamedTuple):
+    """A frame's columns with only the first ``preview`` bytes of it (inspector lists)."""
+
+    id: int
+    connection_id: int
+    seq: int
+    ts: float
+    mono_ns: int
+    direction: Direction
+    size: int
+    binary: bool
+    kind: str | None
+    rpc_id: str | None
+    method: str | None
+    session_id: str | None
+    update_kind: str | None
+    entity_type: str | None
+    entity_id: str | None
+    head: bytes
+    """The frame's first bytes (all of it when ``len(head) == size``)."""
+
+
+class IndexedFrame(NamedTuple):
+    """A frame's index columns, and its raw bytes only where statistics need them."""
+
+    connection_id: int
+    direction: Direction
+    kind: str | None
+    rpc_id: str | None
+    method: str | None
+    session_id: str | None
+    update_kind: str | None
+    mono_ns: int
+    raw: bytes | None
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSpan:
+    """One session on one connection: frame count and first/last frame."""
+
+    session_id: str
+    connection_id: int
+    frame_count: int
+    first_seq: int
+    last_seq: int
+    started_at: float | None
+    last_frame_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FramePair:
+    """The other half of a request/response pair (see :meth:`RecordingReader.pair_of`)."""
+
+    id: int
+    seq: int
+    mono_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StderrLine:
+    """One line the agent wrote on stderr."""
+
+    connection_id: int
+    seq: int
+    ts: float
+    mono_ns: int
+    raw: bytes
+
+
+class EventRow(NamedTuple):
+    """A recorder event (``recorder_drop``, ``websocket_close``...); ``detail`` decoded."""
+
+    connection_id: int | None
+    ts: float
+    kind: str
+    detail: Any
+
+
+@dataclass(frozen=True, slots=True)
+class FrameFilter:
+    """Filters of a frame list; ``None`` means "any". ``text`` searches the raw bytes."""
+
+    connection_id: int | None = None
+    session_id: str | None = None
+    direction: str | None = None
+    method: str | None = None
+    update_kind: str | None = None
+    kind: str | None = None
+    text: str | None = None
+
+
 FRAME_COLUMNS = (
     "id, connection_id, seq, ts, mono_ns, direction, raw, size, binary, kind, rpc_id, method, "
     "session_id, update_kind, entity_type, entity_id"
 )
+_SUMMARY_COLUMNS = (
+    "id, connection_id, seq, ts, mono_ns, direction, size, binary, kind, rpc_id, method, "
+    "session_id, update_kind, entity_type, entity_id, substr(raw, 1, ?)"
+)
+_CONNECTION_COLUMNS = (
+    "id",
+    "started_at",
+    "ended_at",
+    "transport",
+    "agent_command",
+    "cwd",
+    "pid",
+    "exit_status",
+    "protocol_version",
+    "client_info",
+    "agent_info",
+    "label",
+    "peer",
+    "headers",
+    "frames_dropped",
+    "bytes_dropped",
+    "last_seen_at",
+    "end_reason",
+    "host",
+)
+NEEDS_PAYLOAD_SQL = (
+    "kind IN ('response', 'batch') OR update_kind = 'state_update' "
+    "OR method IN ('session/prompt', 'initialize')"
+)
+"""The frames whose raw bytes :meth:`acp_proxy.acp.stats.StatsAccumulator.feed` needs."""
 
-
-def open_recording(path: str | Path) -> sqlite3.Connection:
-    """Open an existing recording for reading; :class:`RecordingError` if it is not one."""
-    return connect(path, create=False)
+INDEXED_COLUMNS = ("method", "update_kind")
+"""Columns :meth:`RecordingReader.distinct_values` may count (they have an index)."""
 
 
 def json_column(text: Any) -> Any:
@@ -86,48 +247,649 @@ def json_column(text: Any) -> Any:
     return text if problem is not None else value
 
 
-def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
-    """All connections, oldest first, with frame counts and sizes."""
-    rows = db.execute(
+def display_name(info: Any) -> str | None:
+    """``title`` (else ``name``) and ``version`` of a ``clientInfo``/``agentInfo`` value."""
+    if isinstance(info, dict):
+        name = info.get("title") or info.get("name")
+        if isinstance(name, str) and name:
+            version = info.get("version")
+            return f"{name} {version}" if isinstance(version, str) and version else name
+    return None
+
+
+def _filter_where(flt: FrameFilter) -> tuple[list[str], list[Any]]:
+    """SQL conditions and their arguments for a :class:`FrameFilter` (SQLite backend)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (
+        ("connection_id", flt.connection_id),
+        ("session_id", flt.session_id),
+        ("direction", flt.direction),
+        ("method", flt.method),
+        ("update_kind", flt.update_kind),
+        ("kind", flt.kind),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if flt.text:
+        # Byte search in the raw frame: what was on the wire, not a re-serialization.
+        clauses.append("instr(raw, ?) > 0")
+        args.append(flt.text.encode("utf-8"))
+    return clauses, args
+
+
+def _frame_row(r: tuple[Any, ...]) -> FrameRow:
+    # A tuple subclass built in one step: this runs once per frame of every analysis.
+    return FrameRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] != 0, *r[9:])
+
+
+def _number(value: Any) -> float | None:
+    """A stored REAL as a float, or None when it is not a finite-enough number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return None
+    return None
+
+
+class RecordingReader:
+    """Every read of one recording (SQLite backend), over one open connection.
+
+    Use :meth:`open` (a read-only connection it closes with :meth:`close` or ``with``) or
+    wrap a connection you own. Methods raise :class:`RecordingError` for what the user asked
+    for and is not there (``no connection 7``); ``sqlite3.DatabaseError`` from a damaged
+    file passes through for the caller to word.
+    """
+
+    def __init__(self, db: sqlite3.Connection, *, source: str = "", owned: bool = False) -> None:
+        self.db = db
+        self.source = source
+        self._owned = owned
+        self._columns: set[str] | None = None
+
+    @classmethod
+    def open(cls, path: str | Path, *, timeout: float = 30.0) -> RecordingReader:
+        """Open the recording at ``path`` read-only; :class:`RecordingError` if it is not one."""
+        db = connect(path, create=False, readonly=True, timeout=timeout)
+        return cls(db, source=str(path), owned=True)
+
+    def close(self) -> None:
+        if self._owned:
+            self.db.close()
+
+    def __enter__(self) -> RecordingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connection_select(self) -> str:
+        if self._columns is None:
+            self._columns = {str(r[1]) for r in self.db.execute("PRAGMA table_info(connections)")}
+        # Older schemas (read, never migrated, by a read-only reader) lack newer columns.
+        return ", ".join(c if c in self._columns else "NULL" for c in _CONNECTION_COLUMNS)
+
+    def _connection_rows(
+        self, where: str, args: list[Any], *, sizes: bool, now: float | None
+    ) -> list[ConnectionRow]:
+        counts = "(SELECT count(*) FROM frames f WHERE f.connection_id = c.id)"
+        size = "(SELECT coalesce(sum(size), 0) FROM frames f WHERE f.connection_id = c.id)"
+        rows = self.db.execute(
+            f"SELECT {self._connection_select()}, {counts}, {size if sizes else 'NULL'} "
+            f"FROM connections c {where} ORDER BY c.id",
+            args,
+        ).fetchall()
+        when = time.time() if now is None else now
+        out: list[ConnectionRow] = []
+        for r in rows:
+            started = _number(r[1]) or 0.0
+            ended = _number(r[2])
+            last_seen = _number(r[16])
+            exit_status = r[7] if isinstance(r[7], int) else None
+            end_reason = r[17] if isinstance(r[17], str) else None
+            st = connection_state(
+                ended_at=ended,
+                last_seen_at=last_seen,
+                exit_status=exit_status,
+                end_reason=end_reason,
+                now=when,
+            )
+            out.append(
+                ConnectionRow(
+                    r[0],
+                    started,
+                    ended,
+                    r[3],
+                    json_column(r[4]),
+                    r[5],
+                    r[6],
+                    exit_status,
+                    r[8],
+                    json_column(r[9]),
+                    json_column(r[10]),
+                    r[11],
+                    r[12],
+                    json_column(r[13]),
+                    r[14],
+                    r[15],
+                    int(r[19]),
+                    r[20],
+                    last_seen,
+                    end_reason,
+                    r[18],
+                    st.state,
+                    st.reason,
+                    st.ended_at,
+                )
+            )
+        return out
+
+    def connections(self, *, sizes: bool = True, now: float | None = None) -> list[ConnectionRow]:
+        """All connections, oldest first, with frame counts, sizes and derived state.
+
+        ``sizes=False`` skips the byte totals (``byte_count`` None): they read every frame
+        row, while the counts come from an index. ``now`` is the wall clock the state is
+        derived at (default: now).
         """
-        SELECT c.id, c.started_at, c.ended_at, c.transport, c.agent_command, c.cwd, c.pid,
-               c.exit_status, c.protocol_version, c.client_info, c.agent_info, c.label, c.peer,
-               c.headers, c.frames_dropped, c.bytes_dropped,
-               (SELECT count(*) FROM frames f WHERE f.connection_id = c.id),
-               (SELECT coalesce(sum(size), 0) FROM frames f WHERE f.connection_id = c.id)
-        FROM connections c ORDER BY c.id
+        return self._connection_rows("", [], sizes=sizes, now=now)
+
+    def connection(
+        self, connection_id: int, *, sizes: bool = True, now: float | None = None
+    ) -> ConnectionRow:
+        """One connection; :class:`RecordingError` when there is none with that id."""
+        rows = self._connection_rows("WHERE c.id = ?", [connection_id], sizes=sizes, now=now)
+        if not rows:
+            raise RecordingError(f"no connection {connection_id} in this recording")
+        return rows[0]
+
+    def connection_state(self, connection_id: int, *, now: float | None = None) -> ConnectionState:
+        """How a connection stands: running, ended or ended with an unknown end (for ``ls``)."""
+        row = self.connection(connection_id, sizes=False, now=now)
+        return ConnectionState(row.state, row.state_ended_at, row.state_reason)
+
+    def has_connection(self, connection_id: int) -> bool:
+        return (
+            self.db.execute("SELECT 1 FROM connections WHERE id = ?", (connection_id,)).fetchone()
+            is not None
+        )
+
+    def connection_ids(self) -> list[int]:
+        return [int(r[0]) for r in self.db.execute("SELECT id FROM connections ORDER BY id")]
+
+    def session_connections(self, session_id: str) -> list[int]:
+        """The connections on which ``session_id`` appears, in order."""
+        rows = self.db.execute(
+            "SELECT DISTINCT connection_id FROM frames WHERE session_id = ? ORDER BY connection_id",
+            (session_id,),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def session_spans(self) -> list[SessionSpan]:
+        """Every (session, connection) with its frame count and first/last frame time."""
+        out: list[SessionSpan] = []
+        rows = self.db.execute(
+            "SELECT session_id, connection_id, count(*), min(seq), max(seq) FROM frames "
+            "WHERE session_id IS NOT NULL GROUP BY session_id, connection_id"
+        ).fetchall()
+        for sid, cid, count, first_seq, last_seq in rows:
+            ts = dict(
+                self.db.execute(
+                    "SELECT seq, ts FROM frames WHERE connection_id = ? AND seq IN (?, ?)",
+                    (cid, first_seq, last_seq),
+                ).fetchall()
+            )
+            out.append(
+                SessionSpan(
+                    sid,
+                    int(cid),
+                    int(count),
+                    first_seq,
+                    last_seq,
+                    ts.get(first_seq),
+                    ts.get(last_seq),
+                )
+            )
+        return out
+
+    # -- frames, in recording order ------------------------------------------------------
+
+    def _ordered(
+        self,
+        columns: str,
+        *,
+        connection_id: int | None = None,
+        session_id: str | None = None,
+        with_connection_frames: bool = False,
+        after_id: int = 0,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> sqlite3.Cursor:
+        """The one query of "frames in recording order" (connection, then sequence number)."""
+        where = ["id > ?"]
+        args: list[Any] = [after_id]
+        if connection_id is not None:
+            where.append("connection_id = ?")
+            args.append(connection_id)
+            if after_seq:
+                where.append("seq > ?")
+                args.append(after_seq)
+        if session_id is not None:
+            where.append(
+                "(session_id = ? OR session_id IS NULL)"
+                if with_connection_frames
+                else "session_id = ?"
+            )
+            args.append(session_id)
+        query = (
+            f"SELECT {columns} FROM frames WHERE {' AND '.join(where)} ORDER BY connection_id, seq"
+        )
+        if limit is not None:
+            query += " LIMIT ?"
+            args.append(limit)
+        return self.db.execute(query, args)
+
+    def frames(
+        self,
+        *,
+        connection_id: int | None = None,
+        session_id: str | None = None,
+        with_connection_frames: bool = False,
+        after_id: int = 0,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[FrameRow]:
+        """Frames with every column, in recording order (connection, then seq), streamed.
+
+        ``connection_id`` (and ``after_seq``, to continue where a streaming consumer
+        stopped), ``session_id`` (with ``with_connection_frames``: plus the frames of no
+        session, ``initialize``...), ``after_id`` (frame ids) and ``limit`` (a batch).
         """
-    ).fetchall()
-    return [
-        ConnectionRow(
+        cur = self._ordered(
+            FRAME_COLUMNS,
+            connection_id=connection_id,
+            session_id=session_id,
+            with_connection_frames=with_connection_frames,
+            after_id=after_id,
+            after_seq=after_seq,
+            limit=limit,
+        )
+        yield from map(_frame_row, cur)
+
+    def wire_frames(
+        self,
+        connection_id: int,
+        *,
+        session_id: str | None = None,
+        with_connection_frames: bool = False,
+        after_seq: int = 0,
+    ) -> Iterator[WireFrame]:
+        """What crossed the wire on one connection, in order: the input of the ACP models
+        and the checker (no index columns, so a long connection streams faster)."""
+        cur = self._ordered(
+            "seq, direction, raw, mono_ns, binary",
+            connection_id=connection_id,
+            session_id=session_id,
+            with_connection_frames=with_connection_frames,
+            after_seq=after_seq,
+        )
+        for seq, direction, raw, mono_ns, binary in cur:
+            yield WireFrame(seq, direction, raw, mono_ns, binary != 0)
+
+    def indexed_frames(self, connection_id: int | None = None) -> Iterator[IndexedFrame]:
+        """Index columns of every frame in order; raw bytes only for :data:`NEEDS_PAYLOAD_SQL`."""
+        cur = self._ordered(
+            "connection_id, direction, kind, rpc_id, method, session_id, update_kind, mono_ns, "
+            f"CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size",
+            connection_id=connection_id,
+        )
+        yield from map(IndexedFrame._make, cur)  # BLOBs come back as bytes already
+
+    def max_seq(self, connection_id: int) -> int:
+        """The connection's last sequence number (0 when it has no frame)."""
+        row = self.db.execute(
+            "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def last_frame_at(self, connection_id: int) -> float | None:
+        """Wall clock of the connection's last frame."""
+        row = self.db.execute(
+            "SELECT ts FROM frames WHERE connection_id = ? ORDER BY seq DESC LIMIT 1",
+            (connection_id,),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def frame_ids(self, connection_id: int, seqs: Iterable[int]) -> dict[int, int]:
+        """Frame id of each of the connection's sequence numbers (missing ones left out)."""
+        out: dict[int, int] = {}
+        ordered = sorted(set(seqs))
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            marks = ",".join("?" for _ in chunk)
+            for seq, fid in self.db.execute(
+                f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
+                (connection_id, *chunk),
+            ):
+                out[int(seq)] = int(fid)
+        return out
+
+    def frame_count(self, connection_id: int | None = None) -> int:
+        if connection_id is None:
+            return int(self.db.execute("SELECT count(*) FROM frames").fetchone()[0])
+        return int(
+            self.db.execute(
+                "SELECT count(*) FROM frames WHERE connection_id = ?", (connection_id,)
+            ).fetchone()[0]
+        )
+
+    # -- frames by id (the inspector) ----------------------------------------------------
+
+    def max_frame_id(self) -> int:
+        return int(self.db.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
+
+    def change_mark(self, *, now: float | None = None) -> tuple[int, int, float, int]:
+        """A cheap fingerprint of what changed: (max frame id, connections, sum of facts,
+        running connections). The last one changes without a write when a recorder dies
+        (its heartbeat goes stale), so a page watching it learns the connection ended."""
+        count, facts = self.db.execute(
+            "SELECT count(*), total(ended_at) + total(coalesce(protocol_version, 0)) "
+            "+ total(length(agent_info)) FROM connections"
+        ).fetchone()
+        return self.max_frame_id(), int(count), float(facts), self.running_count(now=now)
+
+    def running_count(self, *, now: float | None = None) -> int:
+        """How many connections are being recorded right now (fresh heartbeat, no end)."""
+        select = self._connection_select()  # tolerates old schemas
+        when = time.time() if now is None else now
+        running = 0
+        for r in self.db.execute(f"SELECT {select} FROM connections WHERE ended_at IS NULL"):
+            st = connection_state(
+                ended_at=None,
+                last_seen_at=_number(r[16]),
+                exit_status=None,
+                end_reason=None,
+                now=when,
+            )
+            running += st.state == "running"
+        return running
+
+    def frame_page(
+        self, flt: FrameFilter, *, after_id: int, before_id: int | None, limit: int, preview: int
+    ) -> tuple[list[FrameSummary], bool]:
+        """Up to ``limit`` frames in id order after ``after_id`` (or before ``before_id``).
+
+        Returns the frames and whether more exist in the direction read (keyset pages).
+        """
+        clauses, args = _filter_where(flt)
+        if before_id is not None:
+            clauses.append("id < ?")
+            args.append(before_id)
+            order = "DESC"
+        else:
+            clauses.append("id > ?")
+            args.append(after_id)
+            order = "ASC"
+        rows = self.db.execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses)} "
+            f"ORDER BY id {order} LIMIT ?",
+            [preview, *args, limit + 1],
+        ).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        if before_id is not None:
+            rows.reverse()
+        return [self._summary(r) for r in rows], more
+
+    def frame_exists(
+        self, flt: FrameFilter, *, after_id: int | None = None, before_id: int | None = None
+    ) -> bool:
+        """Whether a frame matching ``flt`` exists after ``after_id`` / before ``before_id``."""
+        clauses, args = _filter_where(flt)
+        if after_id is not None:
+            clauses.append("id > ?")
+            args.append(after_id)
+        if before_id is not None:
+            clauses.append("id < ?")
+            args.append(before_id)
+        where = " AND ".join(clauses) or "1"
+        return (
+            self.db.execute(f"SELECT 1 FROM frames WHERE {where} LIMIT 1", args).fetchone()
+            is not None
+        )
+
+    @staticmethod
+    def _summary(r: tuple[Any, ...]) -> FrameSummary:
+        return FrameSummary(
             r[0],
             r[1],
             r[2],
             r[3],
-            json_column(r[4]),
+            r[4],
             r[5],
             r[6],
-            r[7],
+            r[7] != 0,
             r[8],
-            json_column(r[9]),
-            json_column(r[10]),
+            r[9],
+            r[10],
             r[11],
             r[12],
-            json_column(r[13]),
+            r[13],
             r[14],
             r[15],
-            r[16],
-            r[17],
         )
-        for r in rows
-    ]
+
+    def frame_summary(self, frame_id: int, *, head: int) -> FrameSummary | None:
+        """One frame with its first ``head`` bytes."""
+        row = self.db.execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE id = ?", (head, frame_id)
+        ).fetchone()
+        return None if row is None else self._summary(row)
+
+    def frame_raw(self, frame_id: int) -> bytes | None:
+        """The exact bytes of one frame."""
+        row = self.db.execute("SELECT raw FROM frames WHERE id = ?", (frame_id,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def pair_of(
+        self, connection_id: int, seq: int, direction: str, kind: str, rpc_id: str
+    ) -> FramePair | None:
+        """The other half of a request/response pair, paired per direction.
+
+        A request travelling ``c2a`` is answered by the first later ``a2c`` response with
+        the same exact id text on the same connection (and the other way round).
+        """
+        other = "a2c" if direction == "c2a" else "c2a"
+        if kind == "request":
+            query = (
+                "SELECT id, seq, mono_ns FROM frames WHERE connection_id = ? AND rpc_id = ? "
+                "AND direction = ? AND kind = 'response' AND seq > ? ORDER BY seq LIMIT 1"
+            )
+        else:
+            query = (
+                "SELECT id, seq, mono_ns FROM frames WHERE connection_id = ? AND rpc_id = ? "
+                "AND direction = ? AND kind = 'request' AND seq < ? ORDER BY seq DESC LIMIT 1"
+            )
+        row = self.db.execute(query, (connection_id, rpc_id, other, seq)).fetchone()
+        return None if row is None else FramePair(row[0], row[1], row[2])
+
+    def distinct_values(self, column: str) -> list[tuple[str, int]]:
+        """Distinct values of an indexed column (:data:`INDEXED_COLUMNS`) with counts."""
+        if column not in INDEXED_COLUMNS:
+            raise ValueError(column)
+        rows = self.db.execute(
+            f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL "
+            f"GROUP BY {column} ORDER BY {column}"
+        ).fetchall()
+        return [(v, int(n)) for v, n in rows]
+
+    # -- aggregates (stats, demo) --------------------------------------------------------
+
+    def _in(self, connection_ids: Iterable[int] | None) -> tuple[str, list[Any]]:
+        if connection_ids is None:
+            return "1", []
+        ids = list(connection_ids)
+        return f"connection_id IN ({','.join('?' for _ in ids) or 'NULL'})", ids
+
+    def totals(self, connection_ids: Iterable[int] | None = None) -> tuple[int, int, int]:
+        """(frames, bytes, connections with frames) of all or some connections."""
+        where, args = self._in(connection_ids)
+        row = self.db.execute(
+            f"SELECT count(*), coalesce(sum(size), 0), count(DISTINCT connection_id) "
+            f"FROM frames WHERE {where}",
+            args,
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def method_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Per (method, direction of the request): requests, notifications, responses, bytes.
+
+        A response counts under the direction of the request it answers; a frame without a
+        method under ``(kind)``. Most frames first.
+        """
+        where, args = self._in(connection_ids)
+        return [
+            {
+                "method": r[0],
+                "direction": r[1],
+                "requests": r[2],
+                "notifications": r[3],
+                "responses": r[4],
+                "frames": r[5],
+                "bytes": r[6],
+            }
+            for r in self.db.execute(
+                f"""SELECT coalesce(method, '(' || kind || ')'),
+                           CASE WHEN kind = 'response'
+                                THEN CASE direction WHEN 'c2a' THEN 'a2c' ELSE 'c2a' END
+                                ELSE direction END AS dir,
+                           sum(kind = 'request'), sum(kind = 'notification'),
+                           sum(kind = 'response'), count(*), sum(size)
+                    FROM frames WHERE {where} GROUP BY 1, 2 ORDER BY count(*) DESC, 1""",
+                args,
+            )
+        ]
+
+    def update_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """``session/update`` variants with counts and bytes, most frequent first."""
+        where, args = self._in(connection_ids)
+        return [
+            {"variant": r[0], "count": r[1], "bytes": r[2]}
+            for r in self.db.execute(
+                f"SELECT update_kind, count(*), sum(size) FROM frames WHERE {where} "
+                "AND update_kind IS NOT NULL GROUP BY update_kind ORDER BY count(*) DESC, "
+                "update_kind",
+                args,
+            )
+        ]
+
+    def session_totals(
+        self, connection_ids: Iterable[int] | None = None
+    ) -> dict[tuple[int, str], tuple[int, int]]:
+        """(connection, session) -> (frames, bytes)."""
+        where, args = self._in(connection_ids)
+        return {
+            (int(r[0]), str(r[1])): (int(r[2]), int(r[3]))
+            for r in self.db.execute(
+                f"SELECT connection_id, session_id, count(*), sum(size) FROM frames "
+                f"WHERE {where} AND session_id IS NOT NULL GROUP BY connection_id, session_id",
+                args,
+            )
+        }
+
+    def direction_counts(self, connection_id: int) -> dict[str, int]:
+        """Frames per direction of one connection."""
+        return {
+            str(d): int(n)
+            for d, n in self.db.execute(
+                "SELECT direction, count(*) FROM frames WHERE connection_id = ? GROUP BY direction",
+                (connection_id,),
+            )
+        }
+
+    def stderr_lines(self, connection_id: int | None = None) -> Iterator[StderrLine]:
+        """The agents' stderr lines in order (connection, then sequence number)."""
+        where, args = (
+            ("", []) if connection_id is None else ("WHERE connection_id = ?", [connection_id])
+        )
+        for r in self.db.execute(
+            f"SELECT connection_id, seq, ts, mono_ns, raw FROM stderr_lines {where} "
+            "ORDER BY connection_id, seq",
+            args,
+        ):
+            yield StderrLine(r[0], r[1], r[2], r[3], bytes(r[4]))
+
+    def stderr_count(self, connection_ids: Iterable[int] | None = None) -> int:
+        where, args = self._in(connection_ids)
+        return int(
+            self.db.execute(f"SELECT count(*) FROM stderr_lines WHERE {where}", args).fetchone()[0]
+        )
+
+    def connection_records(self, connection_id: int | None = None) -> list[dict[str, Any]]:
+        """Connection rows exactly as stored, every column by name (JSON text undecoded).
+
+        For ``export``, which writes every column this schema has, known or not.
+        """
+        columns = [str(r[1]) for r in self.db.execute("PRAGMA table_info(connections)")]
+        if "id" not in columns:
+            raise RecordingError("the database has no connections table")
+        where, args = ("", []) if connection_id is None else (" WHERE id = ?", [connection_id])
+        rows = self.db.execute(
+            f"SELECT {', '.join(columns)} FROM connections{where} ORDER BY id", args
+        ).fetchall()
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def events(self, connection_id: int | None) -> Iterator[EventRow]:
+        """The recorder's events of one connection (``None``: those of no connection)."""
+        where, args = (
+            ("connection_id IS NULL", [])
+            if connection_id is None
+            else ("connection_id = ?", [connection_id])
+        )
+        for r in self.db.execute(
+            f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
+        ):
+            yield EventRow(r[0], r[1], r[2], json_column(r[3]))
+
+    def check_intact(self) -> None:
+        """Touch the ends of the tables so a truncated or damaged file fails now.
+
+        Raises ``sqlite3.DatabaseError``. Cheap (index ends and the connection table), not a
+        full integrity check: meant for ``web``, which would otherwise start on a broken file.
+        """
+        self.connections(sizes=False)
+        self.db.execute("SELECT max(id), min(id) FROM frames").fetchone()
+        self.db.execute("SELECT raw FROM frames ORDER BY id DESC LIMIT 1").fetchone()
+        self.db.execute("SELECT count(*) FROM frames").fetchone()
+
+
+Reader = RecordingReader
+"""Short name of :class:`RecordingReader`."""
+
+
+# -- the original function API (aliases) ------------------------------------------------
+
+
+def open_recording(path: str | Path) -> sqlite3.Connection:
+    """Open an existing recording read-only; :class:`RecordingError` if it is not one.
+
+    Nothing is migrated, locked for writing or created beside the file (see
+    :func:`acp_proxy.record.schema.open_readonly`); for writing use ``schema.connect``.
+    """
+    return connect(path, create=False, readonly=True)
+
+
+def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
+    """All connections, oldest first, with frame counts, sizes and state."""
+    return RecordingReader(db).connections()
 
 
 def get_connection(db: sqlite3.Connection, connection_id: int) -> ConnectionRow:
-    for row in list_connections(db):
-        if row.id == connection_id:
-            return row
-    raise RecordingError(f"no connection {connection_id} in this recording")
+    """One connection, or :class:`RecordingError`."""
+    return RecordingReader(db).connection(connection_id)
 
 
 def iter_frames(
@@ -138,35 +900,6 @@ def iter_frames(
     after_id: int = 0,
 ) -> Iterator[FrameRow]:
     """Frames in recording order (connection, then sequence number), streamed."""
-    where = ["id > ?"]
-    args: list[Any] = [after_id]
-    if connection_id is not None:
-        where.append("connection_id = ?")
-        args.append(connection_id)
-    if session_id is not None:
-        where.append("session_id = ?")
-        args.append(session_id)
-    cur = db.execute(
-        f"SELECT {FRAME_COLUMNS} FROM frames WHERE {' AND '.join(where)} "
-        "ORDER BY connection_id, seq",
-        args,
+    return RecordingReader(db).frames(
+        connection_id=connection_id, session_id=session_id, after_id=after_id
     )
-    for r in cur:
-        yield FrameRow(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            bytes(r[6]),
-            r[7],
-            bool(r[8]),
-            r[9],
-            r[10],
-            r[11],
-            r[12],
-            r[13],
-            r[14],
-            r[15],
-        )

@@ -127,8 +127,9 @@ def connect(
 ) -> sqlite3.Connection:
     """Open a recording for writing (``create=True``) or reading, migrating it if needed.
 
-    ``readonly=True`` opens the file with ``mode=ro`` and never migrates or writes (the web
-    inspector; recordings on read-only media); every schema version so far is readable.
+    ``readonly=True`` (every command that only reads) opens the file through
+    :func:`open_readonly`: it never migrates, writes or creates a file beside the recording;
+    every schema version so far is readable.
     Raises :class:`RecordingError` with a user-facing message for a missing file, a file
     that is not a SQLite database, or a recording from a newer acp-proxy.
     """
@@ -143,17 +144,14 @@ def connect(
         raise RecordingError(f"no such recording: {p}")
     elif p.is_dir():
         raise RecordingError(f"{p} is a directory, not a recording")
-    target: str | Path = p
-    if readonly:
-        target = "file:" + quote(str(p.resolve())) + "?mode=ro"
     try:
-        conn = sqlite3.connect(
-            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=readonly
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         if readonly:
-            check_readable(conn)
+            conn = open_readonly(p, timeout)
         else:
+            conn = sqlite3.connect(
+                p, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             migrate(conn, readonly=not create)
         if create:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -169,6 +167,62 @@ def connect(
             raise
         raise RecordingError(f"{p}: {exc}") from None
     return conn
+
+
+def _is_wal(path: Path) -> bool:
+    """Whether the file's header says WAL mode (bytes 18-19 of a SQLite header are 2)."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return (
+        len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+    )
+
+
+def open_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open a recording strictly for reading, creating nothing beside it.
+
+    SQLite's ``mode=ro`` on a WAL database creates ``-wal`` and ``-shm`` files (and leaves
+    them behind) and fails in a read-only directory. So:
+
+    * a WAL recording with a ``-wal`` file (a proxy is recording into it, or one died
+      without checkpointing) is opened with ``mode=ro`` and sees every commit, live;
+      when even that fails (a read-only directory or ``-shm``), it is opened
+      ``immutable=1``, which shows the checkpointed frames only;
+    * a WAL recording without a ``-wal`` file has no open connection at all: nothing is
+      pending, and it is read as ``immutable=1`` (no locks, no files). Every web request
+      opens afresh, so a proxy that starts recording into it later is seen live;
+    * any other file is opened ``mode=ro`` (a rollback-journal database creates nothing).
+
+    Raises :class:`RecordingError` (via :func:`check_readable`) for what is not a recording.
+    """
+    base = "file:" + quote(str(path.resolve()))
+    wal = _is_wal(path)
+    modes = ["?mode=ro"]
+    if wal:
+        modes = ["?mode=ro", "?mode=ro&immutable=1"]
+        if not Path(str(path) + "-wal").exists():
+            modes = ["?mode=ro&immutable=1"]
+    for n, mode in enumerate(modes):
+        conn = sqlite3.connect(
+            base + mode, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            check_readable(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            cannot_open = "unable to open" in str(exc) or "readonly" in str(exc)
+            if n + 1 < len(modes) and cannot_open:
+                continue
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+    raise AssertionError("unreachable")
 
 
 def check_readable(conn: sqlite3.Connection) -> int:

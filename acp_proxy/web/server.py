@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import functools
 import hmac
-import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any, TypeVar
 import orjson
 from aiohttp import WSMsgType, web
 
+from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.web import store, views
@@ -182,14 +182,28 @@ async def static(request: web.Request) -> web.StreamResponse:
 # -- JSON API --------------------------------------------------------------------------
 
 
+MAX_INTEGER = 2**63 - 1
+"""Integer parameters beyond SQLite's 64-bit range are refused (400), not an OverflowError."""
+
+
+def _integer(name: str, value: object) -> int:
+    """``value`` (query text or JSON) as an integer SQLite can take; ValueError (400) if not."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if not -MAX_INTEGER <= number <= MAX_INTEGER:
+        raise ValueError(f"{name} is out of range (at most {MAX_INTEGER})")
+    return number
+
+
 def _int_arg(request: web.Request, name: str, default: int | None = None) -> int | None:
     value = request.query.get(name)
     if value is None or value == "":
         return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    return _integer(name, value)
 
 
 def _filter_from(query: Any) -> store.FrameFilter:
@@ -201,10 +215,7 @@ def _filter_from(query: Any) -> store.FrameFilter:
     direction = text("direction")
     if direction is not None and direction not in store.DIRECTIONS:
         raise ValueError("direction must be c2a or a2c")
-    try:
-        connection_id = None if connection is None else int(connection)
-    except ValueError:
-        raise ValueError(f"connection must be an integer, got {connection!r}") from None
+    connection_id = None if connection is None else _integer("connection", connection)
     return store.FrameFilter(
         connection_id=connection_id,
         session_id=text("session"),
@@ -220,8 +231,8 @@ async def api_info(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
-            max_id, count, _ = store.db_state(conn)
+        with store.read_connection(path) as reader:
+            max_id, count, _, _ = store.db_state(reader)
         return {
             "path": str(path),
             "name": path.name,
@@ -236,10 +247,10 @@ async def api_connections(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
-            connections = store.list_connections(conn)
+        with store.read_connection(path) as reader:
+            connections = store.list_connections(reader)
             for c in connections:
-                c["findings"] = views.findings_summary(path, conn, c["id"])
+                c["findings"] = views.findings_summary(path, reader, c)
             return {"connections": connections}
 
     return _json(await _blocking(work))
@@ -249,10 +260,10 @@ async def api_values(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
+        with store.read_connection(path) as reader:
             return {
-                "methods": store.distinct_values(conn, "method"),
-                "updates": store.distinct_values(conn, "update_kind"),
+                "methods": store.distinct_values(reader, "method"),
+                "updates": store.distinct_values(reader, "update_kind"),
             }
 
     return _json(await _blocking(work))
@@ -269,10 +280,12 @@ async def api_frames(request: web.Request) -> web.StreamResponse:
         raise ValueError("limit must be at least 1")
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
+        with store.read_connection(path) as reader:
             if flt.connection_id is not None:
-                _require_connection(conn, flt.connection_id)
-            return store.list_frames(conn, flt, after_id=after_id, before_id=before_id, limit=limit)
+                _require_connection(reader, flt.connection_id)
+            return store.list_frames(
+                reader, flt, after_id=after_id, before_id=before_id, limit=limit
+            )
 
     return _json(await _blocking(work))
 
@@ -280,13 +293,13 @@ async def api_frames(request: web.Request) -> web.StreamResponse:
 def _path_int(request: web.Request, key: str) -> int:
     """The integer path part ``key`` (``frame_id``, ``connection_id``); 404 if it is not one."""
     try:
-        return int(request.match_info[key])
+        return _integer(key, request.match_info[key])
     except ValueError:
         raise web.HTTPNotFound(reason=f"no such {key.removesuffix('_id')}") from None
 
 
-def _require_connection(conn: sqlite3.Connection, connection_id: int) -> None:
-    if not store.connection_exists(conn, connection_id):
+def _require_connection(reader: RecordingReader, connection_id: int) -> None:
+    if not reader.has_connection(connection_id):
         raise web.HTTPNotFound(reason=f"no connection {connection_id}")
 
 
@@ -295,8 +308,8 @@ async def api_frame(request: web.Request) -> web.StreamResponse:
     frame_id = _path_int(request, "frame_id")
 
     def work() -> dict[str, Any] | None:
-        with store.read_connection(path) as conn:
-            return store.frame_detail(conn, frame_id)
+        with store.read_connection(path) as reader:
+            return store.frame_detail(reader, frame_id)
 
     detail = await _blocking(work)
     if detail is None:
@@ -309,8 +322,8 @@ async def api_frame_raw(request: web.Request) -> web.StreamResponse:
     frame_id = _path_int(request, "frame_id")
 
     def work() -> bytes | None:
-        with store.read_connection(path) as conn:
-            return store.frame_raw(conn, frame_id)
+        with store.read_connection(path) as reader:
+            return store.frame_raw(reader, frame_id)
 
     raw = await _blocking(work)
     if raw is None:
@@ -329,9 +342,9 @@ async def api_findings(request: web.Request) -> web.StreamResponse:
     connection_id = _path_int(request, "connection_id")
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
-            _require_connection(conn, connection_id)
-            return views.findings(path, conn, connection_id)
+        with store.read_connection(path) as reader:
+            _require_connection(reader, connection_id)
+            return views.findings(path, reader, connection_id)
 
     return _json(await _blocking(work))
 
@@ -344,14 +357,14 @@ async def api_session(request: web.Request) -> web.StreamResponse:
     limit = _int_arg(request, "limit", views.SESSION_ITEMS) or views.SESSION_ITEMS
 
     def work() -> dict[str, Any]:
-        with store.read_connection(path) as conn:
-            _require_connection(conn, connection_id)
-            if connection_id not in store.session_connections(conn, session_id):
+        with store.read_connection(path) as reader:
+            _require_connection(reader, connection_id)
+            if connection_id not in reader.session_connections(session_id):
                 raise web.HTTPNotFound(
                     reason=f"no session {session_id!r} on connection {connection_id}"
                 )
             return views.session_view(
-                path, conn, connection_id, session_id, offset=offset, limit=limit
+                path, reader, connection_id, session_id, offset=offset, limit=limit
             )
 
     return _json(await _blocking(work))
@@ -394,26 +407,26 @@ async def api_live(request: web.Request) -> web.StreamResponse:
                 flt = _filter_from(data.get("filter") or {})
                 after = data.get("after_id")
                 sub["filter"] = flt
-                sub["after_id"] = int(after) if isinstance(after, int) else None
+                sub["after_id"] = None if after is None else _integer("after_id", after)
                 sub["follow"] = bool(data.get("follow"))
                 changed.set()
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 await _send(ws, {"type": "error", "message": "bad subscription"})
 
-    def poll(state: tuple[int, int, float] | None) -> dict[str, Any]:
-        with store.read_connection(path) as conn:
-            now = store.db_state(conn)
+    def poll(state: tuple[int, int, float, int] | None) -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            now = store.db_state(reader)
             out: dict[str, Any] = {"state": now, "frames": None, "more": False}
             after = sub["after_id"]
             if sub["follow"] and after is not None and now[0] > after:
-                page = store.list_frames(conn, sub["filter"], after_id=after, limit=LIVE_BATCH)
+                page = store.list_frames(reader, sub["filter"], after_id=after, limit=LIVE_BATCH)
                 out["frames"] = page["frames"]
                 out["more"] = page["has_more_after"]
                 out["scanned_to"] = now[0] if not page["has_more_after"] else None
             return out
 
     read_task = asyncio.create_task(reader())
-    last: tuple[int, int, float] | None = None
+    last: tuple[int, int, float, int] | None = None
     last_error: str | None = None
     try:
         while not ws.closed and not read_task.done():
@@ -426,8 +439,9 @@ async def api_live(request: web.Request) -> web.StreamResponse:
                     last_error = str(exc)
                     await _send(ws, {"type": "error", "message": last_error})
                 result = None
+                last = None  # once readable again, the next state is sent
             if result is not None:
-                state: tuple[int, int, float] = tuple(result["state"])
+                state: tuple[int, int, float, int] = tuple(result["state"])
                 frames = result["frames"]
                 if frames:
                     sub["after_id"] = frames[-1]["id"]

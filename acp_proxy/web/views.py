@@ -1,24 +1,25 @@
 """Derived views for the inspector: the reconstructed session and the conformance findings.
 
-Both are computed by the pure ACP core (:mod:`acp_proxy.acp.model` for the session
-timeline, :mod:`acp_proxy.acp.conformance` for findings) from one connection's frames,
-streamed from a read-only connection. Findings are cached per connection and invalidated
-when the connection grows, so the connection list can show counts without re-checking.
+The session timeline comes from :class:`acp_proxy.acp.model.ConnectionModel`, findings from
+:class:`acp_proxy.record.analyze.ConnectionCheck` (the code ``acp-proxy check`` runs), both
+fed one connection's frames streamed by a read-only
+:class:`~acp_proxy.record.reader.RecordingReader`. Findings are cached per connection and
+fed only what was recorded since, so the connection list can show counts without
+re-checking; the end-of-connection rules run once the connection has ended, which includes
+a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.acp.conformance import ConnectionChecker
 from acp_proxy.acp.model import ConnectionModel
-from acp_proxy.web import store
+from acp_proxy.record.analyze import ConnectionCheck
+from acp_proxy.record.reader import RecordingReader
 
 _cache_lock = threading.Lock()
 _CACHE_MAX = 64
@@ -42,7 +43,7 @@ multi-megabyte tool output or message would otherwise stall the browser's layout
 
 def session_view(
     path: Path,
-    conn: sqlite3.Connection,
+    reader: RecordingReader,
     connection_id: int,
     session_id: str,
     *,
@@ -61,20 +62,18 @@ def session_view(
     key = (str(path.resolve()), connection_id, session_id)
     with _cache_lock:
         entry = _session_models.pop(key, None)  # exclusive while we feed it
-    max_seq = conn.execute(
-        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
-    ).fetchone()[0]
+    max_seq = reader.max_seq(connection_id)
     if entry is None or entry.last_seq > max_seq:  # new, or the file was replaced
         entry = _SessionModel(ConnectionModel(connection_id))
     model = entry.model
-    cur = conn.execute(
-        "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = ? "
-        "AND (session_id = ? OR session_id IS NULL) AND seq > ? ORDER BY seq",
-        (connection_id, session_id, entry.last_seq),
-    )
-    for seq, direction, raw, mono_ns in cur:
-        model.feed(direction, bytes(raw), seq=seq, mono_ns=mono_ns)
-        entry.last_seq = seq
+    for f in reader.wire_frames(
+        connection_id,
+        session_id=session_id,
+        with_connection_frames=True,
+        after_seq=entry.last_seq,
+    ):
+        model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+        entry.last_seq = f.seq
     timeline = model.sessions.get(session_id)
     items = list(timeline.items) if timeline is not None else []
     offset = max(0, offset)
@@ -96,7 +95,7 @@ def session_view(
         "turnCount": len(turns),
         "turns": [t.to_json() for t in turns[-SESSION_TURNS:]],
     }
-    data["seqToId"] = _seq_ids(conn, connection_id, data)
+    data["seqToId"] = _seq_ids(reader, connection_id, data)
     with _cache_lock:
         _session_models[key] = entry
         while len(_session_models) > _SESSION_MODELS_MAX:
@@ -118,7 +117,7 @@ def _clip(value: Any) -> Any:
     return value
 
 
-def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any]) -> dict[str, int]:
+def _seq_ids(reader: RecordingReader, connection_id: int, data: dict[str, Any]) -> dict[str, int]:
     """Frame ids for the sequence numbers the view mentions (for links to raw frames)."""
     seqs: set[int] = set()
 
@@ -136,78 +135,50 @@ def _seq_ids(conn: sqlite3.Connection, connection_id: int, data: dict[str, Any])
                     walk(inner)
 
     walk({"session": data.get("session"), "turns": data.get("turns")})
-    return {str(seq): fid for seq, fid in _frame_ids(conn, connection_id, seqs).items()}
-
-
-def _frame_ids(conn: sqlite3.Connection, connection_id: int, seqs: Iterable[int]) -> dict[int, int]:
-    """Frame id of each of the connection's sequence numbers (missing ones are left out)."""
-    out: dict[int, int] = {}
-    ordered = sorted(set(seqs))
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start : start + 500]
-        marks = ",".join("?" for _ in chunk)
-        for seq, fid in conn.execute(
-            f"SELECT seq, id FROM frames WHERE connection_id = ? AND seq IN ({marks})",
-            (connection_id, *chunk),
-        ):
-            out[int(seq)] = int(fid)
-    return out
+    return {str(seq): fid for seq, fid in reader.frame_ids(connection_id, seqs).items()}
 
 
 @dataclass
 class _Checked:
-    """A connection's checker, fed up to ``last_seq``, and what it found so far."""
+    """A connection's check, advanced up to ``check.last_seq``, and its last JSON result."""
 
-    checker: Any
-    last_seq: int = 0
+    check: ConnectionCheck
     found: list[dict[str, Any]] = field(default_factory=list)
-    finished: bool = False
     result: dict[str, Any] | None = None
 
 
 _checked: OrderedDict[tuple[str, int], _Checked] = OrderedDict()
 
 
-def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[str, Any]:
+def findings(path: Path, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
     """Conformance findings of one connection, each with the frame ids it points at.
 
-    The checker streams: it is kept per connection and fed only the frames recorded since the
+    The check streams: it is kept per connection and fed only the frames recorded since the
     last call, so watching a live connection costs what the new frames cost. While the
     connection is still being recorded the end-of-connection rules (a request never
     answered...) wait: ``complete`` says whether they ran.
     """
     key = (str(path.resolve()), connection_id)
-    row = conn.execute(
-        "SELECT transport, frames_dropped, ended_at FROM connections WHERE id = ?",
-        (connection_id,),
-    ).fetchone()
-    transport, dropped, ended = row if row else (None, 0, None)
-    max_seq = conn.execute(
-        "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
-    ).fetchone()[0]
+    row = reader.connection(connection_id, sizes=False)
+    max_seq = reader.max_seq(connection_id)
     with _cache_lock:
         entry = _checked.pop(key, None)  # exclusive while we feed it
-    if entry is None or entry.last_seq > max_seq or (entry.finished and ended is None):
-        entry = _Checked(
-            ConnectionChecker(connection_id, transport=transport, frames_dropped=int(dropped or 0))
-        )
-    changed = entry.result is None
-    for seq, direction, raw, mono_ns, binary in store.iter_frames_after(
-        conn, connection_id, entry.last_seq
+    if (
+        entry is None
+        or entry.check.last_seq > max_seq  # the file was replaced
+        or (entry.check.finished and row.running)
     ):
-        # The first feed() also returns findings queued when the checker was created.
-        entry.found.extend(
-            _finding_json(f)
-            for f in entry.checker.feed(seq, direction, raw, mono_ns, binary=binary)
-        )
-        entry.last_seq = seq
-        changed = True
-    if ended is not None and not entry.finished:
-        entry.found.extend(_finding_json(f) for f in entry.checker.finish())
-        entry.finished = True
+        entry = _Checked(ConnectionCheck(row))
+        entry.found.extend(_finding_json(f) for f in entry.check.findings)
+    changed = entry.result is None
+    new = entry.check.advance(reader)
+    if not row.running and not entry.check.finished:
+        new.extend(entry.check.finish())
+    if new:
+        entry.found.extend(_finding_json(f) for f in new)
         changed = True
     if changed or entry.result is None:
-        entry.result = _findings_result(conn, connection_id, entry)
+        entry.result = _findings_result(reader, connection_id, entry)
     result = entry.result
     with _cache_lock:
         _checked[key] = entry
@@ -217,7 +188,7 @@ def findings(path: Path, conn: sqlite3.Connection, connection_id: int) -> dict[s
 
 
 def _findings_result(
-    conn: sqlite3.Connection, connection_id: int, entry: _Checked
+    reader: RecordingReader, connection_id: int, entry: _Checked
 ) -> dict[str, Any]:
     items = [dict(item) for item in entry.found]
     summary = {"error": 0, "warning": 0, "info": 0}
@@ -225,38 +196,35 @@ def _findings_result(
         tier = item.get("tier")
         if tier in summary:
             summary[tier] += 1
-    counts = getattr(entry.checker, "counts", None)
-    if isinstance(counts, dict):  # includes findings over the per-rule cap
-        summary = {t: int(counts.get(t, summary[t])) for t in summary}
-    ids = _frame_ids(conn, connection_id, (s for item in items for s in item["seqs"]))
+    counts = entry.check.checker.counts  # includes findings over the per-rule cap
+    summary = {t: int(counts.get(t, summary[t])) for t in summary}
+    ids = reader.frame_ids(connection_id, (s for item in items for s in item["seqs"]))
     for item in items:
         item["frame_ids"] = [ids.get(s) for s in item["seqs"]]
     return {
         "findings": items,
         "summary": summary,
-        "complete": entry.finished,
-        "checked_to_seq": entry.last_seq,
+        "complete": entry.check.finished,
+        "checked_to_seq": entry.check.last_seq,
     }
 
 
-def findings_summary(path: Path, conn: sqlite3.Connection, connection_id: int) -> Any:
+def findings_summary(path: Path, reader: RecordingReader, row: Any) -> Any:
     """The last computed per-tier counts for the connection list, without checking.
 
+    ``row`` is the connection as :func:`acp_proxy.web.store.list_connections` gives it.
     ``None`` when never computed. The counts may lag a live connection by a moment: the
     page asks for the findings (which catches up) when ``stale`` is true, and the badge
     keeps its place meanwhile instead of blinking out.
     """
-    key = (str(path.resolve()), connection_id)
+    key = (str(path.resolve()), int(row["id"]))
     with _cache_lock:
         entry = _checked.get(key)
     if entry is None or entry.result is None:
         return None
-    max_seq, ended = conn.execute(
-        "SELECT (SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?), ended_at "
-        "FROM connections WHERE id = ?",
-        (connection_id, connection_id),
-    ).fetchone()
-    stale = max_seq != entry.last_seq or (ended is not None) != entry.finished
+    max_seq = reader.max_seq(int(row["id"]))
+    ended = not row["live"]
+    stale = max_seq != entry.check.last_seq or ended != entry.check.finished
     return {**entry.result["summary"], "stale": stale}
 
 

@@ -6,7 +6,6 @@ Used by the memory test and ``bench/bench_inspect.py``: ``turns`` prompt turns o
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer, IndexColumns
-from acp_proxy.record.schema import connect
+from tests.helpers import NewFrame, insert_frames
 
 SID = "sess_big"
 
@@ -98,53 +97,32 @@ def frames_per_turn(chunks: int) -> int:
 
 def generate(path: Path, turns: int, chunks: int = 93) -> int:
     """Write a one-connection recording; return its frame count."""
-    db = connect(path, create=True)
-    try:
-        db.execute("BEGIN")
-        now = time.time()
-        cid = db.execute(
-            "INSERT INTO connections (started_at, ended_at, transport) VALUES (?, ?, 'stdio')",
-            [now, now + 1],
-        ).lastrowid
-        indexer = ConnectionIndexer()
-        rows: list[tuple[Any, ...]] = []
-        count = 0
+    now = time.time()
+    indexer = ConnectionIndexer()
+    count = 0
+
+    def rows() -> Iterator[NewFrame]:
+        nonlocal count
         cols: IndexColumns | None = None
-        for seq, (direction, raw) in enumerate(frames(turns, chunks), 1):
+        last_update: str | None = None
+        for direction, raw in frames(turns, chunks):
             # chunks after the first of each turn have the columns of the first: skip parsing
-            repeat = (
-                b'"agent_message_chunk"' in raw and rows and rows[-1][11] == "agent_message_chunk"
-            )
+            repeat = b'"agent_message_chunk"' in raw and last_update == "agent_message_chunk"
             if not repeat or cols is None:
                 cols = indexer.index(direction, raw)  # type: ignore[arg-type]
-            rows.append(
-                (
-                    cid,
-                    seq,
-                    now,
-                    seq * 1000,
-                    direction,
-                    raw,
-                    len(raw),
-                    *cols.values(),
-                )
-            )
+            last_update = cols.update_kind
             count += 1
-            if len(rows) >= 10000:
-                _insert(db, rows)
-                rows = []
-        _insert(db, rows)
-        db.execute("UPDATE connections SET protocol_version = 2 WHERE id = ?", [cid])
-        db.execute("COMMIT")
-        return count
-    finally:
-        db.close()
+            yield NewFrame(direction, raw, columns=cols)  # type: ignore[arg-type]
 
-
-def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    db.executemany(
-        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, kind, rpc_id, "
-        "method, session_id, update_kind, entity_type, entity_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
+    insert_frames(
+        path,
+        rows(),
+        connection={
+            "started_at": now,
+            "ended_at": now + 1,
+            "transport": "stdio",
+            "protocol_version": 2,
+        },
+        start_ts=now,
     )
+    return count

@@ -18,7 +18,8 @@ from acp_proxy.acp.conformance import ConnectionChecker
 from acp_proxy.acp.exchanges import EARLY_WINDOW, Exchanges, InitializeFacts
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.model import ConnectionModel
-from acp_proxy.acp.stats import NEEDS_PAYLOAD_SQL, StatsAccumulator
+from acp_proxy.acp.stats import StatsAccumulator
+from acp_proxy.record.reader import NEEDS_PAYLOAD_SQL
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
 

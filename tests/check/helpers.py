@@ -13,6 +13,7 @@ import orjson
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.record.schema import connect
 from acp_proxy.wire.frame import Direction
+from tests.helpers import NewFrame, insert_frames
 
 Frame = tuple[Direction, bytes]
 SID = "s1"
@@ -168,19 +169,16 @@ def write_recording(
         db.execute("BEGIN")
         now = time.time()
         for frames in connections:
-            cur = db.execute(
-                "INSERT INTO connections (started_at, ended_at, transport, protocol_version) "
-                "VALUES (?, ?, ?, ?)",
-                (now, now + 1, transport, protocol_version),
-            )
-            cid = cur.lastrowid
-            db.executemany(
-                "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (cid, seq, now, seq * 1000, d, raw, len(raw))
-                    for seq, (d, raw) in enumerate(frames, 1)
-                ],
+            insert_frames(
+                db,
+                frames,
+                connection={
+                    "started_at": now,
+                    "ended_at": now + 1,
+                    "transport": transport,
+                    "protocol_version": protocol_version,
+                },
+                start_ts=now,
             )
         db.execute("COMMIT")
     finally:
@@ -212,28 +210,19 @@ def generated_frames(
 
 def write_generated(path: Path, frames: Iterable[Frame]) -> int:
     """Stream generated frames into a one-connection recording; return the frame count."""
-    db = connect(path, create=True)
     count = 0
-    try:
-        db.execute("BEGIN")
-        now = time.time()
-        cid = db.execute(
-            "INSERT INTO connections (started_at, ended_at, transport) VALUES (?, ?, 'stdio')",
-            (now, now + 1),
-        ).lastrowid
+    now = time.time()
 
-        def rows() -> Iterator[tuple[Any, ...]]:
-            nonlocal count
-            for seq, (d, raw) in enumerate(frames, 1):
-                count = seq
-                yield (cid, seq, now, seq, d, raw, len(raw))
+    def counted() -> Iterator[Frame]:
+        nonlocal count
+        for frame in frames:
+            count += 1
+            yield frame
 
-        db.executemany(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows(),
-        )
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    insert_frames(
+        path,
+        (NewFrame(d, raw, mono_ns=seq) for seq, (d, raw) in enumerate(counted(), 1)),
+        connection={"started_at": now, "ended_at": now + 1, "transport": "stdio"},
+        start_ts=now,
+    )
     return count

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import ECHO_AGENT, run_proxy
+from tests.helpers import NewFrame, insert_frames
 
 
 def record(db: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
@@ -59,36 +61,29 @@ def make_big_recording(path: Path, frames: int, text_size: int = 2000) -> int:
     Every tenth frame carries a bearer token, so redaction has work to do. Returns the
     total raw bytes.
     """
-    from acp_proxy.record.schema import connect
-
-    db = connect(path, create=True)
     total = 0
-    try:
-        db.execute("BEGIN")
-        db.execute(
-            "INSERT INTO connections (id, started_at, transport, agent_command) "
-            "VALUES (1, 1767225600.0, 'stdio', '[\"big-agent\"]')"
-        )
-        filler = ("lorem ipsum dolor sit amet " * (text_size // 27 + 1))[:text_size]
+    filler = ("lorem ipsum dolor sit amet " * (text_size // 27 + 1))[:text_size]
 
-        def rows() -> object:
-            nonlocal total
-            for seq in range(1, frames + 1):
-                secret = " Authorization: Bearer abc123def456ghi" if seq % 10 == 0 else ""
-                raw = (
-                    '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1",'
-                    f'"update":{{"sessionUpdate":"agent_message_chunk","messageId":"msg_{seq}",'
-                    f'"content":{{"type":"text","text":"{filler}{secret}"}}}}}}}}\n'
-                ).encode()
-                total += len(raw)
-                yield (1, seq, 1767225600.0 + seq / 1000, seq * 1000, "a2c", raw, len(raw))
+    def rows() -> Iterator[NewFrame]:
+        nonlocal total
+        for seq in range(1, frames + 1):
+            secret = " Authorization: Bearer abc123def456ghi" if seq % 10 == 0 else ""
+            raw = (
+                '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1",'
+                f'"update":{{"sessionUpdate":"agent_message_chunk","messageId":"msg_{seq}",'
+                f'"content":{{"type":"text","text":"{filler}{secret}"}}}}}}}}\n'
+            ).encode()
+            total += len(raw)
+            yield NewFrame("a2c", raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1000)
 
-        db.executemany(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows(),  # type: ignore[arg-type]
-        )
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    insert_frames(
+        path,
+        rows(),
+        connection={
+            "id": 1,
+            "started_at": 1767225600.0,
+            "transport": "stdio",
+            "agent_command": ["big-agent"],
+        },
+    )
     return total

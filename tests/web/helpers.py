@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from acp_proxy.acp.index import IndexColumns
 from acp_proxy.record.schema import connect
 from tests.conftest import proxy_exe, run_proxy
+from tests.helpers import NewFrame, insert_frames
 
 HERE = Path(__file__).parent
 SCRIPTED_AGENT = [sys.executable, str(HERE / "scripted_agent.py")]
@@ -66,64 +68,61 @@ def rows(db: Path, query: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ..
         conn.close()
 
 
+def touch_heartbeat(db: Path) -> None:
+    """Refresh ``last_seen_at`` of the open connections, as the recorder's heartbeat does.
+
+    For tests that need a connection to read as *running* whatever the recorder's heartbeat
+    period; harmless where the recorder writes heartbeats itself.
+    """
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        with conn:
+            conn.execute(
+                "UPDATE connections SET last_seen_at = ? WHERE ended_at IS NULL", (time.time(),)
+            )
+    finally:
+        conn.close()
+
+
 def make_big_db(path: Path, frames: int, *, connections: int = 2) -> None:
     """A recording with ``frames`` frames written straight into SQLite (fast to build)."""
-    conn = connect(path, create=True)
     per = frames // connections
     now = time.time()
-    for c in range(1, connections + 1):
-        conn.execute(
-            "INSERT INTO connections (id, started_at, ended_at, transport, agent_command, "
-            "protocol_version) VALUES (?, ?, ?, 'stdio', '[\"big-agent\"]', 2)",
-            (c, now, now + 60),
-        )
-    filler = "x" * 200
-    batch: list[tuple[Any, ...]] = []
-    seqs = dict.fromkeys(range(1, connections + 1), 0)
-    for i in range(frames):
-        c = 1 + min(i // per, connections - 1)
-        seqs[c] += 1
-        seq = seqs[c]
-        if seq % 2:
-            raw = (
-                f'{{"jsonrpc":"2.0","id":{seq},"method":"session/prompt","params":{{"sessionId":'
-                f'"s{c}","prompt":[{{"type":"text","text":"{filler}"}}]}}}}\n'
-            ).encode()
-            cols = ("c2a", "request", str(seq), "session/prompt", f"s{c}", None)
-        else:
-            raw = f'{{"jsonrpc":"2.0","id":{seq - 1},"result":{{"messageId":"m{seq}"}}}}\n'.encode()
-            cols = ("a2c", "response", str(seq - 1), "session/prompt", f"s{c}", None)
-        batch.append(
-            (
-                c,
-                seq,
-                now + i / 1000,
-                i * 1000,
-                cols[0],
-                raw,
-                len(raw),
-                cols[1],
-                cols[2],
-                cols[3],
-                cols[4],
-                cols[5],
+    conn = connect(path, create=True)
+    try:
+        for c in range(1, connections + 1):
+            first = (c - 1) * per
+            last = frames if c == connections else c * per
+            insert_frames(
+                conn,
+                (_big_frame(c, i - first + 1, now, i) for i in range(first, last)),
+                connection={
+                    "id": c,
+                    "started_at": now,
+                    "ended_at": now + 60,
+                    "transport": "stdio",
+                    "agent_command": ["big-agent"],
+                    "protocol_version": 2,
+                },
             )
-        )
-        if len(batch) >= 20000:
-            _insert(conn, batch)
-            batch = []
-    _insert(conn, batch)
-    conn.close()
+    finally:
+        conn.close()
 
 
-def _insert(conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> None:
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, kind, rpc_id, "
-        "method, session_id, update_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        batch,
-    )
-    conn.execute("COMMIT")
+_FILLER = "x" * 200
+
+
+def _big_frame(c: int, seq: int, now: float, i: int) -> NewFrame:
+    if seq % 2:
+        raw = (
+            f'{{"jsonrpc":"2.0","id":{seq},"method":"session/prompt","params":{{"sessionId":'
+            f'"s{c}","prompt":[{{"type":"text","text":"{_FILLER}"}}]}}}}\n'
+        ).encode()
+        cols = IndexColumns("request", str(seq), "session/prompt", f"s{c}")
+        return NewFrame("c2a", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
+    raw = f'{{"jsonrpc":"2.0","id":{seq - 1},"result":{{"messageId":"m{seq}"}}}}\n'.encode()
+    cols = IndexColumns("response", str(seq - 1), "session/prompt", f"s{c}")
+    return NewFrame("a2c", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
 
 
 URL_RE = re.compile(r"(http://\S+)")

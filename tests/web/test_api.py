@@ -6,6 +6,8 @@ import asyncio
 import base64
 import hashlib
 import sqlite3
+import subprocess
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from aiohttp.test_utils import TestClient
 from acp_proxy.record.schema import connect
 from acp_proxy.web import store
 from acp_proxy.web.server import CSP, make_app
+from tests.conftest import proxy_exe
+from tests.helpers import insert_frames
 from tests.web.conftest import PROMPTS
 from tests.web.helpers import SESSION_ID, record_session, rows
 
@@ -193,6 +197,91 @@ async def test_invalid_utf8_frame_comes_back_as_hex_and_base64(
 async def test_bad_requests_get_json_errors(client: TestClient, path: str, status: int) -> None:
     data = await get_json(client, path, status)
     assert isinstance(data["error"], str) and "\n" not in data["error"]
+
+
+HUGE = str(2**64)
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        (f"/api/frames?after_id={HUGE}", 400),
+        (f"/api/frames?before_id={HUGE}", 400),
+        (f"/api/frames?before_id=-{HUGE}", 400),
+        (f"/api/frames?connection={HUGE}", 400),
+        (f"/api/frames?limit={HUGE}", 400),
+        (f"/api/frames/{HUGE}", 404),
+        (f"/api/frames/{HUGE}/raw", 404),
+        (f"/api/connections/{HUGE}/findings", 404),
+        (f"/api/connections/1/sessions/{SESSION_ID}?offset={HUGE}", 400),
+        (f"/api/connections/1/sessions/{SESSION_ID}?limit={HUGE}", 400),
+    ],
+)
+async def test_integers_past_64_bits_get_the_json_error(
+    client: TestClient, path: str, status: int
+) -> None:
+    data = await get_json(client, path, status)
+    assert "out of range" in data["error"] or data["error"].startswith("no such")
+
+
+async def test_live_subscription_past_64_bits_is_a_bad_subscription(client: TestClient) -> None:
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str(f'{{"follow": true, "after_id": {HUGE}, "filter": {{}}}}')
+    while True:
+        data = orjson.loads((await ws.receive(timeout=30)).data)
+        if data["type"] == "error":
+            break
+    assert data["message"] == "bad subscription"
+    await ws.send_str(f'{{"follow": true, "after_id": 0, "filter": {{"connection": "{HUGE}"}}}}')
+    while True:
+        data = orjson.loads((await ws.receive(timeout=30)).data)
+        if data["type"] == "error":
+            break
+    assert data["message"] == "bad subscription"
+    await ws.close()
+
+
+async def test_a_recording_that_becomes_unreadable_is_an_error_not_empty(
+    aiohttp_client: Any, tmp_path: Path, recording: Path
+) -> None:
+    db = tmp_path / "copy.db"
+    db.write_bytes(recording.read_bytes())
+    client = await aiohttp_client(make_app(db, poll_interval=0.05))
+    assert len((await get_json(client, "/api/connections"))["connections"]) == 2
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str('{"follow": false, "filter": {}}')
+    assert orjson.loads((await ws.receive(timeout=30)).data)["type"] == "state"
+    db.write_bytes(b"\x00garbage" * 4096)
+    for path in ("/api/connections", "/api/frames", "/api/info"):
+        data = await get_json(client, path, 503)
+        assert "not a usable acp-proxy recording" in data["error"]
+    while True:  # the live socket says so too
+        msg = orjson.loads((await ws.receive(timeout=30)).data)
+        if msg["type"] == "error":
+            break
+    assert "not a usable acp-proxy recording" in msg["message"]
+    await ws.close()
+
+
+async def test_live_means_a_fresh_heartbeat(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A connection whose recorder is gone reads as ended (unknown end), not live."""
+    db = tmp_path / "states.db"
+    now = time.time()
+    for columns in (
+        {"ended_at": None, "last_seen_at": None},
+        {"ended_at": None, "last_seen_at": now - 600},
+        {"ended_at": None, "last_seen_at": now + 60},  # fresh for the whole test
+        {"ended_at": now, "exit_status": 0},
+    ):
+        insert_frames(db, [("c2a", b"{}\n")], connection={"started_at": now - 900, **columns})
+    client = await aiohttp_client(make_app(db))
+    listed = (await get_json(client, "/api/connections"))["connections"]
+    assert [c["live"] for c in listed] == [False, False, True, False]
+    assert [c["state"] for c in listed] == ["unknown-end", "unknown-end", "running", "ended"]
+    assert listed[1]["duration"] == pytest.approx(300)
+    # The end-of-connection rules ran for the gone ones, wait for the live one.
+    assert (await get_json(client, "/api/connections/1/findings"))["complete"] is True
+    assert (await get_json(client, "/api/connections/3/findings"))["complete"] is False
 
 
 async def test_read_only_post_is_refused_and_file_untouched(
@@ -399,12 +488,9 @@ def test_reader_sees_commits_of_a_writer_that_stays_open(tmp_path: Path) -> None
     """WAL: fresh read-only connections see what an open writer committed, never block it."""
     db = tmp_path / "wal.db"
     writer = connect(db, create=True)
-    writer.execute("INSERT INTO connections (started_at, transport) VALUES (1, 'stdio')")
+    cid = insert_frames(writer, [], connection={"started_at": 1, "transport": "stdio"})
     writer.execute("BEGIN IMMEDIATE")  # the writer holds the write lock...
-    writer.execute(
-        "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-        "VALUES (1, 1, 1, 1, 'c2a', x'7b7d0a', 3)"
-    )
+    insert_frames(writer, [("c2a", b"{}\n")], connection_id=cid)
     with store.read_connection(db) as conn:  # ...and readers still work (last commit)
         assert store.db_state(conn)[0] == 0
         assert [c["id"] for c in store.list_connections(conn)] == [1]
@@ -446,7 +532,7 @@ async def test_session_view_clips_huge_strings(aiohttp_client: Any, tmp_path: Pa
 
 async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_path: Path) -> None:
     """The checker is fed only new frames; the result equals a check of the whole file."""
-    from tests.web.helpers import LiveProxy, opening, prompt
+    from tests.web.helpers import LiveProxy, opening, prompt, touch_heartbeat
 
     db = tmp_path / "grow.db"
     client = await aiohttp_client(make_app(db))
@@ -461,6 +547,8 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
         # the findings cover everything recorded so far.
         deadline = asyncio.get_running_loop().time() + 60
         while True:
+            if rows(db, "SELECT 1 FROM connections WHERE id = 1"):
+                touch_heartbeat(db)  # running, also where the recorder writes no heartbeat
             first = await get_json(client, "/api/connections/1/findings", ok=(200, 404))
             if first.get("checked_to_seq", 0) > 0:
                 listed = (await get_json(client, "/api/connections"))["connections"][0]
@@ -495,3 +583,21 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
     assert [(f["rule"], f["seqs"]) for f in final["findings"]] == [
         (f.rule, list(f.seqs)) for f in whole
     ]
+
+
+async def test_findings_are_what_check_reports(client: TestClient, recording: Path) -> None:
+    """The inspector and ``acp-proxy check`` compute findings with the same code."""
+    done = subprocess.run(
+        [*proxy_exe(), "check", "--json", "--max-per-rule", "100", str(recording)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    report = orjson.loads(done.stdout)
+    for connection in report["connections"]:
+        page = await get_json(client, f"/api/connections/{connection['id']}/findings")
+        assert page["complete"] is True
+        assert [
+            {k: v for k, v in f.items() if k not in ("frame_ids",)} for f in page["findings"]
+        ] == connection["findings"]
+        assert page["summary"] == {t: connection["counts"][t] for t in page["summary"]}

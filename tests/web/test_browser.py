@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import insert_frames
 from tests.web.helpers import (
     ARTIFACTS,
     SESSION_ID,
@@ -22,6 +23,7 @@ from tests.web.helpers import (
     opening,
     prompt,
     rows,
+    touch_heartbeat,
     wait_until,
     web_server,
 )
@@ -263,6 +265,7 @@ def test_frames_arrive_live_without_reload(page: Page, tmp_path: Path) -> None:
             lambda: db.exists() and rows(db, "SELECT count(*) FROM frames")[0][0] >= 4,
             what="the opening frames recorded",
         )
+        touch_heartbeat(db)  # running, also where the recorder writes no heartbeat
         with web_server(db) as url:
             p = page.page
             p.goto(url)
@@ -328,3 +331,34 @@ def test_100k_frame_recording_pages_in_the_browser(page: Page, big_db: Path) -> 
         ids = p.eval_on_selector_all("#frame-rows .frow", "els => els.map(e => +e.dataset.id)")
         assert ids == list(range(ids[0], 100_001))
         page.shot("10-100k-frames")
+
+
+def test_gone_recorders_and_unreadable_recordings_are_shown(page: Page, tmp_path: Path) -> None:
+    """No green *live* badge for a connection whose recorder is gone; a recording that
+    becomes unreadable while served shows the error where the connections were."""
+    db = tmp_path / "gone.db"
+    now = time.time()
+    for columns in (
+        {"ended_at": None, "last_seen_at": now - 600},  # the recorder died long ago
+        {"ended_at": None, "last_seen_at": now + 600},  # fresh for the whole test
+    ):
+        insert_frames(
+            db, [("c2a", opening())], connection={"started_at": now - 900, **columns}, index=True
+        )
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url)
+        p.wait_for_selector("#frame-rows .frow")
+        conns = p.locator("#connections li.conn")
+        assert conns.count() == 2
+        assert conns.nth(0).locator(".badge.live").count() == 0
+        assert "unknown end" in conns.nth(0).inner_text()
+        assert conns.nth(1).locator(".badge.live").count() == 1
+        db.write_bytes(b"\x00garbage" * 4096)  # replaced while served
+        p.wait_for_selector("#connections .load-error")
+        text = p.inner_text("#connections")
+        assert "not a usable acp-proxy recording" in text
+        assert p.locator("#connections li.conn").count() == 0
+        page.shot("09-unreadable-recording")
+    # the browser logs the 503s it was answered: expected here
+    page.errors = [e for e in page.errors if "503" not in e]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import urllib.error
@@ -16,6 +17,7 @@ from tests.conftest import proxy_exe, run_proxy
 from tests.web.helpers import (
     SCRIPTED_AGENT,
     LiveProxy,
+    make_big_db,
     opening,
     prompt,
     rows,
@@ -74,6 +76,37 @@ def test_web_bad_recording_is_one_line(tmp_path: Path, kind: str) -> None:
     assert "Traceback" not in err
     last = err.splitlines()[-1]
     assert last.startswith("Error: ") and str(path.name) in last, err
+
+
+@pytest.fixture(scope="module")
+def many_pages(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a recording of a few hundred pages."""
+    path = tmp_path_factory.mktemp("pages") / "pages.db"
+    make_big_db(path, 5000)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["random-bytes", "truncated", "middle-page"])
+def test_web_refuses_a_damaged_recording_as_ls_does(
+    tmp_path: Path, many_pages: bytes, damage: str
+) -> None:
+    """A damaged file is refused up front with the line ``ls`` gives, exit 1."""
+    path = tmp_path / "damaged.db"
+    page = 4096
+    middle = len(many_pages) // page // 2 * page
+    if damage == "random-bytes":
+        data = os.urandom(len(many_pages))
+    elif damage == "truncated":
+        data = many_pages[: middle + 100]
+    else:
+        data = many_pages[:middle] + os.urandom(page) + many_pages[middle + page :]
+    path.write_bytes(data)
+    listed = run_proxy(["ls", str(path)])
+    done = run_proxy(["web", str(path), "--listen", "127.0.0.1:0"], timeout=60)
+    assert listed.returncode == 1 and done.returncode == 1, done.stdout
+    err = done.stderr.decode().strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err == listed.stderr.decode().strip()
 
 
 def test_web_refuses_non_loopback_without_token(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@
     info: null,
     maxId: 0,
     showParsed: false,
+    unreadable: false, // the live poll reported the recording unreadable
   };
   const list = { rows: [], hasBefore: false, hasAfter: false, loading: false, gen: 0, newCount: 0 };
 
@@ -135,6 +136,9 @@
       if (state.view === "session") updateScope();
     } catch (e) {
       setStatus(e.message, true);
+      // The recording cannot be read (damaged, replaced, removed): say so where the
+      // connections were, instead of leaving an empty or stale list.
+      $("connections").replaceChildren(h("li", { class: "load-error", role: "alert" }, e.message));
     }
   }
 
@@ -157,7 +161,7 @@
         h("div", { class: "conn-meta" }, `${state.connections.length} connection(s)`)));
     items.push(all);
     for (const c of state.connections) {
-      const live = c.ended_at === null;
+      const live = c.live === true; // the server derives it: no end and a fresh heartbeat
       const meta = [
         c.client ? `client ${c.client}` : null,
         c.protocol_version ? `v${c.protocol_version}` : null,
@@ -178,6 +182,7 @@
         h("span", {}, `#${c.id}`),
         h("span", { class: "name", title: c.agent || "" }, c.agent || "(unknown agent)"),
         live ? h("span", { class: "badge live" }, "live") : null,
+        c.state === "unknown-end" ? h("span", { class: "badge warning", title: "the recorder stopped before the connection closed its row" }, "unknown end") : null,
         c.frames_dropped ? h("span", { class: "badge error", title: "frames the recorder dropped" }, `${c.frames_dropped} dropped`) : null);
       items.push(h("li", { class: "conn" + (state.connection === c.id && state.view !== "session" ? " current" : "") },
         h("button", { type: "button", on: { click: () => selectConnection(c.id) } },
@@ -334,7 +339,12 @@
         page = await api("/api/frames?" + queryString({ after_id: 0, limit: PAGE }));
       }
     } catch (e) {
-      if (gen === list.gen) { list.loading = false; setStatus(e.message, true); updateFoot(); }
+      if (gen === list.gen) {
+        list.loading = false;
+        setStatus(e.message, true);
+        $("frame-rows").replaceChildren(h("div", { class: "load-error", role: "alert" }, e.message));
+        updateFoot();
+      }
       return;
     }
     if (gen !== list.gen) return;
@@ -813,12 +823,16 @@
       const grew = msg.max_id > state.maxId;
       if (grew && list.hasAfter) list.newCount += msg.max_id - state.maxId;
       state.maxId = Math.max(state.maxId, msg.max_id);
-      if (grew || msg.changed) scheduleRefresh();
+      if (grew || msg.changed || state.unreadable) scheduleRefresh();
+      state.unreadable = false;
       if (grew && valuesStale()) loadValues();
       updateFoot();
       setStatus("");
     } else if (msg.type === "error") {
+      // The recording became unreadable while served: show it in the lists too.
       setStatus(msg.message, true);
+      state.unreadable = true;
+      loadConnections();
     }
   }
   let valuesAt = 0;
@@ -951,7 +965,7 @@
     }
     await loadConnections();
     await loadValues();
-    if (!location.hash && state.connections.some((c) => c.ended_at === null)) state.follow = true;
+    if (!location.hash && state.connections.some((c) => c.live === true)) state.follow = true;
     applyRoute();
     connectLive();
   }

@@ -1,0 +1,193 @@
+"""Analyses of one recorded connection: check, stats and reindex, for the CLI and the inspector.
+
+The one place where a connection's frames meet the pure ACP core: :class:`ConnectionCheck`
+feeds :class:`~acp_proxy.acp.conformance.ConnectionChecker` (``acp-proxy check`` runs it to
+the end at once; the inspector keeps one per connection and feeds it the frames recorded
+since), :func:`collect_stats` feeds :class:`~acp_proxy.acp.stats.StatsAccumulator`
+(``acp-proxy stats``) and :func:`reindex_connection` re-derives index columns with
+:class:`~acp_proxy.acp.index.ConnectionIndexer` (``acp-proxy reindex``). Frames are read
+through :class:`~acp_proxy.record.reader.RecordingReader` and written through
+:mod:`acp_proxy.record.edit`; nothing here holds a whole connection in memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_proxy.acp.conformance import ConnectionChecker, Finding
+from acp_proxy.acp.index import ConnectionIndexer
+from acp_proxy.acp.stats import StatsAccumulator
+from acp_proxy.record.edit import update_connection_facts, update_index_columns
+from acp_proxy.record.reader import ConnectionRow, RecordingReader
+from acp_proxy.wire.jsonrpc import parse_json
+
+REINDEX_BATCH = 5000
+"""Frames read and rewritten per ``reindex`` transaction."""
+
+
+@dataclass(slots=True)
+class ConnectionReport:
+    """The findings of one connection plus its counts (including findings beyond the cap)."""
+
+    connection_id: int
+    transport: str
+    protocol_version: int | None
+    frames: int
+    findings: list[Finding] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    suppressed: dict[str, int] = field(default_factory=dict)
+    complete: bool = True
+    """Whether the end-of-connection rules ran (the connection has ended)."""
+    checked_to_seq: int = 0
+
+
+class ConnectionCheck:
+    """A conformance check of one connection that can be advanced as the connection grows.
+
+    :meth:`advance` feeds the frames recorded since the last call; :meth:`finish` runs the
+    end-of-connection rules (a request never answered...), which only make sense once the
+    connection has ended (:attr:`ConnectionRow.state` is not ``running``).
+    """
+
+    def __init__(self, row: ConnectionRow, *, max_per_rule: int = 100) -> None:
+        self.connection_id = row.id
+        self.transport = row.transport
+        self.checker = ConnectionChecker(
+            row.id,
+            transport=row.transport,
+            frames_dropped=int(row.frames_dropped or 0),
+            max_per_rule=max_per_rule,
+        )
+        self.findings: list[Finding] = self.checker.drain()
+        self.last_seq = 0
+        self.finished = False
+
+    def advance(self, reader: RecordingReader) -> list[Finding]:
+        """Feed the connection's frames after the last one fed; return the new findings."""
+        new: list[Finding] = []
+        for f in reader.wire_frames(self.connection_id, after_seq=self.last_seq):
+            new.extend(self.checker.feed(f.seq, f.direction, f.raw, f.mono_ns, binary=f.binary))
+            self.last_seq = f.seq
+        self.findings.extend(new)
+        return new
+
+    def finish(self) -> list[Finding]:
+        """Run the end-of-connection rules (once); return their findings."""
+        if self.finished:
+            return []
+        self.finished = True
+        new = self.checker.finish()
+        self.findings.extend(new)
+        return new
+
+    def report(self) -> ConnectionReport:
+        return ConnectionReport(
+            self.connection_id,
+            self.transport or "-",
+            self.checker.negotiated_version,
+            self.checker.frames,
+            list(self.findings),
+            dict(self.checker.counts),
+            dict(self.checker.suppressed),
+            self.finished,
+            self.last_seq,
+        )
+
+
+def check_connection(
+    reader: RecordingReader, row: ConnectionRow, *, max_per_rule: int = 100
+) -> ConnectionReport:
+    """Check one connection to its end (as recorded so far): ``acp-proxy check``."""
+    check = ConnectionCheck(row, max_per_rule=max_per_rule)
+    check.advance(reader)
+    check.finish()
+    return check.report()
+
+
+def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> dict[str, Any]:
+    """All statistics of a recording (or one connection) as plain data (``stats --json``).
+
+    Counts and bytes are aggregated by the reader; latencies and turns come from one
+    streamed pass that parses only the frames the accumulator needs.
+    """
+    ids = None if connection_id is None else [connection_id]
+    frames, size, connections = reader.totals(ids)
+    methods = reader.method_counts(ids)
+    updates = reader.update_counts(ids)
+    acc = StatsAccumulator()
+    for f in reader.indexed_frames(connection_id):
+        payload = parse_json(f.raw)[0] if f.raw is not None else None
+        acc.feed(
+            f.connection_id,
+            f.direction,
+            f.kind,
+            f.rpc_id,
+            f.method,
+            f.session_id,
+            f.update_kind,
+            f.mono_ns,
+            payload,
+            f.size,
+        )
+    acc.finish()
+    derived = acc.to_json()
+    latency = {(x["method"], x["direction"]): x for x in derived["latency"]}
+    for m in methods:
+        lat = latency.get((m["method"], m["direction"]))
+        if lat is not None:
+            m.update({k: v for k, v in lat.items() if k not in ("method", "direction")})
+    sessions = derived["sessions"]  # by lineage, with their frames and bytes
+    return {
+        "frames": frames,
+        "bytes": size,
+        "connections": connections,
+        "sessions": sessions,
+        "methods": methods,
+        "updates": updates,
+    }
+
+
+def reindex_connection(
+    reader: RecordingReader,
+    db: sqlite3.Connection,
+    connection_id: int,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[int, int]:
+    """Re-derive one connection's index columns from its raw bytes; (frames seen, rows changed).
+
+    ``reader`` reads and ``db`` (opened for writing) takes the changes, a batch of
+    :data:`REINDEX_BATCH` frames per transaction, only rows whose columns changed, so proxies
+    may keep recording into the same file. ``progress`` is called with the frames seen.
+    """
+    indexer = ConnectionIndexer()
+    last_seq = 0
+    seen = changed = 0
+    while True:
+        batch = list(
+            reader.frames(connection_id=connection_id, after_seq=last_seq, limit=REINDEX_BATCH)
+        )
+        if not batch:
+            break
+        updates: list[tuple[Any, ...]] = []
+        patches: list[tuple[str | None, str | None, int]] = []
+        for f in batch:
+            new = indexer.values(f.direction, f.raw, None, f.id)
+            old = (f.kind, f.rpc_id, f.method, f.session_id, f.update_kind, f.entity_type)
+            if new != (*old, f.entity_id):
+                updates.append((*new, f.id))
+            if indexer.paired_early:
+                # responses recorded before their request, answered now: patch their rows
+                patches.extend((m, sid, ref) for ref, m, sid in indexer.paired_early)
+                indexer.paired_early.clear()
+            last_seq = f.seq
+        seen += len(batch)
+        update_index_columns(db, updates, patches)
+        changed += len(updates) + len(patches)
+        if progress is not None:
+            progress(seen)
+    if indexer.facts.changed:
+        update_connection_facts(db, connection_id, indexer.facts)
+    return seen, changed

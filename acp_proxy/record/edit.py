@@ -1,0 +1,200 @@
+"""Writes to a recording outside the live recorder: re-derived index columns, prepared rows.
+
+The recorder (:mod:`acp_proxy.record.writer`) owns writing live traffic. The few other
+writes live here, each one function with its own transaction: ``reindex``'s updates
+(:func:`update_index_columns`, :func:`update_connection_facts`) and inserting prepared
+connections and frames (:func:`insert_connection`, :func:`insert_frames`, used by test
+helpers and generators that build big recordings without running a proxy). Callers pass a
+connection opened for writing (``schema.connect(path, create=...)``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from acp_proxy.acp.exchanges import InitializeFacts
+from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
+from acp_proxy.wire.frame import Direction
+
+_CONNECTION_WRITABLE = {
+    "id",
+    "started_at",
+    "ended_at",
+    "transport",
+    "agent_command",
+    "cwd",
+    "pid",
+    "proxy_pid",
+    "exit_status",
+    "protocol_version",
+    "client_info",
+    "agent_info",
+    "label",
+    "peer",
+    "headers",
+    "frames_dropped",
+    "bytes_dropped",
+    "meta",
+    "last_seen_at",
+    "end_reason",
+    "host",
+    "digest",
+}
+_JSON_COLUMNS = {"agent_command", "client_info", "agent_info", "headers", "meta"}
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class NewFrame:
+    """A frame to insert: its bytes and, optionally, times and index columns.
+
+    ``columns`` None: derived by :class:`ConnectionIndexer` when :func:`insert_frames` is
+    asked to index, else left NULL (as an old recording before ``reindex``).
+    """
+
+    direction: Direction
+    raw: bytes
+    ts: float | None = None
+    mono_ns: int | None = None
+    columns: IndexColumns | None = None
+    binary: bool = False
+
+
+def _transaction(db: sqlite3.Connection) -> bool:
+    """Begin a transaction unless the caller holds one; True when we began it."""
+    if db.in_transaction:
+        return False
+    db.execute("BEGIN IMMEDIATE")
+    return True
+
+
+def insert_connection(db: sqlite3.Connection, **columns: Any) -> int:
+    """Insert a connection row; JSON columns (``agent_command``...) take Python values.
+
+    ``started_at`` and ``transport`` default to 0 and ``stdio``. Returns the row id.
+    """
+    unknown = set(columns) - _CONNECTION_WRITABLE
+    if unknown:
+        raise ValueError(f"not connection columns: {sorted(unknown)}")
+    values = {"started_at": 0.0, "transport": "stdio", **columns}
+    for name in _JSON_COLUMNS & set(values):
+        if not isinstance(values[name], str) and values[name] is not None:
+            values[name] = _json(values[name])
+    names = list(values)
+    cur = db.execute(
+        f"INSERT INTO connections ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+        [values[n] for n in names],
+    )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def insert_frames(
+    db: sqlite3.Connection,
+    connection_id: int,
+    frames: Iterable[NewFrame | tuple[Direction, bytes]],
+    *,
+    index: bool = False,
+    first_seq: int = 1,
+    start_ts: float = 0.0,
+) -> int:
+    """Append frames to a connection in one transaction; return how many.
+
+    Sequence numbers count from ``first_seq``; a frame without times gets ``start_ts`` and
+    ``mono_ns = seq * 1000``. ``index=True`` derives the index columns of frames that carry
+    none, as the recorder does. Streams: ``frames`` may be a generator of any length.
+    """
+    indexer = ConnectionIndexer() if index else None
+    count = 0
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        nonlocal count
+        for seq, item in enumerate(frames, first_seq):
+            f = item if isinstance(item, NewFrame) else NewFrame(item[0], item[1])
+            cols = f.columns
+            if cols is None and indexer is not None:
+                cols = indexer.index(f.direction, f.raw)
+            values: Sequence[str | None] = cols.values() if cols else (None,) * len(INDEX_COLUMNS)
+            count += 1
+            yield (
+                connection_id,
+                seq,
+                start_ts if f.ts is None else f.ts,
+                seq * 1000 if f.mono_ns is None else f.mono_ns,
+                f.direction,
+                f.raw,
+                len(f.raw),
+                int(f.binary),
+                *values,
+            )
+
+    began = _transaction(db)
+    try:
+        db.executemany(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
+            f"{', '.join(INDEX_COLUMNS)}) VALUES ({', '.join('?' for _ in range(15))})",
+            rows(),
+        )
+        if indexer is not None and indexer.facts.changed:
+            update_connection_facts(db, connection_id, indexer.facts)
+    except BaseException:
+        if began:
+            db.execute("ROLLBACK")
+        raise
+    if began:
+        db.execute("COMMIT")
+    return count
+
+
+def update_index_columns(
+    db: sqlite3.Connection,
+    updates: Sequence[tuple[Any, ...]],
+    patches: Sequence[tuple[str | None, str | None, int]],
+) -> None:
+    """One ``reindex`` batch in one transaction.
+
+    ``updates``: (every :data:`INDEX_COLUMNS` value..., frame id); ``patches``: (method,
+    session id, frame id) for a response recorded before its request, which learns its
+    method (and session, if it had none) once the request is seen.
+    """
+    began = _transaction(db)
+    try:
+        if updates:
+            db.executemany(
+                f"UPDATE frames SET {', '.join(c + ' = ?' for c in INDEX_COLUMNS)} WHERE id = ?",
+                updates,
+            )
+        if patches:
+            db.executemany(
+                "UPDATE frames SET method = ?, session_id = coalesce(session_id, ?) WHERE id = ?",
+                patches,
+            )
+    except BaseException:
+        if began:
+            db.execute("ROLLBACK")
+        raise
+    if began:
+        db.execute("COMMIT")
+
+
+def update_connection_facts(
+    db: sqlite3.Connection, connection_id: int, facts: InitializeFacts
+) -> None:
+    """Store the connection facts derived from ``initialize`` (version, client, agent)."""
+    db.execute(
+        "UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?",
+        [
+            facts.protocol_version,
+            _json(facts.client_info),
+            _json(facts.agent_info),
+            connection_id,
+        ],
+    )

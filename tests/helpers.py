@@ -1,0 +1,60 @@
+"""Test helpers shared across packages: writing prepared frames into a recording.
+
+:func:`insert_frames` is the one way tests and generators put rows into a recording without
+running a proxy; it goes through :mod:`acp_proxy.record.edit`, so the SQL lives in the
+package, not in the tests.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from acp_proxy.record.edit import NewFrame, insert_connection
+from acp_proxy.record.edit import insert_frames as _insert_frames
+from acp_proxy.record.schema import connect
+from acp_proxy.wire.frame import Direction
+
+__all__ = ["NewFrame", "insert_frames"]
+
+
+def insert_frames(
+    db: Path | sqlite3.Connection,
+    frames: Iterable[NewFrame | tuple[Direction, bytes]],
+    *,
+    connection: Mapping[str, Any] | None = None,
+    connection_id: int | None = None,
+    index: bool = False,
+    start_ts: float = 0.0,
+) -> int:
+    """Write ``frames`` as one connection of the recording ``db``; return the connection id.
+
+    ``db`` is a path (created if needed, closed after) or an open writable connection (its
+    transaction, if any, is used). A new connection row is made from ``connection``
+    (column values; JSON columns take Python values) unless ``connection_id`` names an
+    existing one. ``frames`` are ``(direction, raw)`` pairs or :class:`NewFrame` (times,
+    index columns); ``index=True`` derives missing index columns as the recorder does.
+    Streams: ``frames`` may be a generator of millions.
+    """
+    conn = connect(db, create=True) if isinstance(db, Path) else db
+    try:
+        began = not conn.in_transaction
+        if began:
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            cid = connection_id
+            if cid is None:
+                cid = insert_connection(conn, **dict(connection or {}))
+            _insert_frames(conn, cid, frames, index=index, start_ts=start_ts)
+        except BaseException:
+            if began:
+                conn.execute("ROLLBACK")
+            raise
+        if began:
+            conn.execute("COMMIT")
+        return cid
+    finally:
+        if isinstance(db, Path):
+            conn.close()

@@ -18,6 +18,7 @@ The module-level functions (:func:`open_recording`, :func:`list_connections`,
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -346,7 +347,9 @@ class RecordingReader:
         when = time.time() if now is None else now
         out: list[ConnectionRow] = []
         for r in rows:
-            started = _number(r[1]) or 0.0
+            started = _number(r[1])
+            if started is None:  # text or NULL in an imported row: unknowable, not 1970
+                started = math.nan
             ended = _number(r[2])
             last_seen = _number(r[16])
             exit_status = r[7] if isinstance(r[7], int) else None

@@ -141,7 +141,7 @@ def replay_command(
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
     if client_mode:
-        from acp_proxy.replay.agent_check import run_check
+        from acp_proxy.transport.agent_check import run_check
 
         chosen = sorted({s.connection_id for s in script.steps if s.trigger.is_request})
         connections = [script.connection_frames.get(c, []) for c in chosen]
@@ -150,7 +150,7 @@ def replay_command(
         except KeyboardInterrupt:
             code = 130
         sys.exit(code)
-    from acp_proxy.replay.stdio import serve_stdio
+    from acp_proxy.transport.replay_stdio import serve_stdio
 
     options = ReplayOptions(
         match=match,  # type: ignore[arg-type]

@@ -303,7 +303,7 @@ def serve_replay_listen(
             "listen on 127.0.0.1"
         )
     _check_record_path(record)
-    from acp_proxy.transport.ws_replay import serve_replay
+    from acp_proxy.transport.replay_ws import serve_replay
 
     recorder = Recorder(record, backend="process")
     try:

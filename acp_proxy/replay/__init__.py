@@ -3,8 +3,9 @@
 Entry points: :func:`~acp_proxy.replay.load.load_script` reads a recording into a
 :class:`~acp_proxy.replay.script.Script`; :class:`~acp_proxy.replay.engine.ReplayEngine`
 serves it (see its module docstring for the adapter API);
-:func:`~acp_proxy.replay.stdio.serve_stdio` is the stdio adapter;
-:mod:`acp_proxy.replay.agent_check` plays the client side against a real agent.
+:mod:`acp_proxy.replay.agent_check` is the pure half of ``--client`` (the recorded client
+played against a real agent). The adapters that move bytes or start processes live in
+:mod:`acp_proxy.transport` (``replay_stdio``, ``replay_ws``, ``agent_check``).
 """
 
 from acp_proxy.replay.engine import Note, ReplayEngine, ReplayOptions, Send, Wait

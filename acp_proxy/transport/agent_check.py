@@ -1,215 +1,27 @@
 """``replay --client``: play a recording's client side against a real agent and diff.
 
-The recorded client→agent frames of one connection are sent to a live agent in recorded
-order. Before each one the player waits (up to ``step_timeout`` seconds) until the agent
-has produced what it had produced at that point of the recording: the responses recorded
-before it, the agent request it answers, and as many frames overall. Answers to agent
-requests are the recorded ones with the live request's id; recorded sessionIds in sent
-frames are mapped to the ones the live agent minted.
-
-:class:`ClientPlayer` is the sans-I/O part (what to send next, when it may be sent, and the
-comparison); :func:`check_agent` runs it against a subprocess. The comparison ignores
-JSON-RPC ids, maps live sessionIds back to recorded ones and drops the ignore paths, then
-diffs the normalized agent→client message sequences line by line.
+The adapter half: :func:`check_agent` starts the agent, feeds it what
+:class:`~acp_proxy.replay.agent_check.ClientPlayer` (the pure half: what to send, when, and
+the comparison) says, and collects the agent's frames; :func:`run_check` is the CLI loop
+(one fresh agent per recorded connection, diffs on stdout).
 """
 
 from __future__ import annotations
 
-import difflib
 import queue
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from acp_proxy.console import warn as warn_stderr
-from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
-from acp_proxy.replay.script import RecFrame, rec_frame
-from acp_proxy.replay.splice import Span, find_spans, splice
+from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
+from acp_proxy.replay.script import RecFrame
 from acp_proxy.transport.process import AgentStartError, spawn_agent, terminate
 from acp_proxy.transport.stdio import write_all
-from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
-
-
-@dataclass(slots=True)
-class CheckResult:
-    """The outcome: normalized sequences, the unified diff (empty: no differences)."""
-
-    recorded: list[str]
-    live: list[str]
-    diff: list[str]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.diff
-
-
-@dataclass
-class ClientPlayer:
-    """The recorded client of one connection, replayed against a live agent (sans-I/O)."""
-
-    frames: list[RecFrame]
-    ignores: list[tuple[str, ...]] = field(
-        default_factory=lambda: [parse_path(p) for p in DEFAULT_IGNORES]
-    )
-    sessions: SessionMap = field(default_factory=SessionMap)
-    live: list[RecFrame] = field(default_factory=list)
-    _pos: int = 0
-    _live_requests: list[RecFrame] = field(default_factory=list)
-    _live_responses: dict[str, RecFrame] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._recorded_a2c = [f for f in self.frames if f.direction == A2C]
-        self._recorded_requests = [
-            f.rpc_id for f in self._recorded_a2c if f.kind == "request" and f.rpc_id
-        ]
-        self._c2a_methods = {
-            f.rpc_id: f.method
-            for f in self.frames
-            if f.direction == C2A and f.kind == "request" and f.rpc_id is not None
-        }
-        self._recorded_responses = {
-            f.rpc_id: f for f in self._recorded_a2c if f.kind == "response" and f.rpc_id
-        }
-        # For each position: (agent frames before it, agent responses before it).
-        self._before: list[tuple[int, int]] = []
-        self._response_order: list[str] = []
-        count = 0
-        for f in self.frames:
-            self._before.append((count, len(self._response_order)))
-            if f.direction == A2C:
-                count += 1
-                if f.kind == "response" and f.rpc_id is not None:
-                    self._response_order.append(f.rpc_id)
-        self._responses_seen = 0
-
-    @property
-    def done(self) -> bool:
-        return self._pos >= len(self.frames)
-
-    def feed(self, raw: bytes) -> None:
-        """One frame from the live agent."""
-        frame = rec_frame(0, len(self.live) + 1, time.monotonic_ns(), A2C, raw)
-        self.live.append(frame)
-        if frame.kind == "request":
-            self._live_requests.append(frame)
-        elif frame.kind == "response" and frame.rpc_id is not None:
-            self._live_responses[frame.rpc_id] = frame
-            recorded = self._recorded_responses.get(frame.rpc_id)
-            if recorded is not None:
-                self._learn_sessions(recorded.msg.result, frame.msg.result)
-
-    def _learn_sessions(self, recorded: Any, live: Any) -> None:
-        if isinstance(recorded, dict) and isinstance(live, dict):
-            r, lv = recorded.get("sessionId"), live.get("sessionId")
-            if isinstance(r, str) and isinstance(lv, str):
-                self.sessions.bind(r, lv)
-
-    def next_send(self) -> tuple[bytes | None, bool]:
-        """``(frame, ready)``: the next client frame to send and whether the agent caught up.
-
-        Advances past recorded agent frames. ``(None, True)`` when everything was sent.
-        """
-        while self._pos < len(self.frames) and self.frames[self._pos].direction == A2C:
-            self._pos += 1
-        if self._pos >= len(self.frames):
-            return None, True
-        frame = self.frames[self._pos]
-        return frame.raw, self._ready(self._pos)
-
-    def _ready(self, pos: int) -> bool:
-        frames_before, responses_before = self._before[pos]
-        if len(self.live) < frames_before:
-            return False
-        while self._responses_seen < responses_before:
-            if self._response_order[self._responses_seen] not in self._live_responses:
-                return False
-            self._responses_seen += 1
-        frame = self.frames[pos]
-        if frame.kind == "response" and frame.rpc_id in self._recorded_requests:
-            index = self._recorded_requests.index(frame.rpc_id)
-            if index >= len(self._live_requests):
-                return False
-        return True
-
-    def take(self) -> bytes:
-        """The next frame to send, rewritten for the live agent; advances."""
-        frame = self.frames[self._pos]
-        self._pos += 1
-        raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
-        replacements: list[tuple[Span, bytes]] = []
-        if frame.kind == "response" and frame.rpc_id in self._recorded_requests:
-            index = self._recorded_requests.index(frame.rpc_id)
-            if index < len(self._live_requests):
-                live_id = self._live_requests[index].rpc_id or "null"
-                for span in find_spans(raw, [("id",)]):
-                    replacements.append((span, live_id.encode()))
-            else:
-                self.notes.append(f"the agent never sent the request answered at {frame.where}")
-        for span in find_spans(raw, [("params", "sessionId")]):
-            value = span.value(raw)
-            if isinstance(value, str) and self.sessions.to_live(value) != value:
-                replacements.append((span, orjson.dumps(self.sessions.to_live(value))))
-        return splice(raw, replacements) if replacements else raw
-
-    def settled(self) -> bool:
-        """The agent produced at least as much as recorded, and answered every request."""
-        if len(self.live) < len(self._recorded_a2c):
-            return False
-        return all(rid in self._live_responses for rid in self._recorded_responses)
-
-    # -- comparison ----------------------------------------------------------------------
-
-    def normalize(self, frame: RecFrame, *, live: bool) -> str:
-        msg = frame.msg
-        payload = msg.payload
-        if msg.kind == "invalid" or not isinstance(payload, dict):
-            text = frame.raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-            return f"{msg.kind}: {text}"
-        if live:
-            payload = _map_strings(payload, self.sessions.live_to_rec)
-        payload = remove_paths(payload, self.ignores)
-        if msg.kind == "response":
-            method = self._c2a_methods.get(msg.id or "", "?")
-            body = {k: v for k, v in payload.items() if k in ("result", "error")}
-            if "error" in body and isinstance(body["error"], dict):
-                body["error"] = {k: v for k, v in body["error"].items() if k != "message"} | {
-                    "message": body["error"].get("message")
-                }
-            return f"response to {method}: " + _canon(body)
-        label = "request" if msg.kind == "request" else "notification"
-        return f"{label} {msg.method}: " + _canon(payload.get("params"))
-
-    def result(self) -> CheckResult:
-        recorded = [self.normalize(f, live=False) for f in self._recorded_a2c]
-        live = [self.normalize(f, live=True) for f in self.live]
-        diff = list(
-            difflib.unified_diff(recorded, live, "recorded agent", "live agent", lineterm="", n=2)
-        )
-        return CheckResult(recorded, live, diff, list(self.notes))
-
-
-def _canon(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def _map_strings(value: Any, mapping: dict[str, str]) -> Any:
-    if not mapping:
-        return value
-    if isinstance(value, str):
-        return mapping.get(value, value)
-    if isinstance(value, dict):
-        return {k: _map_strings(v, mapping) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_map_strings(v, mapping) for v in value]
-    return value
 
 
 def check_agent(
@@ -267,7 +79,7 @@ def check_agent(
         if item is None:
             agent_gone = True
             return False
-        player.feed(item)
+        player.feed(item, time.monotonic_ns())
         return True
 
     try:
@@ -298,7 +110,7 @@ def check_agent(
                 if item is None:
                     agent_gone = True
                     break
-                player.feed(item)
+                player.feed(item, time.monotonic_ns())
         deadline = time.monotonic() + step_timeout
         while not player.settled() and time.monotonic() < deadline:
             if not pump(deadline):
@@ -312,7 +124,7 @@ def check_agent(
                 break
             if item is None:
                 break
-            player.feed(item)
+            player.feed(item, time.monotonic_ns())
     return player.result()
 
 

@@ -17,11 +17,9 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
-from acp_proxy.replay.splice import Span, find_spans, splice
+from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
 from acp_proxy.wire.frame import A2C, C2A
 
 
@@ -145,7 +143,7 @@ class ClientPlayer:
         for span in find_spans(raw, [("params", "sessionId")]):
             value = span.value(raw)
             if isinstance(value, str) and self.sessions.to_live(value) != value:
-                replacements.append((span, orjson.dumps(self.sessions.to_live(value))))
+                replacements.append((span, json_bytes(self.sessions.to_live(value))))
         return splice(raw, replacements) if replacements else raw
 
     def settled(self) -> bool:
@@ -186,7 +184,7 @@ class ClientPlayer:
 
 
 def _canon(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return json_bytes(value, sort_keys=True).decode()
 
 
 def _map_strings(value: Any, mapping: dict[str, str]) -> Any:

@@ -30,11 +30,19 @@ request with the same method and params anywhere in the recording (repeats are s
 first-in-first-out); ``sequential`` additionally never goes back before the last matched
 step (skipped steps are dropped); ``strict`` requires the very next recorded client message.
 
-Rewriting: an agent response gets the live request's id; an agent request gets a fresh id
-(1, 2, ... in the agent's id space) and the client's answer is awaited where the recorded
-client answered; recorded sessionIds are mapped to live ones. All rewrites are byte splices
-(:mod:`acp_proxy.replay.splice`); every other byte goes out as recorded. ``session/load``
-and ``session/resume`` with ``replayFrom`` re-emit history (:mod:`acp_proxy.replay.history`).
+Rewriting: an agent response gets the live request's id; an agent request keeps its
+recorded id unless that id was already sent in this live connection (a second recorded
+connection numbering its requests from 0 again), then it gets the smallest unused integer;
+the client's answer is awaited where the recorded client answered; recorded sessionIds are
+mapped to live ones. All rewrites are byte splices (:mod:`acp_proxy.replay.splice`); every
+other byte goes out as recorded.
+
+``session/load`` and ``session/resume``: when the recording holds the agent's own answer
+to a matching request (the frames it sent up to its response), exactly those frames are
+sent, like any other step. Only when it does not (a recording of ``session/new`` and
+prompts, replayed by a client testing its resume) is the history synthesized from the
+recorded session (:mod:`acp_proxy.replay.history`) for ``session/load`` and for
+``session/resume`` with ``replayFrom``. Either way one :class:`Note` says which happened.
 """
 
 from __future__ import annotations
@@ -42,8 +50,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import orjson
 
 from acp_proxy.replay.history import history_frames
 from acp_proxy.replay.match import (
@@ -56,7 +62,7 @@ from acp_proxy.replay.match import (
     short,
 )
 from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step
-from acp_proxy.replay.splice import Span, find_spans, insert_member, splice
+from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
 from acp_proxy.wire.jsonrpc import Message, classify
 
 MatchMode = Literal["loose", "sequential", "strict"]
@@ -126,8 +132,9 @@ class ReplayEngine:
         self._queue: deque[_Run] = deque()
         self._blocked_on: str | None = None
         self._answered: set[str] = set()
-        self._next_fresh = 1
-        # (connection, recorded agent request id) -> fresh live id text
+        self._next_fresh = 0
+        # (connection, recorded agent request id) -> the id it went out with (the recorded
+        # one unless that was already taken in this live connection)
         self._fresh_of: dict[tuple[int, str], str] = {}
         self._recorded_of_fresh: dict[str, tuple[int, str]] = {}
         # (connection, recorded client request id) -> live id text
@@ -163,7 +170,7 @@ class ReplayEngine:
                 return out
             self._error(
                 out,
-                None,
+                msg.id,
                 -32700 if msg.payload is None else -32600,
                 f"replay: cannot handle this frame: {msg.reason}",
             )
@@ -328,7 +335,7 @@ class ReplayEngine:
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
-        out.append(Send(body + orjson.dumps(error) + b"}\n"))
+        out.append(Send(body + json_bytes(error) + b"}\n"))
 
     # -- history re-emission ---------------------------------------------------------------
 
@@ -350,6 +357,25 @@ class ReplayEngine:
             )
             out.append(Note(f"replay: {msg.method} for unknown session {live_sid}"))
             return True
+        step, diffs, nearest = self._match(msg)
+        if step is None and self.options.match == "strict" and not self.options.advertise_load:
+            # strict: exactly the next recorded client message, or an error.
+            self._no_match(msg, diffs, nearest, out)
+            return True
+        asked = f"{msg.method} of {live_sid}"
+        if step is not None and _response_of(step) is not None:
+            # The recording holds the agent's own answer: send exactly that.
+            self._accept(step, msg)
+            emitted = sum(isinstance(item, Emit) for item in step.items)
+            out.append(
+                Note(
+                    f"replay: {asked}: sending the agent's recorded answer "
+                    f"({step.trigger.frame.where}, {emitted} frame(s))"
+                )
+            )
+            for item in step.items:
+                self._queue.append(_Run(item, step))
+            return True
         frames = self.script.session_frames.get(rec_sid, [])
         version = self.script.protocol_version_of_session(rec_sid)
         live_version = self._live_version()
@@ -362,33 +388,29 @@ class ReplayEngine:
         replay = msg.method == "session/load" or (
             (version or 1) >= 2 and params.get("replayFrom") is not None
         )
-        step, diffs, nearest = self._match(msg)
-        if step is None and self.options.match == "strict" and not self.options.advertise_load:
-            # strict: exactly the next recorded client message, or an error.
-            self._no_match(msg, diffs, nearest, out)
-            return True
         if step is not None:
-            # History as it stood when the recorded load/resume was answered: what the
-            # session went on to do later in the recording is not history yet.
-            cut = _answered_at(step)
+            # A recorded request the agent never answered: history as it stood then.
+            cut = (step.trigger.frame.connection_id, step.trigger.frame.seq)
             frames = [f for f in frames if (f.connection_id, f.seq) <= cut]
         self.sessions.bind(rec_sid, live_sid)
-        if replay:
-            for raw in history_frames(rec_sid, frames, version):
-                self._queue.append(_Run(raw, None))
+        history = history_frames(rec_sid, frames, version) if replay else []
+        for raw in history:
+            self._queue.append(_Run(raw, None))
+        what = (
+            f"history synthesized from the recorded session ({len(history)} update(s))"
+            if replay
+            else "no history asked"
+        )
+        out.append(Note(f"replay: {asked}: no recorded answer in the recording; {what}"))
         if step is not None:
             self._accept(step, msg)
-            window_open = True
             for item in step.items:
-                if window_open and isinstance(item, Emit):
-                    f = item.frame
-                    if f.kind == "response" and f.rpc_id == step.trigger.msg.id:
-                        window_open = False
-                    elif replay and f.method == "session/update" and f.session_id == rec_sid:
-                        continue  # replaced by the re-emitted history above
+                f = item.frame if isinstance(item, Emit) else None
+                replaced = f is not None and f.method == "session/update"
+                if replay and replaced and f is not None and f.session_id == rec_sid:
+                    continue  # replaced by the synthesized history above
                 self._queue.append(_Run(item, step))
             return True
-        out.append(Note(f"replay: no recorded {msg.method} for {live_sid}; answering {{}}"))
         answer = b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":{}}\n'
         self._queue.append(_Run(answer, None))
         return True
@@ -454,12 +476,19 @@ class ReplayEngine:
             if isinstance(minted, str):  # the client now knows this session by that id
                 self.sessions.bind(minted, self.sessions.to_live(minted))
         elif msg.kind == "request" and msg.id is not None:
-            fresh = str(self._next_fresh)
-            self._next_fresh += 1
+            fresh = msg.id
+            if fresh in self._recorded_of_fresh:  # taken: another recorded request had it
+                fresh = self._fresh_id()
             self._fresh_of[(conn, msg.id)] = fresh
             self._recorded_of_fresh[fresh] = (conn, msg.id)
             raw = self._set_id(raw, fresh)
         return self._map_sessions(raw)
+
+    def _fresh_id(self) -> str:
+        """The smallest unused integer id (from 0 up) for an agent request."""
+        while str(self._next_fresh) in self._recorded_of_fresh:
+            self._next_fresh += 1
+        return str(self._next_fresh)
 
     @staticmethod
     def _set_id(raw: bytes, id_text: str) -> bytes:
@@ -476,19 +505,19 @@ class ReplayEngine:
         for span in find_spans(raw, SESSION_PATHS):
             value = span.value(raw)
             if isinstance(value, str) and mapping.get(value, value) != value:
-                replacements.append((span, orjson.dumps(mapping[value])))
+                replacements.append((span, json_bytes(mapping[value])))
         return splice(raw, replacements) if replacements else raw
 
 
-def _answered_at(step: Step) -> tuple[int, int]:
-    """(connection, seq) of the recorded response to ``step``'s request (else the request)."""
+def _response_of(step: Step) -> RecFrame | None:
+    """The recorded agent response to ``step``'s request, if the step holds it."""
     trig = step.trigger
     for item in step.items:
         if isinstance(item, Emit):
             f = item.frame
             if f.kind == "response" and f.rpc_id == trig.msg.id:
-                return f.connection_id, f.seq
-    return trig.frame.connection_id, trig.frame.seq
+                return f
+    return None
 
 
 def _asked(msg: Message) -> dict[str, Any]:

@@ -79,7 +79,7 @@ def prompt(rpc_id: int, text: str) -> bytes:
 
 
 PERMISSION = (
-    b'{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1"}}\n'
+    b'{"jsonrpc":"2.0","id":5,"method":"session/request_permission","params":{"sessionId":"s1"}}\n'
 )
 
 
@@ -87,13 +87,13 @@ def permission_turn(rpc_id: int, text: str) -> list[tuple[str, bytes]]:
     return [
         ("c2a", prompt(rpc_id, text)),
         ("a2c", PERMISSION),
-        ("c2a", b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}\n'),
+        ("c2a", b'{"jsonrpc":"2.0","id":5,"result":{"outcome":{"outcome":"cancelled"}}}\n'),
         ("a2c", b'{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}\n' % rpc_id),
     ]
 
 
 def test_agent_requests_keep_their_recorded_ids_unless_taken(tmp_path: Path) -> None:
-    # Two recorded agent processes, each numbering its requests from 0.
+    # Two recorded agent processes whose requests have the same id.
     head = [("c2a", INIT), ("a2c", INIT_OK), ("c2a", NEW), ("a2c", NEW_OK)]
     rec = write_export(
         tmp_path / "ids.jsonl",
@@ -110,13 +110,14 @@ def test_agent_requests_keep_their_recorded_ids_unless_taken(tmp_path: Path) -> 
     proc.stdin.write(INIT + NEW + prompt(2, "one"))
     proc.stdin.flush()
     assert [proc.stdout.readline() for _ in range(3)] == [INIT_OK, NEW_OK, PERMISSION]
-    proc.stdin.write(answer % b"0" + prompt(3, "two"))
+    proc.stdin.write(answer % b"5" + prompt(3, "two"))
     proc.stdin.flush()
     got = [proc.stdout.readline() for _ in range(2)]
     assert got[0] == b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}\n'
-    # The second connection's request 0 would collide with the first one's: the next free id.
-    assert got[1] == PERMISSION.replace(b'"id":0', b'"id":1')
-    proc.stdin.write(answer % b"1")
+    # The second connection's request 5 would collide with the first one's: the smallest
+    # unused integer instead.
+    assert got[1] == PERMISSION.replace(b'"id":5', b'"id":0')
+    proc.stdin.write(answer % b"0")
     proc.stdin.close()
     assert proc.stdout.read() == b'{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}\n'
     assert proc.wait(timeout=30) == 0

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from acp_proxy.console import warn as warn_stderr
+from acp_proxy.record.reader import ReplayFrames
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
-from acp_proxy.replay.load import load_script
+from acp_proxy.replay.load import ScriptError, select_script
 from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
 
 
@@ -152,16 +153,24 @@ def replay_command(
             "unexpected arguments after the recording (an agent command needs --client)"
         )
     try:
-        script = load_script(recording_path, connection_id=connection_id, session_id=session_id)
-    except RecordingError as exc:
+        store = ReplayFrames.open(recording_path)
+        script = select_script(
+            store, connection_id=connection_id, session_id=session_id, source=str(recording_path)
+        )
+    except (RecordingError, ScriptError) as exc:
         raise click.ClickException(str(exc)) from None
     if client_mode:
         from acp_proxy.transport.agent_check import run_check
 
-        chosen = sorted({s.connection_id for s in script.steps if s.trigger.is_request})
-        connections = [script.connection_frames.get(c, []) for c in chosen]
         try:
+            connections = []
+            for cid in script.step_connections:  # those in which the client asked something
+                frames = script.connection_frames(cid)
+                if any(f.direction == "c2a" and f.kind == "request" for f in frames):
+                    connections.append(frames)
             code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+        except RecordingError as exc:
+            raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
             code = 130
         sys.exit(code)
@@ -189,6 +198,8 @@ def replay_command(
         )
     try:
         code = serve_stdio(engine, answer_timeout=answer_timeout)
+    except RecordingError as exc:  # damage met while reading the recording lazily
+        raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)

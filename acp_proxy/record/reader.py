@@ -264,27 +264,32 @@ class ReplayFrames:
         client_method: str | None = None,
         client_only: bool = False,
     ) -> Iterator[ReplayRow]:
-        sql = f"SELECT {_REPLAY_COLUMNS} FROM frames WHERE connection_id = ? AND seq > ?"
-        args: tuple[Any, ...] = (connection_id, after_seq)
+        sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
         if client_method is not None and not _storable(client_method):
-            client_method, client_only = None, True  # compared by the caller
-        if client_method is not None:
-            # method is NULL for batches and frames the recorder could not index.
-            sql += " AND direction = 'c2a' AND (method = ? OR method IS NULL)"
-            args += (client_method,)
-        elif client_only:
+            client_method = None  # no stored method equals it: compared by the caller
+        if client_method is not None or client_only:
             sql += " AND direction = 'c2a'"
-        for r in self._query(sql + " ORDER BY seq", args):
+        # The method is compared here, not in SQL: a condition on it makes SQLite read
+        # the whole connection before the first row.
+        for r in self._query(sql + " ORDER BY seq", (connection_id, after_seq)):
+            method = r[6]
+            if client_method is not None and method is not None and method != client_method:
+                continue  # method is NULL for batches and frames the recorder did not index
             yield ReplayRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5])
 
     def response_seq(self, connection_id: int, rpc_id: str, after_seq: int) -> int | None:
-        for (seq,) in self._query(
-            "SELECT min(seq) FROM frames WHERE connection_id = ? AND rpc_id = ? AND seq > ? "
-            "AND direction = 'a2c' AND kind = 'response'",
-            (connection_id, rpc_id, after_seq),
-        ):
-            return None if seq is None else int(seq)
-        return None
+        # Through the (connection_id, rpc_id) index: a few rows per id. (Asked for min(seq)
+        # SQLite would rather walk the connection in seq order.)
+        seqs = [
+            int(seq)
+            for seq, direction, kind in self._query(
+                "SELECT seq, direction, kind FROM frames "
+                "WHERE connection_id = ? AND rpc_id = ? AND rpc_id IS NOT NULL",
+                (connection_id, rpc_id),
+            )
+            if seq > after_seq and direction == "a2c" and kind == "response"
+        ]
+        return min(seqs, default=None)
 
     def session_frames(self, session_id: str) -> Iterator[ReplayRow]:
         for r in self._query(

@@ -50,7 +50,11 @@ PROMPT = (
 TURN_A2C = frames_per_turn(CHUNKS) - 1  # agent frames of one prompt turn
 
 
-def measure(argv: list[str], db: Path, env: dict[str, str]) -> dict[str, float]:
+Target = tuple[str, list[str], dict[str, str], Path | None]
+"""(label, argv, environment, working directory)."""
+
+
+def measure(argv: list[str], db: Path, env: dict[str, str], cwd: Path | None) -> dict[str, float]:
     """Run one replay and time it; see the module docstring."""
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -59,6 +63,7 @@ def measure(argv: list[str], db: Path, env: dict[str, str]) -> dict[str, float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
+        cwd=cwd,
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(INIT)
@@ -87,9 +92,9 @@ def measure(argv: list[str], db: Path, env: dict[str, str]) -> dict[str, float]:
     }
 
 
-def startup(argv: list[str], env: dict[str, str]) -> float:
+def startup(argv: list[str], env: dict[str, str], cwd: Path | None) -> float:
     start = time.perf_counter()
-    subprocess.run([*argv, "--help"], capture_output=True, check=True, env=env)
+    subprocess.run([*argv, "--help"], capture_output=True, check=True, env=env, cwd=cwd)
     return time.perf_counter() - start
 
 
@@ -103,10 +108,14 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     exe = shutil.which("acp-proxy")
     assert exe, "acp-proxy is not installed"
-    targets: list[tuple[str, list[str], dict[str, str]]] = [("this tree", [exe], dict(os.environ))]
+    targets: list[Target] = [("this tree", [exe], dict(os.environ), None)]
     if opts.baseline is not None:
-        env = {**os.environ, "PYTHONPATH": str(opts.baseline.resolve())}
-        targets.insert(0, (f"baseline {opts.baseline}", [sys.executable, "-m", "acp_proxy"], env))
+        # Run from the baseline directory: `python -m` puts the working directory first
+        # on sys.path, ahead of this tree's editable install.
+        base = opts.baseline.resolve()
+        env = {**os.environ, "PYTHONPATH": str(base)}
+        argv = [sys.executable, "-m", "acp_proxy"]
+        targets.insert(0, (f"baseline {opts.baseline}", argv, env, base))
     sizes = [int(s) for s in opts.frames.split(",") if s]
     try:
         rows: list[str] = []
@@ -117,16 +126,16 @@ def main() -> None:
                 t = time.perf_counter()
                 count = generate(db, turns, CHUNKS)
                 print(f"generated {count:,} frames in {time.perf_counter() - t:.1f} s: {db}")
-            for label, argv, env in targets:
-                r = measure(argv, db, env)
+            for label, argv, env, cwd in targets:
+                r = measure(argv, db.resolve(), env, cwd)
                 rows.append(
                     f"| {label} | {size:,} | {r['first']:.2f} s | {r['turn']:.2f} s | "
                     f"{r['rss']:.0f} MB | {r['exit']:.2f} s |"
                 )
                 print(rows[-1], flush=True)
         print()
-        for label, argv, env in targets:
-            print(f"{label}: `acp-proxy --help` takes {startup(argv, env):.2f} s")
+        for label, argv, env, cwd in targets:
+            print(f"{label}: `acp-proxy --help` takes {startup(argv, env, cwd):.2f} s")
         print()
         print("| target | frames | first response | first turn | peak RSS | exit |")
         print("|---|---|---|---|---|---|")

@@ -166,7 +166,7 @@ def replay_command(
             connections = []
             for cid in script.step_connections:  # those in which the client asked something
                 frames = script.connection_frames(cid)
-                if any(f.direction == "c2a" and f.kind == "request" for f in frames):
+                if any(f.direction == "c2a" and f.kind in ("request", "batch") for f in frames):
                     connections.append(frames)
             code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
         except RecordingError as exc:

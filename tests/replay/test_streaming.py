@@ -89,3 +89,21 @@ def test_replay_memory_is_flat_in_the_recording_size(tmp_path: Path) -> None:
     generate(big, 2000)  # 200,000 frames (loading it whole took ~440 MB)
     rss_small, rss_big = peak_rss_mb(small), peak_rss_mb(big)
     assert rss_big < rss_small * 1.5 + 20, (rss_small, rss_big)
+
+
+def test_damage_met_while_serving_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "damaged.db"
+    generate(db, 100)  # 10,000 frames
+    size = db.stat().st_size
+    with db.open("r+b") as fh:  # the second half of the file: frames read lazily later
+        fh.seek(size // 2)
+        fh.write(b"\xff" * (size // 4))
+    proc = subprocess.run(
+        [*proxy_exe(), "replay", str(db)],
+        input=INIT + NEW + prompt(99),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1  # at the start or once met, one line, no traceback
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "the recording is damaged" in err, err

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH
+from acp_proxy.console import warn as warn_stderr
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
-from acp_proxy.replay.load import load_script
+from acp_proxy.replay.load import ScriptError, select_script
 from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
 
 
@@ -50,7 +53,7 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     "--max-delay",
     type=float,
     default=None,
-    help="With --pace recorded: never wait longer than this many seconds.",
+    help="With --pace recorded: never wait longer than this many seconds (>= 0).",
 )
 @click.option(
     "--ignore",
@@ -115,8 +118,13 @@ def replay_command(
     Each client request is answered with the matching recorded response (ids rewritten,
     sessionIds mapped), preceded and followed by the recorded agent frames. Unmatched
     requests get a JSON-RPC error naming the nearest recorded candidate and the
-    differences (also on stderr). session/load and session/resume with replayFrom
-    re-emit the session's recorded history first.
+    differences (also on stderr).
+
+    session/load and session/resume: when the recording holds the agent's own answer to a
+    matching request, exactly those frames are sent (history and response, byte for byte,
+    ids and sessionIds mapped). Only when it holds none (e.g. a recording of session/new and
+    prompts, replayed to test a client's resume) is the history synthesized from the recorded
+    session (session/load, session/resume with replayFrom). One stderr line says which.
 
     \b
     Examples:
@@ -124,6 +132,14 @@ def replay_command(
       acp-proxy replay session.db --match strict --ignore prompt.*.text
       acp-proxy replay session.db --client -- python my_agent.py   # agent regression
     """
+    _check_options(
+        max_delay=max_delay,
+        pace=pace,
+        answer_timeout=answer_timeout,
+        step_timeout=step_timeout,
+        client_mode=client_mode,
+        listen=listen,
+    )
     paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
     try:
         parsed = [parse_path(p) for p in paths]
@@ -136,20 +152,28 @@ def replay_command(
             "unexpected arguments after the recording (an agent command needs --client)"
         )
     try:
-        script = load_script(recording_path, connection_id=connection_id, session_id=session_id)
-    except RecordingError as exc:
+        store = open_replay_frames(recording_path)
+        script = select_script(
+            store, connection_id=connection_id, session_id=session_id, source=str(recording_path)
+        )
+    except (RecordingError, ScriptError) as exc:
         raise click.ClickException(str(exc)) from None
     if client_mode:
-        from acp_proxy.replay.agent_check import run_check
+        from acp_proxy.transport.agent_check import run_check
 
-        chosen = sorted({s.connection_id for s in script.steps if s.trigger.is_request})
-        connections = [script.connection_frames.get(c, []) for c in chosen]
         try:
+            connections = []
+            for cid in script.step_connections:  # those in which the client asked something
+                frames = script.connection_frames(cid)
+                if any(f.direction == "c2a" and f.kind in ("request", "batch") for f in frames):
+                    connections.append(frames)
             code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+        except RecordingError as exc:
+            raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
             code = 130
         sys.exit(code)
-    from acp_proxy.replay.stdio import serve_stdio
+    from acp_proxy.transport.replay_stdio import serve_stdio
 
     options = ReplayOptions(
         match=match,  # type: ignore[arg-type]
@@ -166,8 +190,44 @@ def replay_command(
         )
         return
     engine = ReplayEngine(script, options)
+    if sys.stdin.isatty():
+        warn_stderr(
+            f"replay: serving {recording_path} as an agent on stdin/stdout; waiting for a "
+            "client's JSON-RPC lines (Ctrl-D ends)"
+        )
     try:
         code = serve_stdio(engine, answer_timeout=answer_timeout)
+    except RecordingError as exc:  # damage met while reading the recording lazily
+        raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+class OptionError(click.ClickException):
+    """An invalid or conflicting option: one ``Error: ...`` line, exit status 2."""
+
+    exit_code = 2
+
+
+def _check_options(
+    *,
+    max_delay: float | None,
+    pace: str,
+    answer_timeout: float,
+    step_timeout: float,
+    client_mode: bool,
+    listen: str | None,
+) -> None:
+    """Refuse what would be accepted silently and then ignored or misread."""
+    for name, value in (
+        ("--max-delay", max_delay),
+        ("--answer-timeout", answer_timeout),
+        ("--step-timeout", step_timeout),
+    ):
+        if value is not None and (math.isnan(value) or value < 0):
+            raise OptionError(f"{name} must be a number of seconds >= 0, not {value:g}")
+    if max_delay is not None and pace != "recorded":
+        raise OptionError("--max-delay only applies with --pace recorded")
+    if client_mode and listen is not None:
+        raise OptionError("--client and --listen cannot be combined")

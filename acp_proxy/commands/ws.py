@@ -296,7 +296,7 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    from acp_proxy.transport.ws_replay import serve_replay
+    from acp_proxy.transport.replay_ws import serve_replay
 
     recorder = Recorder(record, backend="process")
     try:

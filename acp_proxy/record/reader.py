@@ -906,3 +906,129 @@ def iter_frames(
     return RecordingReader(db).frames(
         connection_id=connection_id, session_id=session_id, after_id=after_id
     )
+
+
+# --- replay: lazy reading ---
+# The queries ``acp-proxy replay`` serves a recording with (the FrameStore protocol of
+# acp_proxy.replay.script): every one is an index lookup or a cursor over one connection's
+# frames through the (connection_id, seq) UNIQUE index, so serving a million-frame
+# recording starts at once and reads only what the client asks for.
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_REPLAY_COLUMNS = "connection_id, seq, mono_ns, direction, raw, session_id"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRow:
+    """The columns of a frame that replay needs."""
+
+    connection_id: int
+    seq: int
+    mono_ns: int
+    direction: Direction
+    raw: bytes
+    session_id: str | None
+
+
+class ReplayFrames:
+    """A recording as replay reads it (see the block comment above); a damaged file raises
+    :class:`RecordingError` with one line, whenever the damage is met."""
+
+    def __init__(self, db: sqlite3.Connection, source: str = "") -> None:
+        self.db = db
+        self.source = source
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        if not all(_storable(a) for a in args):
+            return  # a lone surrogate (valid JSON) equals no stored UTF-8 text
+        try:
+            yield from self.db.execute(sql, args)
+        except sqlite3.DatabaseError as exc:
+            raise RecordingError(
+                f"{self.source or 'the recording'}: the recording is damaged: {exc}"
+            ) from None
+
+    def protocol_versions(self) -> dict[int, int | None]:
+        return {
+            int(cid): version
+            for cid, version in self._query(
+                "SELECT id, protocol_version FROM connections ORDER BY id"
+            )
+        }
+
+    def connection_frames(
+        self,
+        connection_id: int,
+        *,
+        after_seq: int = 0,
+        client_method: str | None = None,
+        client_only: bool = False,
+    ) -> Iterator[ReplayRow]:
+        sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
+        if client_method is not None and not _storable(client_method):
+            client_method = None  # no stored method equals it: compared by the caller
+        if client_method is not None or client_only:
+            sql += " AND direction = 'c2a'"
+        # The method is compared here, not in SQL: a condition on it makes SQLite read
+        # the whole connection before the first row.
+        for r in self._query(sql + " ORDER BY seq", (connection_id, after_seq)):
+            method = r[6]
+            if client_method is not None and method is not None and method != client_method:
+                continue  # method is NULL for batches and frames the recorder did not index
+            yield ReplayRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5])
+
+    def response_seq(self, connection_id: int, rpc_id: str, after_seq: int) -> int | None:
+        # Through the (connection_id, rpc_id) index: a few rows per id. (Asked for min(seq)
+        # SQLite would rather walk the connection in seq order.)
+        seqs = [
+            int(seq)
+            for seq, direction, kind in self._query(
+                "SELECT seq, direction, kind FROM frames "
+                "WHERE connection_id = ? AND rpc_id = ? AND rpc_id IS NOT NULL",
+                (connection_id, rpc_id),
+            )
+            if seq > after_seq and direction == "a2c" and kind == "response"
+        ]
+        return min(seqs, default=None)
+
+    def session_frames(self, session_id: str) -> Iterator[ReplayRow]:
+        for r in self._query(
+            f"SELECT {_REPLAY_COLUMNS} FROM frames WHERE session_id = ? "
+            "ORDER BY connection_id, seq",
+            (session_id,),
+        ):
+            yield ReplayRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5])
+
+    def session_connections(self, session_id: str) -> list[int]:
+        found: list[int] = []
+        for (cid,) in self._query("SELECT id FROM connections ORDER BY id"):
+            for _ in self._query(
+                "SELECT 1 FROM frames WHERE session_id = ? AND connection_id = ? LIMIT 1",
+                (session_id, cid),
+            ):
+                found.append(int(cid))
+        return found
+
+    def session_ids(self, limit: int) -> tuple[int, list[str]]:
+        ids = [
+            str(s)
+            for (s,) in self._query(
+                "SELECT DISTINCT session_id FROM frames WHERE session_id IS NOT NULL "
+                "ORDER BY session_id"
+            )
+        ]
+        return len(ids), ids[:limit]
+
+
+def _storable(value: Any) -> bool:
+    """Whether ``value`` can be bound as an SQLite parameter (text must be valid UTF-8)."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,13 +1,16 @@
 """The replay server: a recording served as a deterministic agent (sans-I/O engine).
 
-Entry points: :func:`~acp_proxy.replay.load.load_script` reads a recording into a
-:class:`~acp_proxy.replay.script.Script`; :class:`~acp_proxy.replay.engine.ReplayEngine`
-serves it (see its module docstring for the adapter API);
-:func:`~acp_proxy.replay.stdio.serve_stdio` is the stdio adapter;
-:mod:`acp_proxy.replay.agent_check` plays the client side against a real agent.
+Pure: no I/O, no processes. Entry points: :func:`~acp_proxy.replay.load.select_script`
+makes a lazy :class:`~acp_proxy.replay.script.Script` of a recording read through a frame
+store (the SQLite one is :class:`acp_proxy.record.reader.ReplayFrames`);
+:class:`~acp_proxy.replay.engine.ReplayEngine` serves it (see its module docstring for the
+adapter API);
+:mod:`acp_proxy.replay.agent_check` is the pure half of ``--client`` (the recorded client
+played against a real agent). The adapters that move bytes or start processes live in
+:mod:`acp_proxy.transport` (``replay_stdio``, ``replay_ws``, ``agent_check``).
 """
 
 from acp_proxy.replay.engine import Note, ReplayEngine, ReplayOptions, Send, Wait
-from acp_proxy.replay.load import load_script
+from acp_proxy.replay.load import ScriptError, select_script
 
-__all__ = ["Note", "ReplayEngine", "ReplayOptions", "Send", "Wait", "load_script"]
+__all__ = ["Note", "ReplayEngine", "ReplayOptions", "ScriptError", "Send", "Wait", "select_script"]

@@ -1,39 +1,26 @@
-"""``replay --client``: play a recording's client side against a real agent and diff.
+"""The pure half of ``replay --client``: the recorded client of one connection, replayed.
 
-The recorded client→agent frames of one connection are sent to a live agent in recorded
-order. Before each one the player waits (up to ``step_timeout`` seconds) until the agent
-has produced what it had produced at that point of the recording: the responses recorded
-before it, the agent request it answers, and as many frames overall. Answers to agent
-requests are the recorded ones with the live request's id; recorded sessionIds in sent
-frames are mapped to the ones the live agent minted.
-
-:class:`ClientPlayer` is the sans-I/O part (what to send next, when it may be sent, and the
-comparison); :func:`check_agent` runs it against a subprocess. The comparison ignores
-JSON-RPC ids, maps live sessionIds back to recorded ones and drops the ignore paths, then
-diffs the normalized agent→client message sequences line by line.
+:class:`ClientPlayer` decides what to send to a live agent next and when it may be sent,
+and compares what the agent sent with the recording: before each recorded client frame the
+agent must have produced what it had produced at that point of the recording (the responses
+recorded before it, the agent request it answers, and as many frames overall). Answers to
+agent requests are the recorded ones with the live request's id; recorded sessionIds in
+sent frames are mapped to the ones the live agent minted. The comparison ignores JSON-RPC
+ids, maps live sessionIds back to recorded ones and drops the ignore paths, then diffs the
+normalized agent→client message sequences line by line. No I/O: the process and the bytes
+are :mod:`acp_proxy.transport.agent_check`'s job.
 """
 
 from __future__ import annotations
 
 import difflib
-import queue
-import sys
-import threading
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
-from acp_proxy.replay.splice import Span, find_spans, splice
-from acp_proxy.transport.process import AgentStartError, spawn_agent, terminate
-from acp_proxy.transport.stdio import write_all
+from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
 from acp_proxy.wire.frame import A2C, C2A
-from acp_proxy.wire.framing import LineFramer
 
 
 @dataclass(slots=True)
@@ -94,9 +81,9 @@ class ClientPlayer:
     def done(self) -> bool:
         return self._pos >= len(self.frames)
 
-    def feed(self, raw: bytes) -> None:
-        """One frame from the live agent."""
-        frame = rec_frame(0, len(self.live) + 1, time.monotonic_ns(), A2C, raw)
+    def feed(self, raw: bytes, mono_ns: int = 0) -> None:
+        """One frame from the live agent (``mono_ns``: when it arrived)."""
+        frame = rec_frame(0, len(self.live) + 1, mono_ns, A2C, raw)
         self.live.append(frame)
         if frame.kind == "request":
             self._live_requests.append(frame)
@@ -156,7 +143,7 @@ class ClientPlayer:
         for span in find_spans(raw, [("params", "sessionId")]):
             value = span.value(raw)
             if isinstance(value, str) and self.sessions.to_live(value) != value:
-                replacements.append((span, orjson.dumps(self.sessions.to_live(value))))
+                replacements.append((span, json_bytes(self.sessions.to_live(value))))
         return splice(raw, replacements) if replacements else raw
 
     def settled(self) -> bool:
@@ -197,7 +184,7 @@ class ClientPlayer:
 
 
 def _canon(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return json_bytes(value, sort_keys=True).decode()
 
 
 def _map_strings(value: Any, mapping: dict[str, str]) -> Any:
@@ -210,138 +197,3 @@ def _map_strings(value: Any, mapping: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_map_strings(v, mapping) for v in value]
     return value
-
-
-def check_agent(
-    frames: list[RecFrame],
-    argv: Sequence[str],
-    *,
-    ignores: list[tuple[str, ...]] | None = None,
-    step_timeout: float = 10.0,
-    grace: float = 5.0,
-    sessions: SessionMap | None = None,
-) -> CheckResult:
-    """Run ``argv`` and play ``frames`` (one recorded connection) against it.
-
-    ``sessions`` carries the recorded→live sessionId mapping across connections (a later
-    connection loading a session created by an earlier one). Raises
-    :class:`AgentStartError` if the agent cannot be started.
-    """
-    player = ClientPlayer(
-        frames,
-        ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
-        sessions if sessions is not None else SessionMap(),
-    )
-    proc = spawn_agent(argv, stderr=None)
-    assert proc.stdin is not None and proc.stdout is not None
-    inbox: queue.Queue[bytes | None] = queue.Queue()
-
-    def reader(stdout: Any) -> None:
-        framer = LineFramer()
-        while True:
-            try:
-                data = stdout.read1(1 << 16) if hasattr(stdout, "read1") else stdout.read(1 << 16)
-            except (OSError, ValueError):
-                data = b""
-            if not data:
-                last = framer.close()
-                if last is not None:
-                    inbox.put(last)
-                inbox.put(None)
-                return
-            for line in framer.feed(data):
-                inbox.put(line)
-
-    threading.Thread(target=reader, args=(proc.stdout,), daemon=True).start()
-    agent_gone = False
-
-    def pump(until: float) -> bool:
-        """Take what the agent sent until ``until`` (monotonic) or one frame; False at EOF."""
-        nonlocal agent_gone
-        if agent_gone:
-            return False
-        try:
-            item = inbox.get(timeout=max(0.0, until - time.monotonic()))
-        except queue.Empty:
-            return True
-        if item is None:
-            agent_gone = True
-            return False
-        player.feed(item)
-        return True
-
-    try:
-        while True:
-            raw, ready = player.next_send()
-            if raw is None:
-                break
-            deadline = time.monotonic() + step_timeout
-            while not ready and time.monotonic() < deadline:
-                if not pump(deadline):
-                    break
-                raw, ready = player.next_send()
-            if not ready:
-                player.notes.append(
-                    f"the agent did not catch up before {player.frames[player._pos].where}"
-                )
-            data = player.take()
-            try:
-                write_all(proc.stdin.fileno(), data)
-            except OSError:
-                player.notes.append("the agent closed its stdin early")
-                break
-            while True:  # drain whatever is already there
-                try:
-                    item = inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    agent_gone = True
-                    break
-                player.feed(item)
-        deadline = time.monotonic() + step_timeout
-        while not player.settled() and time.monotonic() < deadline:
-            if not pump(deadline):
-                break
-    finally:
-        terminate(proc, grace)
-        while True:
-            try:
-                item = inbox.get(timeout=1.0)
-            except queue.Empty:
-                break
-            if item is None:
-                break
-            player.feed(item)
-    return player.result()
-
-
-def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
-    """CLI helper: one fresh agent per recorded connection, diffs on stdout.
-
-    Exit code 0 (no differences), 1 (differences), or the agent start error's code.
-    """
-    sessions = SessionMap()
-    code = 0
-    for frames in connections:
-        if len(connections) > 1 and frames:
-            sys.stdout.write(f"== connection {frames[0].connection_id}\n")
-        try:
-            result = check_agent(frames, argv, sessions=sessions, **kwargs)
-        except AgentStartError as exc:
-            warn_stderr(str(exc))
-            return exc.exit_code
-        for note in result.notes:
-            warn_stderr(note)
-        if result.ok:
-            sys.stdout.write(
-                f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
-            )
-            continue
-        code = 1
-        sys.stdout.write("\n".join(result.diff) + "\n")
-        sys.stdout.write(
-            f"differences found: recorded {len(result.recorded)} agent message(s), "
-            f"live {len(result.live)}\n"
-        )
-    return code

@@ -2,8 +2,8 @@
 
 API (what a transport adapter needs)::
 
-    script = load_script("session.db")   # once; one engine per client connection
-    engine = ReplayEngine(script, ReplayOptions(match="loose", pace="fast"))
+    script = select_script(open_replay_frames("session.db"))  # once; lazy
+    engine = ReplayEngine(script, ReplayOptions(match="loose", pace="fast"))  # per client
     outputs = engine.start()             # frames to send before the client says anything
     outputs = engine.receive(line)       # one frame from the client (bytes, newline optional)
     outputs = engine.answer_timed_out()  # the adapter gave up waiting for an answer
@@ -30,11 +30,19 @@ request with the same method and params anywhere in the recording (repeats are s
 first-in-first-out); ``sequential`` additionally never goes back before the last matched
 step (skipped steps are dropped); ``strict`` requires the very next recorded client message.
 
-Rewriting: an agent response gets the live request's id; an agent request gets a fresh id
-(1, 2, ... in the agent's id space) and the client's answer is awaited where the recorded
-client answered; recorded sessionIds are mapped to live ones. All rewrites are byte splices
-(:mod:`acp_proxy.replay.splice`); every other byte goes out as recorded. ``session/load``
-and ``session/resume`` with ``replayFrom`` re-emit history (:mod:`acp_proxy.replay.history`).
+Rewriting: an agent response gets the live request's id; an agent request keeps its
+recorded id unless that id was already sent in this live connection (a second recorded
+connection numbering its requests from 0 again), then it gets the smallest unused integer;
+the client's answer is awaited where the recorded client answered; recorded sessionIds are
+mapped to live ones. All rewrites are byte splices (:mod:`acp_proxy.replay.splice`); every
+other byte goes out as recorded.
+
+``session/load`` and ``session/resume``: when the recording holds the agent's own answer
+to a matching request (the frames it sent up to its response), exactly those frames are
+sent, like any other step. Only when it does not (a recording of ``session/new`` and
+prompts, replayed by a client testing its resume) is the history synthesized from the
+recorded session (:mod:`acp_proxy.replay.history`) for ``session/load`` and for
+``session/resume`` with ``replayFrom``. Either way one :class:`Note` says which happened.
 """
 
 from __future__ import annotations
@@ -42,8 +50,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import orjson
 
 from acp_proxy.replay.history import history_frames
 from acp_proxy.replay.match import (
@@ -55,8 +61,8 @@ from acp_proxy.replay.match import (
     session_of,
     short,
 )
-from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step
-from acp_proxy.replay.splice import Span, find_spans, insert_member, splice
+from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step, Trigger
+from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
 from acp_proxy.wire.jsonrpc import Message, classify
 
 MatchMode = Literal["loose", "sequential", "strict"]
@@ -118,16 +124,24 @@ class ReplayEngine:
 
     def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
         self.script = script
-        # Per-connection copies: one Script may serve many connections (e.g. WebSocket).
-        self.steps = [Step(st.index, st.trigger, st.items) for st in script.steps]
+        # Steps are read lazily, fresh for every engine: one Script may serve many
+        # connections (e.g. WebSocket). The window holds the steps read so far that are
+        # still candidates; consumed (and, in order modes, skipped) steps leave it.
+        self._source = script.steps()
+        self._window: list[Step] = []
+        self._exhausted = False
+        self._read_pos: tuple[int, int, int] | None = None  # trigger of the last step read
+        self._skipped: list[Trigger] = []  # requests passed over in order modes (unsent)
+        self._consumed_any = False
         self.options = options or ReplayOptions()
         self.ignores = [parse_path(p) for p in self.options.ignore]
         self.sessions = SessionMap()
         self._queue: deque[_Run] = deque()
         self._blocked_on: str | None = None
         self._answered: set[str] = set()
-        self._next_fresh = 1
-        # (connection, recorded agent request id) -> fresh live id text
+        self._next_fresh = 0
+        # (connection, recorded agent request id) -> the id it went out with (the recorded
+        # one unless that was already taken in this live connection)
         self._fresh_of: dict[tuple[int, str], str] = {}
         self._recorded_of_fresh: dict[str, tuple[int, str]] = {}
         # (connection, recorded client request id) -> live id text
@@ -138,7 +152,6 @@ class ReplayEngine:
         self._init_conn: int | None = None  # connection whose initialize was matched
         self._last_mono: int | None = None
         self.mismatches = 0
-        self.known_sessions = set(script.session_frames)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -163,7 +176,7 @@ class ReplayEngine:
                 return out
             self._error(
                 out,
-                None,
+                msg.id,
                 -32700 if msg.payload is None else -32600,
                 f"replay: cannot handle this frame: {msg.reason}",
             )
@@ -184,14 +197,17 @@ class ReplayEngine:
 
     def finish(self) -> list[Output]:
         """The client is gone; report what was left unplayed."""
-        left = [s for s in self.steps if not s.consumed and s.trigger.is_request]
-        if not left:
+        left = [*self._skipped, *(s.trigger for s in self._window if s.trigger.is_request)]
+        count, later = (0, None) if self._exhausted else self.script.requests_after(self._read_pos)
+        total = len(left) + count
+        if not total:
             return []
-        first = left[0]
+        first = min(left, key=lambda t: t.position) if left else later
+        assert first is not None
         return [
             Note(
-                f"replay: {len(left)} recorded client request(s) were never sent, first: "
-                f"{first.trigger.method} ({first.trigger.frame.where})"
+                f"replay: {total} recorded client request(s) were never sent, first: "
+                f"{first.method} ({first.frame.where})"
             )
         ]
 
@@ -226,9 +242,16 @@ class ReplayEngine:
 
     def _accept(self, step: Step, msg: Message) -> None:
         step.consumed = True
+        self._consumed_any = True
         self._current_conn = step.connection_id
-        if self.options.match != "loose" or step.index > self._last_matched:
-            self._last_matched = max(self._last_matched, step.index)
+        self._last_matched = max(self._last_matched, step.index)
+        if self.options.match == "loose":
+            self._window.remove(step)
+        else:  # never back before this step: what it passed over is gone
+            for other in self._window:
+                if other.index < step.index and other.trigger.is_request:
+                    self._skipped.append(other.trigger)
+            self._window = [s for s in self._window if s.index > step.index]
         trig = step.trigger
         if msg.id is not None and trig.msg.id is not None:
             key = (step.connection_id, trig.msg.id)
@@ -243,39 +266,93 @@ class ReplayEngine:
 
     # -- matching --------------------------------------------------------------------------
 
-    def _candidates(self) -> list[Step]:
-        steps = self.steps
-        mode = self.options.match
-        if mode == "loose":
-            left = [s for s in steps if not s.consumed]
-            # Prefer the recorded connection being replayed: a multi-connection recording
-            # (v1 and v2 runs of one client) must not mix their answers.
-            current = self._current_conn
-            return sorted(left, key=lambda s: s.connection_id != current)
-        after = [s for s in steps[self._last_matched + 1 :] if not s.consumed]
-        if mode == "strict":
-            return after[:1]
-        return after
+    def _pull(self) -> Step | None:
+        """Read the next step of the recording into the window (None: all read)."""
+        if self._exhausted:
+            return None
+        step = next(self._source, None)
+        if step is None:
+            self._exhausted = True
+            return None
+        self._window.append(step)
+        self._read_pos = step.trigger.position
+        return step
+
+    def _pull_until(self, position: tuple[int, int, int]) -> Step | None:
+        """Read steps up to the one whose trigger is at ``position``."""
+        while (step := self._pull()) is not None:
+            if step.trigger.position == position:
+                return step
+        return None
 
     def _match(self, msg: Message) -> tuple[Step | None, list[Difference], Step | None]:
+        """The recorded step answering ``msg`` (else None, the nearest one's differences,
+        the nearest step). Steps not read yet are looked for among the recorded calls of the
+        same method (:meth:`Script.future_triggers`) and read only up to the match."""
+        mode = self.options.match
         best: tuple[int, Step, list[Difference]] | None = None
-        strict = self.options.match == "strict"
-        for step in self._candidates():
-            trig = step.trigger
+
+        def compare(trig: Trigger, strict: bool) -> list[Difference] | None:
+            """Differences (``[]``: a match); None: not a candidate (kind differs)."""
             kinds_differ = trig.msg.kind != msg.kind
             if kinds_differ and not strict:
-                continue
+                return None
             diffs = compare_call(trig.msg.payload, msg.payload, self.ignores, self.sessions)
             if kinds_differ:
                 diffs = [Difference("kind", trig.msg.kind, msg.kind), *diffs]
+            return diffs
+
+        def score(step: Step, diffs: list[Difference]) -> None:
+            nonlocal best
+            value = len(diffs) + (100 if step.trigger.method != msg.method else 0)
+            if best is None or value < best[0]:
+                best = (value, step, diffs)
+
+        def nearest() -> tuple[None, list[Difference], Step | None]:
+            return (None, [], None) if best is None else (None, best[2], best[1])
+
+        if mode == "strict":
+            if not self._window:
+                self._pull()
+            for step in self._window[:1]:
+                diffs = compare(step.trigger, strict=True)
+                if diffs == []:
+                    return step, [], step
+                score(step, diffs or [])
+            return nearest()
+        current = self._current_conn
+        window = self._window
+        if mode == "loose":
+            # Prefer the recorded connection being replayed: a multi-connection recording
+            # (v1 and v2 runs of one client) must not mix their answers.
+            window = sorted(window, key=lambda s: s.connection_id != current)
+        elsewhere: Step | None = None  # the earliest match in another connection
+        for step in window:
+            diffs = compare(step.trigger, strict=False)
+            if diffs is None:
+                continue
             if not diffs:
-                return step, [], step
-            score = len(diffs) + (100 if trig.method != msg.method else 0)
-            if best is None or score < best[0]:
-                best = (score, step, diffs)
-        if best is None:
-            return None, [], None
-        return None, best[2], best[1]
+                if mode == "sequential" or current is None or step.connection_id == current:
+                    return step, [], step
+                elsewhere = elsewhere or step
+                continue
+            score(step, diffs)
+        if not self._exhausted and msg.method is not None:
+            for trig in self.script.future_triggers(self._read_pos, msg.method):
+                if elsewhere is not None and trig.frame.connection_id != current:
+                    break  # the earlier match in the window wins
+                diffs = compare(trig, strict=False)
+                if diffs is None:
+                    continue
+                if not diffs:
+                    found = self._pull_until(trig.position)
+                    if found is not None:
+                        return found, [], found
+                    break
+                score(Step(-1, trig), diffs)
+        if elsewhere is not None:
+            return elsewhere, [], elsewhere
+        return nearest()
 
     def _no_match(
         self, msg: Message, diffs: list[Difference], nearest: Step | None, out: list[Output]
@@ -285,7 +362,7 @@ class ReplayEngine:
         if nearest is None:
             text = f"replay: no recorded request matches {asked}: " + (
                 "nothing left to replay"
-                if self.options.match != "loose" or any(s.consumed for s in self.steps)
+                if self.options.match != "loose" or self._consumed_any
                 else "the recording has no client requests"
             )
             code = -32601
@@ -328,7 +405,7 @@ class ReplayEngine:
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
-        out.append(Send(body + orjson.dumps(error) + b"}\n"))
+        out.append(Send(body + json_bytes(error) + b"}\n"))
 
     # -- history re-emission ---------------------------------------------------------------
 
@@ -339,19 +416,38 @@ class ReplayEngine:
         if not isinstance(live_sid, str):
             return False
         rec_sid = self.sessions.to_recorded(live_sid)
-        if rec_sid not in self.known_sessions:
+        if not self.script.has_session(rec_sid):
+            count, known = self.script.session_ids(20)
             self._error(
                 out,
                 msg.id,
                 -32002,
-                f"replay: session {live_sid} is not in the recording "
-                f"({len(self.known_sessions)} recorded session(s))",
-                {"sessionId": live_sid, "known": sorted(self.known_sessions)[:20]},
+                f"replay: session {live_sid} is not in the recording ({count} recorded session(s))",
+                {"sessionId": live_sid, "known": known},
             )
             out.append(Note(f"replay: {msg.method} for unknown session {live_sid}"))
             return True
-        frames = self.script.session_frames.get(rec_sid, [])
-        version = self.script.protocol_version_of_session(rec_sid)
+        step, diffs, nearest = self._match(msg)
+        if step is None and self.options.match == "strict" and not self.options.advertise_load:
+            # strict: exactly the next recorded client message, or an error.
+            self._no_match(msg, diffs, nearest, out)
+            return True
+        asked = f"{msg.method} of {live_sid}"
+        if step is not None and _response_of(step) is not None:
+            # The recording holds the agent's own answer: send exactly that.
+            self._accept(step, msg)
+            emitted = sum(isinstance(item, Emit) for item in step.items)
+            out.append(
+                Note(
+                    f"replay: {asked}: sending the agent's recorded answer "
+                    f"({step.trigger.frame.where}, {emitted} frame(s))"
+                )
+            )
+            for item in step.items:
+                self._queue.append(_Run(item, step))
+            return True
+        frames = self.script.session_frames(rec_sid)
+        version = self.script.protocol_version_of(frames)
         live_version = self._live_version()
         if live_version is not None:
             # The same sessionId recorded under another protocol version (agents that
@@ -362,33 +458,29 @@ class ReplayEngine:
         replay = msg.method == "session/load" or (
             (version or 1) >= 2 and params.get("replayFrom") is not None
         )
-        step, diffs, nearest = self._match(msg)
-        if step is None and self.options.match == "strict" and not self.options.advertise_load:
-            # strict: exactly the next recorded client message, or an error.
-            self._no_match(msg, diffs, nearest, out)
-            return True
         if step is not None:
-            # History as it stood when the recorded load/resume was answered: what the
-            # session went on to do later in the recording is not history yet.
-            cut = _answered_at(step)
+            # A recorded request the agent never answered: history as it stood then.
+            cut = (step.trigger.frame.connection_id, step.trigger.frame.seq)
             frames = [f for f in frames if (f.connection_id, f.seq) <= cut]
         self.sessions.bind(rec_sid, live_sid)
-        if replay:
-            for raw in history_frames(rec_sid, frames, version):
-                self._queue.append(_Run(raw, None))
+        history = history_frames(rec_sid, frames, version) if replay else []
+        for raw in history:
+            self._queue.append(_Run(raw, None))
+        what = (
+            f"history synthesized from the recorded session ({len(history)} update(s))"
+            if replay
+            else "no history asked"
+        )
+        out.append(Note(f"replay: {asked}: no recorded answer in the recording; {what}"))
         if step is not None:
             self._accept(step, msg)
-            window_open = True
             for item in step.items:
-                if window_open and isinstance(item, Emit):
-                    f = item.frame
-                    if f.kind == "response" and f.rpc_id == step.trigger.msg.id:
-                        window_open = False
-                    elif replay and f.method == "session/update" and f.session_id == rec_sid:
-                        continue  # replaced by the re-emitted history above
+                f = item.frame if isinstance(item, Emit) else None
+                replaced = f is not None and f.method == "session/update"
+                if replay and replaced and f is not None and f.session_id == rec_sid:
+                    continue  # replaced by the synthesized history above
                 self._queue.append(_Run(item, step))
             return True
-        out.append(Note(f"replay: no recorded {msg.method} for {live_sid}; answering {{}}"))
         answer = b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":{}}\n'
         self._queue.append(_Run(answer, None))
         return True
@@ -454,12 +546,19 @@ class ReplayEngine:
             if isinstance(minted, str):  # the client now knows this session by that id
                 self.sessions.bind(minted, self.sessions.to_live(minted))
         elif msg.kind == "request" and msg.id is not None:
-            fresh = str(self._next_fresh)
-            self._next_fresh += 1
+            fresh = msg.id
+            if fresh in self._recorded_of_fresh:  # taken: another recorded request had it
+                fresh = self._fresh_id()
             self._fresh_of[(conn, msg.id)] = fresh
             self._recorded_of_fresh[fresh] = (conn, msg.id)
             raw = self._set_id(raw, fresh)
         return self._map_sessions(raw)
+
+    def _fresh_id(self) -> str:
+        """The smallest unused integer id (from 0 up) for an agent request."""
+        while str(self._next_fresh) in self._recorded_of_fresh:
+            self._next_fresh += 1
+        return str(self._next_fresh)
 
     @staticmethod
     def _set_id(raw: bytes, id_text: str) -> bytes:
@@ -476,19 +575,19 @@ class ReplayEngine:
         for span in find_spans(raw, SESSION_PATHS):
             value = span.value(raw)
             if isinstance(value, str) and mapping.get(value, value) != value:
-                replacements.append((span, orjson.dumps(mapping[value])))
+                replacements.append((span, json_bytes(mapping[value])))
         return splice(raw, replacements) if replacements else raw
 
 
-def _answered_at(step: Step) -> tuple[int, int]:
-    """(connection, seq) of the recorded response to ``step``'s request (else the request)."""
+def _response_of(step: Step) -> RecFrame | None:
+    """The recorded agent response to ``step``'s request, if the step holds it."""
     trig = step.trigger
     for item in step.items:
         if isinstance(item, Emit):
             f = item.frame
             if f.kind == "response" and f.rpc_id == trig.msg.id:
-                return f.connection_id, f.seq
-    return trig.frame.connection_id, trig.frame.seq
+                return f
+    return None
 
 
 def _asked(msg: Message) -> dict[str, Any]:

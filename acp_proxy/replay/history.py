@@ -51,11 +51,10 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, LIVE_ONLY_VARIANTS, entity_key
 from acp_proxy.acp.updates import MESSAGE_TYPES as _MESSAGES
 from acp_proxy.replay.script import RecFrame
+from acp_proxy.replay.splice import json_bytes
 from acp_proxy.wire.frame import A2C, C2A
 
 MESSAGE_TYPES = {
@@ -74,7 +73,7 @@ NEVER = LIVE_ONLY_VARIANTS | {"state_update"}
 def notification(session_id: str, update: dict[str, Any]) -> bytes:
     """A synthesized ``session/update`` line."""
     return (
-        orjson.dumps(
+        json_bytes(
             {
                 "jsonrpc": "2.0",
                 "method": "session/update",

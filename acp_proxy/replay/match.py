@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from acp_proxy.replay.splice import json_bytes
 
 DEFAULT_IGNORES: tuple[str, ...] = ("params.cwd",)
 SESSION_PATH: tuple[str, ...] = ("params", "sessionId")
@@ -105,10 +105,7 @@ class Difference:
 
 def short(value: Any, limit: int = 80) -> str:
     """Compact JSON of ``value``, cut to ``limit`` characters."""
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
+    text = json_bytes(value).decode("utf-8", "surrogateescape")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -1,30 +1,36 @@
-"""The replay script: a recording cut into client-triggered steps (pure data, no I/O).
+"""The replay script: a recording cut into client-triggered steps, read lazily (no I/O here).
 
-A :class:`Script` is built from recorded frames (:func:`build_script`; the loader in
-:mod:`acp_proxy.replay.load` reads them from a recording file). Each connection's frames are
-cut at every client→agent request or notification (the *trigger*); the agent→client frames
-that follow a trigger, up to the next trigger, are that step's items, in recorded order. A
-client→agent *response* (the client answering an agent request) does not cut: it becomes an
-:class:`AwaitAnswer` item at the position where the answer was recorded, so the replay waits
-for the live client's answer exactly where the recorded agent did.
+A :class:`Script` reads frames through a :class:`FrameStore` (the SQLite one is
+:class:`acp_proxy.record.reader.ReplayFrames`; :class:`MemoryFrames` holds a list, for tests
+and :func:`build_script`) and cuts them into steps **as the engine asks for them**
+(:meth:`Script.steps`), so serving a recording costs memory for the steps in play, not for
+the recording. Each connection's frames are cut at every client→agent request or
+notification (the *trigger*); the agent→client frames that follow a trigger, up to the next
+trigger, are that step's items, in recorded order. A client→agent *response* (the client
+answering an agent request) does not cut: it becomes an :class:`AwaitAnswer` item at the
+position where the answer was recorded, so the replay waits for the live client's answer
+exactly where the recorded agent did.
 
 One adjustment keeps replays from deadlocking: when the response to a request was recorded
 after a *later request* of the client (the agent answered out of order), it is moved to the
 end of its own request's step, because a live client may wait for that response before it
 sends the next request. A response recorded after a client *notification* (the typical
-``session/cancel`` → ``stopReason: cancelled``) stays where it is.
+``session/cancel`` → ``stopReason: cancelled``) stays where it is. A step is handed out once
+it is complete: the next trigger of its connection was read and, for a request the agent
+answered (the store's index says where), its response too.
 
-:attr:`Script.session_frames` keeps, for every sessionId of the recording (all connections,
-whatever subset the steps come from), the frames that history re-emission needs.
+:meth:`Script.session_frames` reads, for one sessionId (all connections, whatever subset the
+steps come from), the frames that history re-emission needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from acp_proxy.wire.frame import C2A, Direction
+from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.jsonrpc import Message, classify
 
 
@@ -93,6 +99,12 @@ class Trigger:
 
     frame: RecFrame
     msg: Message
+    member: int = 0  # its place in a batch frame
+
+    @property
+    def position(self) -> tuple[int, int, int]:
+        """(connection, seq, batch member): where it is in the recording."""
+        return self.frame.connection_id, self.frame.seq, self.member
 
     @property
     def method(self) -> str:
@@ -129,22 +141,271 @@ class ConnectionInfo:
     protocol_version: int | None = None
 
 
-@dataclass(slots=True)
+class FrameRowLike(Protocol):
+    """A recorded frame as a store returns it (``FrameRow`` of the reader, or a RecFrame)."""
+
+    @property
+    def connection_id(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def mono_ns(self) -> int: ...
+    @property
+    def direction(self) -> Direction: ...
+    @property
+    def raw(self) -> bytes: ...
+    @property
+    def session_id(self) -> str | None: ...
+
+
+class FrameStore(Protocol):
+    """The queries a :class:`Script` reads a recording with (each answered lazily)."""
+
+    def protocol_versions(self) -> dict[int, int | None]:
+        """Connection id -> negotiated protocol version, for every recorded connection."""
+        ...
+
+    def connection_frames(
+        self,
+        connection_id: int,
+        *,
+        after_seq: int = 0,
+        client_method: str | None = None,
+        client_only: bool = False,
+    ) -> Iterator[FrameRowLike]:
+        """The connection's frames after ``after_seq``, in order. ``client_only``: only
+        client→agent frames; ``client_method``: only client→agent frames that may hold a
+        call of that method (batches and frames without an indexed method included)."""
+        ...
+
+    def response_seq(self, connection_id: int, rpc_id: str, after_seq: int) -> int | None:
+        """The seq of the first agent→client response with id ``rpc_id`` after ``after_seq``."""
+        ...
+
+    def session_frames(self, session_id: str) -> Iterator[FrameRowLike]:
+        """Every frame indexed with ``session_id``, by connection then seq."""
+        ...
+
+    def session_connections(self, session_id: str) -> list[int]:
+        """The connections in which ``session_id`` appears."""
+        ...
+
+    def session_ids(self, limit: int) -> tuple[int, list[str]]:
+        """(how many sessionIds the recording has, the first ``limit`` of them sorted)."""
+        ...
+
+
+def _frame(row: FrameRowLike) -> RecFrame:
+    if isinstance(row, RecFrame):
+        return row
+    return rec_frame(
+        row.connection_id, row.seq, row.mono_ns, row.direction, row.raw, row.session_id
+    )
+
+
+def _triggers(frame: RecFrame) -> list[tuple[int, Message]]:
+    """(batch member, message) of every client request/notification in a client frame."""
+    members = frame.msg.items if frame.msg.kind == "batch" else [frame.msg]
+    return [(i, m) for i, m in enumerate(members) if m.kind in ("request", "notification")]
+
+
 class Script:
-    """Everything the engine replays from: steps in recorded order plus session history."""
+    """A recording to replay: steps of the chosen connections in recorded order, read lazily,
+    plus the session queries of history re-emission. One script may serve many engines."""
 
-    steps: list[Step]
-    connections: dict[int, ConnectionInfo]
-    session_frames: dict[str, list[RecFrame]]
-    source: str = ""
-    connection_frames: dict[int, list[RecFrame]] = field(default_factory=dict)
+    def __init__(
+        self,
+        store: FrameStore,
+        *,
+        step_connections: Iterable[int] | None = None,
+        source: str = "",
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.connections = {
+            cid: ConnectionInfo(cid, version) for cid, version in store.protocol_versions().items()
+        }
+        chosen = self.connections if step_connections is None else set(step_connections)
+        self.step_connections = sorted(c for c in chosen if c in self.connections)
 
-    def protocol_version_of_session(self, session_id: str) -> int | None:
-        for frame in self.session_frames.get(session_id, []):
+    # -- steps -----------------------------------------------------------------------------
+
+    def steps(self) -> Iterator[Step]:
+        """Fresh steps (``index`` 0, 1, ...) in recorded order, built as they are asked for."""
+        counter = iter(range(1 << 62))
+        for conn in self.step_connections:
+            yield from _connection_steps(self.store, conn, counter)
+
+    def future_triggers(self, after: tuple[int, int, int] | None, method: str) -> Iterator[Trigger]:
+        """Client calls of ``method`` recorded after position ``after`` (None: from the
+        start), in order, read without building their steps."""
+        for conn in self.step_connections:
+            if after is not None and conn < after[0]:
+                continue
+            after_seq = after[1] - 1 if after is not None and conn == after[0] else 0
+            for row in self.store.connection_frames(
+                conn, after_seq=after_seq, client_method=method
+            ):
+                frame = _frame(row)
+                for member, msg in _triggers(frame):
+                    trig = Trigger(frame, msg, member)
+                    if msg.method == method and (after is None or trig.position > after):
+                        yield trig
+
+    def requests_after(self, after: tuple[int, int, int] | None) -> tuple[int, Trigger | None]:
+        """(how many client requests were recorded after ``after``, the first of them)."""
+        count, first = 0, None
+        for conn in self.step_connections:
+            if after is not None and conn < after[0]:
+                continue
+            after_seq = after[1] - 1 if after is not None and conn == after[0] else 0
+            for row in self.store.connection_frames(conn, after_seq=after_seq, client_only=True):
+                frame = _frame(row)
+                for member, msg in _triggers(frame):
+                    trig = Trigger(frame, msg, member)
+                    if msg.kind == "request" and (after is None or trig.position > after):
+                        count += 1
+                        first = first or trig
+        return count, first
+
+    def has_client_requests(self) -> bool:
+        """Whether the chosen connections hold any client request (read up to the first)."""
+        for conn in self.step_connections:
+            for row in self.store.connection_frames(conn, client_only=True):
+                if any(m.kind == "request" for _, m in _triggers(_frame(row))):
+                    return True
+        return False
+
+    def connection_frames(self, connection_id: int) -> list[RecFrame]:
+        """Every frame of one connection (``replay --client`` plays one at a time)."""
+        return [_frame(r) for r in self.store.connection_frames(connection_id)]
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def session_frames(self, session_id: str) -> list[RecFrame]:
+        return [_frame(r) for r in self.store.session_frames(session_id)]
+
+    def has_session(self, session_id: str) -> bool:
+        return bool(self.store.session_connections(session_id))
+
+    def session_ids(self, limit: int = 20) -> tuple[int, list[str]]:
+        return self.store.session_ids(limit)
+
+    def protocol_version_of(self, frames: list[RecFrame]) -> int | None:
+        """The protocol version of the first of ``frames`` whose connection has one."""
+        for frame in frames:
             info = self.connections.get(frame.connection_id)
             if info is not None and info.protocol_version is not None:
                 return info.protocol_version
         return None
+
+
+def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> Iterator[Step]:
+    """The steps of one connection, each handed out once complete (see the module doc)."""
+    pending: deque[Step] = deque()  # built, not handed out yet, in order
+    # id(step) -> seq of its request's response (absent: the agent never answered it).
+    awaiting: dict[int, int] = {}
+    current: Step | None = None
+    prelude: list[Item] = []
+    step_of_request: dict[str, Step] = {}  # request id -> the step still waiting for it
+    read_seq = 0
+
+    def ready() -> Iterator[Step]:
+        while pending:
+            head = pending[0]
+            if head is current:
+                return  # its items are not complete until the next trigger
+            due = awaiting.get(id(head))
+            if due is not None and due > read_seq:
+                return
+            awaiting.pop(id(head), None)
+            yield pending.popleft()
+
+    for row in store.connection_frames(conn):
+        frame = _frame(row)
+        read_seq = frame.seq
+        msg = frame.msg
+        if frame.direction == C2A:
+            members = msg.items if msg.kind == "batch" else [msg]
+            for member, m in enumerate(members):
+                if m.kind in ("request", "notification"):
+                    step = Step(next(counter), Trigger(frame, m, member))
+                    if prelude:
+                        step.items.extend(prelude)
+                        prelude = []
+                    pending.append(step)
+                    current = step
+                    if m.kind == "request" and m.id is not None:
+                        step_of_request[m.id] = step
+                        due = store.response_seq(conn, m.id, frame.seq)
+                        if due is not None:
+                            awaiting[id(step)] = due
+                elif m.kind == "response" and m.id is not None:
+                    item = AwaitAnswer(conn, m.id)
+                    if current is None:
+                        prelude.append(item)
+                    else:
+                        current.items.append(item)
+            yield from ready()
+            continue
+        # agent -> client
+        target = current
+        if msg.kind == "response" and msg.id is not None:
+            owner = step_of_request.pop(msg.id, None)
+            moved = owner is not None and target is not None and owner is not target
+            if moved and target is not None and target.trigger.is_request:
+                target = owner  # answered out of order: keep it with its request
+        if target is None:
+            prelude.append(Emit(frame))
+        else:
+            target.items.append(Emit(frame))
+        yield from ready()
+    current = None
+    awaiting.clear()
+    yield from ready()
+
+
+@dataclass(slots=True)
+class MemoryFrames:
+    """A :class:`FrameStore` over frames held in memory (ordered by connection, then seq)."""
+
+    frames: list[RecFrame]
+    versions: dict[int, int | None]
+
+    def protocol_versions(self) -> dict[int, int | None]:
+        return dict(self.versions)
+
+    def connection_frames(
+        self,
+        connection_id: int,
+        *,
+        after_seq: int = 0,
+        client_method: str | None = None,
+        client_only: bool = False,
+    ) -> Iterator[RecFrame]:
+        for f in self.frames:
+            if f.connection_id != connection_id or f.seq <= after_seq:
+                continue
+            if (client_only or client_method is not None) and f.direction != C2A:
+                continue
+            yield f
+
+    def response_seq(self, connection_id: int, rpc_id: str, after_seq: int) -> int | None:
+        for f in self.frames:
+            here = f.connection_id == connection_id and f.seq > after_seq
+            if here and f.direction == A2C and f.kind == "response" and f.rpc_id == rpc_id:
+                return f.seq
+        return None
+
+    def session_frames(self, session_id: str) -> Iterator[RecFrame]:
+        return (f for f in self.frames if f.session_id == session_id)
+
+    def session_connections(self, session_id: str) -> list[int]:
+        return sorted({f.connection_id for f in self.frames if f.session_id == session_id})
+
+    def session_ids(self, limit: int) -> tuple[int, list[str]]:
+        ids = sorted({f.session_id for f in self.frames if f.session_id is not None})
+        return len(ids), ids[:limit]
 
 
 def build_script(
@@ -154,54 +415,13 @@ def build_script(
     step_connections: set[int] | None = None,
     source: str = "",
 ) -> Script:
-    """Cut ``frames`` (ordered by connection, then seq) into a :class:`Script`.
+    """A :class:`Script` over ``frames`` held in memory (ordered by connection, then seq).
 
     ``step_connections`` limits the steps to those connections; session history always
     comes from every connection.
     """
-    steps: list[Step] = []
-    session_frames: dict[str, list[RecFrame]] = {}
-    current: dict[int, Step | None] = {}
-    prelude: dict[int, list[Item]] = {}
-    # (connection, request id) -> step of that client request
-    step_of_request: dict[tuple[int, str], Step] = {}
-    by_connection: dict[int, list[RecFrame]] = {}
-    for frame in frames:
-        by_connection.setdefault(frame.connection_id, []).append(frame)
-        if frame.session_id is not None:
-            session_frames.setdefault(frame.session_id, []).append(frame)
-        conn = frame.connection_id
-        if step_connections is not None and conn not in step_connections:
-            continue
-        msg = frame.msg
-        if frame.direction == C2A:
-            members = msg.items if msg.kind == "batch" else [msg]
-            for member in members:
-                if member.kind in ("request", "notification"):
-                    step = Step(len(steps), Trigger(frame, member))
-                    if conn in prelude:
-                        step.items.extend(prelude.pop(conn))
-                    steps.append(step)
-                    current[conn] = step
-                    if member.kind == "request" and member.id is not None:
-                        step_of_request[(conn, member.id)] = step
-                elif member.kind == "response" and member.id is not None:
-                    target = current.get(conn)
-                    item = AwaitAnswer(conn, member.id)
-                    if target is None:
-                        prelude.setdefault(conn, []).append(item)
-                    else:
-                        target.items.append(item)
-            continue
-        # agent -> client
-        target = current.get(conn)
-        if msg.kind == "response" and msg.id is not None:
-            owner = step_of_request.get((conn, msg.id))
-            moved = owner is not None and target is not None and owner is not target
-            if moved and target is not None and target.trigger.is_request:
-                target = owner
-        if target is None:
-            prelude.setdefault(conn, []).append(Emit(frame))
-        else:
-            target.items.append(Emit(frame))
-    return Script(steps, connections, session_frames, source, by_connection)
+    versions = {cid: info.protocol_version for cid, info in connections.items()}
+    for f in frames if isinstance(frames, list) else (frames := list(frames)):
+        versions.setdefault(f.connection_id, None)
+    store = MemoryFrames(list(frames), versions)
+    return Script(store, step_connections=step_connections, source=source)

@@ -13,6 +13,7 @@ Paths are tuples of object keys; ``"*"`` matches any key or array index.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,27 @@ _TOKEN = re.compile(
     rb'\s*(?:("[^"\\]*(?:\\.[^"\\]*)*")|([{}\[\],:])|([^\s{}\[\],:"]+))',
     re.DOTALL,
 )
+
+
+def json_value(text: bytes) -> Any:
+    """Parse JSON text; what orjson refuses but JSON allows (a lone surrogate escape such as
+    ``"\\ud800"``, integers past 64 bits) goes through the stdlib. Raises ``ValueError``."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise ValueError("nesting too deep") from None
+
+
+def json_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON of ``value``; strings holding a lone surrogate (valid JSON, refused by
+    orjson) are written with ``\\u`` escapes instead of failing."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, default=str).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +64,8 @@ class Span:
     def value(self, raw: bytes) -> Any:
         """The parsed value (``None`` if it cannot be parsed)."""
         try:
-            return orjson.loads(raw[self.start : self.end])
-        except orjson.JSONDecodeError:
+            return json_value(raw[self.start : self.end])
+        except ValueError:
             return None
 
 
@@ -129,7 +151,7 @@ def _container(
         if open_tok == b"{":
             if not tok.startswith(b'"'):
                 raise ValueError("expected a key")
-            key = orjson.loads(tok)
+            key = json_value(tok)
             _, _, colon = sc.next()
             if colon != b":":
                 raise ValueError("expected ':'")
@@ -180,7 +202,7 @@ def insert_member(raw: bytes, object_span: Span, key: str, value_json: bytes) ->
     """Insert ``"key": value`` as the first member of the object at ``object_span``."""
     brace = raw.index(b"{", object_span.start)
     body = raw[brace + 1 : object_span.end - 1]
-    member = orjson.dumps(key) + b":" + value_json
+    member = json_bytes(key) + b":" + value_json
     if body.strip():
         member += b","
     return raw[: brace + 1] + member + raw[brace + 1 :]

@@ -1,9 +1,11 @@
 """JSON-RPC 2.0 classification of one raw frame (sans-I/O, no ACP knowledge).
 
 :func:`classify` never raises: anything that is not a well-formed JSON-RPC message comes
-back as kind ``invalid`` with a reason. Ids are kept as their *exact JSON text* (``1``,
-``1.0`` and ``"1"`` are different ids), recovered from the raw bytes when a round trip
-through the parser could change their spelling.
+back as kind ``invalid`` with a reason, and with its ``id`` when that is readable (a string
+or a number), so an error answer can carry it: JSON-RPC asks for ``"id": null`` only when
+the id cannot be read. Ids are kept as their *exact JSON text* (``1``, ``1.0`` and ``"1"``
+are different ids), recovered from the raw bytes when a round trip through the parser could
+change their spelling.
 """
 
 from __future__ import annotations
@@ -98,7 +100,12 @@ def _classify_value(value: Any, raw: bytes | None) -> Message:
     id_text = id_json_text(value["id"], raw) if has_id else None
     if method is not None:
         if not isinstance(method, str):
-            return Message("invalid", payload=value, reason="method is not a string")
+            return Message(
+                "invalid",
+                id=_readable(value, id_text),
+                payload=value,
+                reason="method is not a string",
+            )
         if "result" in value or "error" in value:
             problems.append("a call carries result/error")
         kind: Kind = "request" if has_id else "notification"
@@ -109,7 +116,20 @@ def _classify_value(value: Any, raw: bytes | None) -> Message:
         if "result" in value and "error" in value:
             problems.append("response has both result and error")
         return Message("response", id=id_text, payload=value, problems=problems)
-    return Message("invalid", payload=value, reason="neither a call nor a response")
+    return Message(
+        "invalid",
+        id=_readable(value, id_text),
+        payload=value,
+        reason="neither a call nor a response",
+    )
+
+
+def _readable(value: dict[str, Any], id_text: str | None) -> str | None:
+    """``id_text`` when the message's id is a string or a number (a usable id), else None."""
+    rpc_id = value.get("id")
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int, float)):
+        return None
+    return id_text
 
 
 _SIMPLE_STR = re.compile(r'[^"\\\x00-\x1f]*\Z')

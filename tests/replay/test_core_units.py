@@ -315,17 +315,14 @@ def test_engine_rewrites_ids_and_waits_for_answers() -> None:
     out = e.receive(
         b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"S1","prompt":[]}}\n'
     )
-    # Frames up to where the recorded client answered, then a wait for the answer.
-    assert sends(out) == [
-        RECORDING[3][1],
-        b'{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":"S1"}}\n',
-        RECORDING[5][1],
-    ]
-    assert out[-1] == Wait("1") and e.waiting_for == "1"
+    # Frames up to where the recorded client answered, then a wait for the answer. The
+    # agent request keeps its recorded id (nothing else used it in this live connection).
+    assert sends(out) == [RECORDING[3][1], RECORDING[4][1], RECORDING[5][1]]
+    assert out[-1] == Wait('"perm-1"') and e.waiting_for == '"perm-1"'
     assert e.receive(b'{"jsonrpc":"2.0","id":99,"result":{}}\n') == [
         Note("replay: the client answered unknown request id 99")
     ]
-    out = e.receive(b'{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"cancelled"}}}\n')
+    out = e.receive(RECORDING[6][1])
     assert sends(out) == [b'{"jsonrpc":"2.0","id":3,  "result":{"stopReason":"end_turn"}}\n']
     assert e.finish() == []
 

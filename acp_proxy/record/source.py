@@ -1,0 +1,48 @@
+"""Opening a recording to replay, whatever its form: a SQLite recording or a JSONL export.
+
+A SQLite recording is read in place (read-only, lazily, through
+:class:`~acp_proxy.record.reader.ReplayFrames`); an export file holds no index to seek in, so
+it is imported whole into an in-memory database first. Lives apart from the reader because
+it needs both the reader and the importer (which itself reads through the reader).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from acp_proxy.record.export import import_export
+from acp_proxy.record.reader import _SQLITE_MAGIC, ReplayFrames, open_recording
+from acp_proxy.record.schema import RecordingError
+
+
+def open_replay_frames(path: str | Path) -> ReplayFrames:
+    """The recording at ``path`` as replay reads it (see :func:`open_replay_source`)."""
+    return ReplayFrames(open_replay_source(path), str(path))
+
+
+def open_replay_source(path: str | Path) -> sqlite3.Connection:
+    """Open a recording to replay: a SQLite database as is, an export file imported into
+    an in-memory database (exports are read whole: they hold no index to seek in)."""
+    path = Path(path)
+    if not path.exists():
+        raise RecordingError(f"no such recording: {path}")
+    if path.is_dir():
+        raise RecordingError(f"{path} is a directory, not a recording")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
+    if head == _SQLITE_MAGIC or not head:
+        return open_recording(path)
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    try:
+        import_export(path, db)
+    except RecordingError as exc:
+        db.close()
+        raise RecordingError(f"{path}: {exc}") from None
+    except (sqlite3.DatabaseError, OSError, ValueError) as exc:
+        db.close()
+        raise RecordingError(f"{path} is neither a recording nor an export file: {exc}") from None
+    return db

@@ -1,0 +1,159 @@
+"""``replay --client``: play a recording's client side against a real agent and diff.
+
+The adapter half: :func:`check_agent` starts the agent, feeds it what
+:class:`~acp_proxy.replay.agent_check.ClientPlayer` (the pure half: what to send, when, and
+the comparison) says, and collects the agent's frames; :func:`run_check` is the CLI loop
+(one fresh agent per recorded connection, diffs on stdout).
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from acp_proxy.console import warn as warn_stderr
+from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
+from acp_proxy.replay.script import RecFrame
+from acp_proxy.transport.process import AgentStartError, spawn_agent, terminate
+from acp_proxy.transport.stdio import write_all
+from acp_proxy.wire.framing import LineFramer
+
+
+def check_agent(
+    frames: list[RecFrame],
+    argv: Sequence[str],
+    *,
+    ignores: list[tuple[str, ...]] | None = None,
+    step_timeout: float = 10.0,
+    grace: float = 5.0,
+    sessions: SessionMap | None = None,
+) -> CheckResult:
+    """Run ``argv`` and play ``frames`` (one recorded connection) against it.
+
+    ``sessions`` carries the recorded→live sessionId mapping across connections (a later
+    connection loading a session created by an earlier one). Raises
+    :class:`AgentStartError` if the agent cannot be started.
+    """
+    player = ClientPlayer(
+        frames,
+        ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
+        sessions if sessions is not None else SessionMap(),
+    )
+    proc = spawn_agent(argv, stderr=None)
+    assert proc.stdin is not None and proc.stdout is not None
+    inbox: queue.Queue[bytes | None] = queue.Queue()
+
+    def reader(stdout: Any) -> None:
+        framer = LineFramer()
+        while True:
+            try:
+                data = stdout.read1(1 << 16) if hasattr(stdout, "read1") else stdout.read(1 << 16)
+            except (OSError, ValueError):
+                data = b""
+            if not data:
+                last = framer.close()
+                if last is not None:
+                    inbox.put(last)
+                inbox.put(None)
+                return
+            for line in framer.feed(data):
+                inbox.put(line)
+
+    threading.Thread(target=reader, args=(proc.stdout,), daemon=True).start()
+    agent_gone = False
+
+    def pump(until: float) -> bool:
+        """Take what the agent sent until ``until`` (monotonic) or one frame; False at EOF."""
+        nonlocal agent_gone
+        if agent_gone:
+            return False
+        try:
+            item = inbox.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return True
+        if item is None:
+            agent_gone = True
+            return False
+        player.feed(item, time.monotonic_ns())
+        return True
+
+    try:
+        while True:
+            raw, ready = player.next_send()
+            if raw is None:
+                break
+            deadline = time.monotonic() + step_timeout
+            while not ready and time.monotonic() < deadline:
+                if not pump(deadline):
+                    break
+                raw, ready = player.next_send()
+            if not ready:
+                player.notes.append(
+                    f"the agent did not catch up before {player.frames[player._pos].where}"
+                )
+            data = player.take()
+            try:
+                write_all(proc.stdin.fileno(), data)
+            except OSError:
+                player.notes.append("the agent closed its stdin early")
+                break
+            while True:  # drain whatever is already there
+                try:
+                    item = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    agent_gone = True
+                    break
+                player.feed(item, time.monotonic_ns())
+        deadline = time.monotonic() + step_timeout
+        while not player.settled() and time.monotonic() < deadline:
+            if not pump(deadline):
+                break
+    finally:
+        terminate(proc, grace)
+        while True:
+            try:
+                item = inbox.get(timeout=1.0)
+            except queue.Empty:
+                break
+            if item is None:
+                break
+            player.feed(item, time.monotonic_ns())
+    return player.result()
+
+
+def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
+    """CLI helper: one fresh agent per recorded connection, diffs on stdout.
+
+    Exit code 0 (no differences), 1 (differences), or the agent start error's code.
+    """
+    sessions = SessionMap()
+    code = 0
+    for frames in connections:
+        if len(connections) > 1 and frames:
+            sys.stdout.write(f"== connection {frames[0].connection_id}\n")
+        try:
+            result = check_agent(frames, argv, sessions=sessions, **kwargs)
+        except AgentStartError as exc:
+            warn_stderr(str(exc))
+            return exc.exit_code
+        for note in result.notes:
+            warn_stderr(note)
+        if result.ok:
+            sys.stdout.write(
+                f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
+            )
+            continue
+        code = 1
+        sys.stdout.write("\n".join(result.diff) + "\n")
+        sys.stdout.write(
+            f"differences found: recorded {len(result.recorded)} agent message(s), "
+            f"live {len(result.live)}\n"
+        )
+    return code

@@ -30,8 +30,8 @@ from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, splice
-from acp_proxy.transport.process import AgentStartError, spawn_agent, terminate
-from acp_proxy.transport.stdio import write_all
+from acp_proxy.transport.chunks import write_all
+from acp_proxy.transport.process import AgentStartError, spawn_agent
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
@@ -232,7 +232,8 @@ def check_agent(
         ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
         sessions if sessions is not None else SessionMap(),
     )
-    proc = spawn_agent(argv, stderr=None)
+    agent = spawn_agent(argv, stderr=None, grace=grace)
+    proc = agent.popen
     assert proc.stdin is not None and proc.stdout is not None
     inbox: queue.Queue[bytes | None] = queue.Queue()
 
@@ -304,7 +305,7 @@ def check_agent(
             if not pump(deadline):
                 break
     finally:
-        terminate(proc, grace)
+        agent.stop()  # the close sequence, then whatever the agent left behind
         while True:
             try:
                 item = inbox.get(timeout=1.0)

@@ -28,6 +28,7 @@ MAX_FIELD_BYTES = 8190
 MAX_HEADERS = 128
 DEFAULT_HEADER_TIMEOUT = 10.0
 HEADER_TIMEOUT_ENV = "ACP_PROXY_HEADER_TIMEOUT"
+MAX_DETAIL_CHARS = 200
 
 
 def header_timeout() -> float:
@@ -49,6 +50,9 @@ class _OneLine(logging.Handler):
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
                 detail = " ".join(str(exc).split()) or type(exc).__name__
+                detail = detail.split(": bytearray(", 1)[0]  # not the offending bytes
+                if len(detail) > MAX_DETAIL_CHARS:
+                    detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
                 text = f"{text}: {detail}"
             warn(text.replace("Error handling request", "bad HTTP request"))
         except Exception:  # pragma: no cover - logging never raises into the server

@@ -101,6 +101,16 @@ async def wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> int
     return proc.wait()
 
 
+def _ignore_group_signals() -> None:
+    """In the watchdog before exec: ignored signals stay ignored through ``exec``.
+
+    So a SIGTERM to the group in the first milliseconds (before the watchdog's Python has
+    started) cannot take the group's guard down.
+    """
+    for sig in watchdog.GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 class ProcessTree:
     """A new process group led by a watchdog; whatever is started in it ends with the proxy.
 
@@ -119,6 +129,7 @@ class ProcessTree:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,  # never holds the client's stderr open
                 process_group=0,
+                preexec_fn=_ignore_group_signals,
             )
         except BaseException:
             os.close(self._pipe)

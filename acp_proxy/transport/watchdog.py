@@ -23,6 +23,8 @@ KILL_NOW = b"k"
 """Written by the proxy: SIGKILL the group without the SIGTERM step (then read EOF)."""
 
 POLL_SECONDS = 0.02
+GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP)
+"""Signals sent to the agent's group that are not for the watchdog (ignored from the start)."""
 
 
 def others_in_group(pgid: int, me: int) -> list[int] | None:
@@ -71,7 +73,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def main(argv: list[str]) -> int:
     grace = float(argv[1]) if len(argv) > 1 else 5.0
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP):
+    for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)  # signals for the agent's group are not for us
     kill_now = False
     while True:

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -211,6 +212,8 @@ class Agent:
         self.popen = popen
         self.tree = tree
         self.grace = grace
+        self.told_to_leave_at: float | None = None
+        """When the group was first sent SIGTERM or SIGHUP (monotonic), if it was."""
 
     @property
     def pid(self) -> int:
@@ -223,7 +226,14 @@ class Agent:
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the agent and everything it started (as a terminal would)."""
         if self.popen.poll() is None:
+            if sig in (signal.SIGTERM, signal.SIGHUP) and self.told_to_leave_at is None:
+                self.told_to_leave_at = time.monotonic()
             self.tree.signal(sig)
+
+    def _had_its_grace(self) -> bool:
+        """The group was told to leave at least ``grace`` seconds ago: no second SIGTERM."""
+        told = self.told_to_leave_at
+        return told is not None and time.monotonic() - told >= self.grace
 
     def kill_after(self, timeout: float) -> None:
         """Wait ``timeout`` seconds for the agent to exit, else SIGKILL its group (blocking)."""
@@ -265,11 +275,14 @@ class Agent:
         return self.popen.wait()  # pragma: no cover - SIGKILL's wait is unbounded
 
     def end_tree(self, *, kill_now: bool = False) -> None:
-        """End what the agent left behind (grandchildren): SIGTERM, ``grace``, SIGKILL."""
-        self.tree.end(kill_now=kill_now)
+        """End what the agent left behind (grandchildren): SIGTERM, ``grace``, SIGKILL.
+
+        A group that was told to leave ``grace`` seconds ago or more gets SIGKILL at once.
+        """
+        self.tree.end(kill_now=kill_now or self._had_its_grace())
 
     async def end_tree_async(self, *, kill_now: bool = False) -> None:
-        await self.tree.end_async(kill_now=kill_now)
+        await self.tree.end_async(kill_now=kill_now or self._had_its_grace())
 
     def stop(self) -> int:
         """:meth:`terminate`, then :meth:`end_tree`; the agent's exit status."""

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from acp_proxy.transport.process import ProcessTree
+
 CLIENT_INFO = {
     "name": "acp-proxy-demo-client",
     "title": "acp-proxy demo client",
@@ -124,8 +126,11 @@ class AgentConnection:
         self.stderr_tail: list[str] = []
         self.updates_seen = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self.tree: ProcessTree | None = None
 
     async def start(self, command: Sequence[str], env: dict[str, str] | None) -> None:
+        # Its own process group with a watchdog: nothing it starts outlives this client.
+        self.tree = ProcessTree()
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *command,
@@ -134,8 +139,10 @@ class AgentConnection:
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
                 limit=LINE_LIMIT,
+                **self.tree.popen_options(),
             )
         except OSError as exc:
+            await self.tree.end_async(kill_now=True)
             raise ClientError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
@@ -247,6 +254,8 @@ class AgentConnection:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
+        if self.tree is not None:
+            await self.tree.end_async()
 
     async def close(self) -> int | None:
         """Close the agent's stdin and wait for it to exit (terminate it if it will not)."""
@@ -264,6 +273,8 @@ class AgentConnection:
             except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
+        if self.tree is not None:
+            await self.tree.end_async()
         for task in self._tasks:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(task, 5)

@@ -19,8 +19,8 @@ from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
 from acp_proxy.replay.script import RecFrame
-from acp_proxy.transport.process import AgentStartError, spawn_agent, terminate
-from acp_proxy.transport.stdio import write_all
+from acp_proxy.transport.chunks import write_all
+from acp_proxy.transport.process import AgentStartError, spawn_agent
 from acp_proxy.wire.framing import LineFramer
 
 
@@ -44,7 +44,8 @@ def check_agent(
         ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
         sessions if sessions is not None else SessionMap(),
     )
-    proc = spawn_agent(argv, stderr=None)
+    agent = spawn_agent(argv, stderr=None, grace=grace)
+    proc = agent.popen
     assert proc.stdin is not None and proc.stdout is not None
     inbox: queue.Queue[bytes | None] = queue.Queue()
 
@@ -116,7 +117,7 @@ def check_agent(
             if not pump(deadline):
                 break
     finally:
-        terminate(proc, grace)
+        agent.stop()  # the close sequence, then whatever the agent left behind
         while True:
             try:
                 item = inbox.get(timeout=1.0)

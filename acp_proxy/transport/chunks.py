@@ -1,4 +1,8 @@
-"""Blocking reads of a file descriptor into one reused buffer (the forwarding threads')."""
+"""Blocking byte I/O on file descriptors: chunked reads into one buffer, and whole writes.
+
+The one home of :class:`ChunkReader` and :func:`write_all`, used by the stdio proxy, the
+stdio bridge of ``acp-proxy connect``, replay over stdio and ``replay --client``.
+"""
 
 from __future__ import annotations
 
@@ -29,3 +33,10 @@ class ChunkReader:
         """The next chunk (``b""`` at end of file); ``OSError`` as ``os.read`` raises it."""
         n = os.readv(self._fd, (self._buf,))
         return bytes(self._view[:n]) if n else b""
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd`` (blocking), raising ``OSError`` on failure."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send, Wait
-from acp_proxy.transport.chunks import ChunkReader
-from acp_proxy.transport.stdio import write_all
+from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.wire.framing import LineFramer
 
 

@@ -8,44 +8,38 @@ recorder's threads, so forwarding never waits for a newline, parsing or SQLite.
 Back-pressure is the OS pipe's: a client that stops reading slows the agent, never grows
 the proxy's memory.
 
-Lifecycle: the client closing stdin closes the agent's stdin, then the agent gets a grace
-period, SIGTERM, another grace period, SIGKILL. The agent exiting first ends the proxy
-once the agent's pipes are drained. SIGINT/SIGTERM/SIGHUP to the proxy are passed on; an
-agent still running ``grace`` seconds after a SIGTERM/SIGHUP is killed.
-The proxy's exit code is the agent's (128+N for a signal N).
+Lifecycle (:mod:`acp_proxy.transport.process`): the client closing stdin closes the
+agent's stdin, then the agent gets a grace period, SIGTERM, another grace period, SIGKILL
+(the signals to its whole process group). The agent exiting first ends the proxy once the
+agent's pipes are drained: its output gets one shared ``grace`` deadline, then whatever the
+agent left in its group (a grandchild holding the pipes) gets SIGTERM, ``grace``, SIGKILL.
+SIGINT/SIGTERM/SIGHUP to the proxy are passed on to the group; an agent still running
+``grace`` seconds after a SIGTERM/SIGHUP is killed. The proxy's exit code is the agent's
+(128+N for a signal N).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
 from acp_proxy.record.writer import STDERR, ConnectionRecorder, Recorder
-from acp_proxy.transport.chunks import ChunkReader
+from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.transport.process import (
     DEFAULT_GRACE_SECONDS,
+    Agent,
     AgentStartError,
     exit_code_of,
     spawn_agent,
-    terminate,
 )
 from acp_proxy.wire.frame import A2C, C2A
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    """Write every byte of ``data`` to ``fd`` (blocking), raising ``OSError`` on failure."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def pump(
@@ -104,7 +98,7 @@ class StdioProxy:
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.agent: Agent | None = None
         self.conn: ConnectionRecorder | None = None
         self._closing = False
         self._lock = threading.Lock()
@@ -121,17 +115,18 @@ class StdioProxy:
 
     def _run(self) -> int:
         try:
-            proc = spawn_agent(self.argv)
+            agent = spawn_agent(self.argv, grace=self.grace)
         except AgentStartError as exc:
             sys.stderr.write(f"acp-proxy: {exc}\n")
             sys.stderr.flush()
             return exc.exit_code
+        proc = agent.popen
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         conn = self.conn = self.recorder.connection(
             "stdio", agent_command=self.argv, cwd=os.getcwd(), pid=proc.pid, label=self.label
         )
         with self._lock:
-            self.proc = proc
+            self.agent = agent
             pending, self._pending_signals = self._pending_signals, []
         for signum in pending:
             self._forward_signal(signum, None)
@@ -154,15 +149,14 @@ class StdioProxy:
         for t in threads:
             t.start()
         returncode = proc.wait()
-        # The agent is gone: forward what it left in its pipes (a grandchild holding
-        # them open must not keep the proxy alive forever).
-        for t in threads[1:]:
-            t.join(timeout=max(self.grace, 1.0))
-        if any(t.is_alive() for t in threads[1:]):
-            # Something the agent started still holds its pipes: the agent's process
-            # group (its own, see spawn_agent) goes with it rather than outliving us.
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGTERM)
+        # The agent is gone: forward what it left in its pipes, within one deadline for
+        # both (a grandchild holding them open must not keep the proxy alive forever).
+        pumps = threads[1:]
+        _join_all(pumps, max(self.grace, 1.0))
+        # Then whatever the agent left in its process group goes with it: SIGTERM,
+        # grace, SIGKILL, waited for. Their pipes close, so the pumps finish.
+        agent.end_tree()
+        _join_all(pumps, 1.0)
         if record:
             conn.close(exit_status=returncode)
         return exit_code_of(returncode)
@@ -184,9 +178,9 @@ class StdioProxy:
         conn.stream_end(stream)
 
     def _client_to_agent(self) -> None:
-        proc = self.proc
-        assert proc is not None and proc.stdin is not None and self.conn is not None
-        self._forward(self.stdin_fd, proc.stdin.fileno(), C2A)
+        agent = self.agent
+        assert agent is not None and agent.popen.stdin is not None and self.conn is not None
+        self._forward(self.stdin_fd, agent.popen.stdin.fileno(), C2A)
         if self.recorder.enabled:
             self.conn.event("client_eof")
         # The client closed our stdin: close the agent's (this thread owns that fd, so
@@ -205,9 +199,9 @@ class StdioProxy:
             if self._closing:
                 return
             self._closing = True
-            proc = self.proc
-        assert proc is not None
-        terminate(proc, self.grace, close_stdin=close_stdin)
+            agent = self.agent
+        assert agent is not None
+        agent.terminate(close_stdin=close_stdin)
 
     def _install_signal_handlers(self) -> dict[int, object]:
         previous: dict[int, object] = {}
@@ -222,24 +216,23 @@ class StdioProxy:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
     def _forward_signal(self, signum: int, frame: FrameType | None) -> None:
-        proc = self.proc
-        if proc is None:
+        agent = self.agent
+        if agent is None:
             # Not started yet (or failed to): remember it for when it exists.
             self._pending_signals.append(signum)
             return
         if self.conn is not None and self.recorder.enabled:
             self.conn.event("signal", {"signal": signal.Signals(signum).name})
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signum)
+        if agent.returncode is None:
+            agent.signal(signum)
             if signum != signal.SIGINT:
                 # SIGTERM/SIGHUP mean "go away": an agent ignoring it gets --grace seconds,
                 # then SIGKILL (else a later SIGKILL of the proxy would orphan it).
-                threading.Thread(target=self._kill_after_grace, args=(proc,), daemon=True).start()
+                threading.Thread(target=agent.kill_after, args=(self.grace,), daemon=True).start()
 
-    def _kill_after_grace(self, proc: subprocess.Popen[bytes]) -> None:
-        try:
-            proc.wait(timeout=self.grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+
+def _join_all(threads: Sequence[threading.Thread], timeout: float) -> None:
+    """Join ``threads`` within one deadline of ``timeout`` seconds for all of them."""
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))

@@ -36,6 +36,7 @@ from aiohttp import WSMsgType, web
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen, is_loopback
+from acp_proxy.transport.http_server import app_runner
 from acp_proxy.web import store, views
 
 T = TypeVar("T")
@@ -537,7 +538,7 @@ class InspectorHandle:
 async def _serve(
     app: web.Application, host: str, port: int, stop: asyncio.Event
 ) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = app_runner(app)  # the shared limits, header timeout and one-line errors
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:

@@ -74,6 +74,17 @@ def main(mode: str) -> None:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         say(f"child {child.pid}")
         sys.exit(0)
+    if mode == "tree-child":  # behind wrapper_agent.sh: ignores SIGTERM and stdin EOF
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pidfile = sys.argv[2]
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open(pidfile, "a") as fh:
+            fh.write(f"{os.getpid()}\n{helper.pid}\n")
+        say("ready")
+        drain_stdin()
+        say("eof")
+        while True:  # keeps working (and holding stdout) after stdin closed
+            time.sleep(0.1)
     raise SystemExit(f"unknown mode {mode}")
 
 

@@ -200,3 +200,16 @@ def test_a_grandchild_holding_the_pipes_does_not_keep_the_proxy_alive() -> None:
     assert p.wait() == 0
     assert wait_dead(p.agent_pid)
     assert wait_dead(child)
+
+
+def test_a_grandchild_holding_the_pipes_gets_one_grace_not_one_per_pipe() -> None:
+    grace = 3.0
+    p = Proxy("grandchild", "--grace", str(grace))
+    child = int(p.readline().split()[1])
+    started = time.monotonic()
+    assert p.wait() == 0
+    took = time.monotonic() - started
+    assert wait_dead(child)
+    # stdout and stderr share one deadline (then the grandchild, which leaves on SIGTERM,
+    # goes at once): about one grace, where each pipe waiting its own took two.
+    assert took < 2 * grace, took

@@ -1,0 +1,142 @@
+"""aiohttp WebSocket objects with acp-proxy's limits, and the close helpers every mode shares.
+
+:class:`ServerWebSocket` / :class:`ClientWebSocket` enforce the exact per-message size limit
+and close with 1009 and a readable reason; :func:`close_info`, :func:`record_close` and
+:func:`close_quietly` say, record and send how a connection ended; :func:`settle` gives a
+pump task a bounded time to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import WebSocketError, WSMsgType, web
+
+from acp_proxy.console import warn as warn_stderr
+from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.ws_bridge import (
+    CLOSE_TOO_BIG,
+    DEFAULT_MAX_MESSAGE,
+    clip_reason,
+    too_big_reason,
+)
+
+log = warn_stderr
+"""One line on the proxy's stderr."""
+
+
+# -- aiohttp WebSocket objects that say why a message was too big ---------------------------
+
+
+class ServerWebSocket(web.WebSocketResponse):
+    """aiohttp's server WebSocket, whose automatic 1009 close carries a readable reason."""
+
+    def __init__(self, *, max_msg_size: int, **kwargs: Any) -> None:
+        # aiohttp refuses a frame whose length is >= its limit: allow exactly ``limit`` bytes.
+        super().__init__(max_msg_size=max_msg_size + 1, **kwargs)
+        self.limit = max_msg_size
+
+    async def receive(self, timeout: float | None = None) -> Any:
+        msg = await super().receive(timeout)
+        return await too_big(self) if over_limit(self, msg) else msg
+
+    async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
+        if code == CLOSE_TOO_BIG and not message:
+            message = too_big_reason(self.limit).encode()
+        return await super().close(code=code, message=message, drain=drain)
+
+
+class ClientWebSocket(aiohttp.ClientWebSocketResponse):
+    """aiohttp's client WebSocket with a reasoned 1009 and the upgrade response's headers."""
+
+    limit = DEFAULT_MAX_MESSAGE
+
+    @property
+    def response_headers(self) -> list[tuple[str, str]]:
+        return list(self._response.headers.items())
+
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+        if code == CLOSE_TOO_BIG and not message:
+            message = too_big_reason(self.limit).encode()
+        return await super().close(code=code, message=message)
+
+    async def receive(self, timeout: float | None = None) -> Any:
+        msg = await super().receive(timeout)
+        return await too_big(self) if over_limit(self, msg) else msg
+
+
+def client_ws_class(limit: int) -> type[ClientWebSocket]:
+    return type("ClientWebSocket", (ClientWebSocket,), {"limit": limit})
+
+
+def over_limit(ws: ServerWebSocket | ClientWebSocket, msg: Any) -> bool:
+    """The exact limit, also for compressed messages (aiohttp's check is off by one there).
+
+    A plain function: the per-message check costs no coroutine; only a refusal awaits.
+    """
+    return msg.type in (WSMsgType.TEXT, WSMsgType.BINARY) and len(msg.data) > ws.limit
+
+
+async def too_big(ws: ServerWebSocket | ClientWebSocket) -> Any:
+    """Close with 1009 and report the message as an error to the reader."""
+    await ws.close(code=CLOSE_TOO_BIG)
+    return aiohttp.WSMessage(
+        WSMsgType.ERROR, WebSocketError(CLOSE_TOO_BIG, too_big_reason(ws.limit)), None
+    )
+
+
+AnyWebSocket = web.WebSocketResponse | aiohttp.ClientWebSocketResponse
+
+
+@dataclass(slots=True)
+class CloseInfo:
+    """How one side of a connection ended: who, the close code (if any) and the reason."""
+
+    by: str
+    code: int | None
+    reason: str
+
+
+def close_info(msg: aiohttp.WSMessage, ws: AnyWebSocket, by: str) -> CloseInfo:
+    if msg.type == WSMsgType.CLOSE:
+        return CloseInfo(by, int(msg.data), str(msg.extra or ""))
+    if msg.type == WSMsgType.ERROR:
+        exc = msg.data
+        code = getattr(exc, "code", None)
+        return CloseInfo(by, int(code) if code is not None else 1006, str(exc))
+    code = ws.close_code
+    return CloseInfo(by, int(code) if code is not None else None, "")
+
+
+def record_close(rec: ConnectionRecorder, by: str, code: int | None, reason: str) -> None:
+    """The ``websocket_close`` event of a recorded connection."""
+    rec.event("websocket_close", {"by": by, "code": code, "reason": reason})
+
+
+async def close_quietly(ws: AnyWebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(Exception):
+        await ws.close(code=code, message=clip_reason(reason).encode())
+
+
+async def settle(task: asyncio.Task[Any], timeout: float) -> None:
+    """Give a pump task ``timeout`` seconds to finish on its own, then cancel it."""
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        task.cancel()
+    except Exception:
+        pass
+    with contextlib.suppress(BaseException):
+        await task
+
+
+async def settle_all(tasks: list[asyncio.Task[Any]], timeout: float) -> None:
+    """:func:`settle` for several tasks within one shared deadline of ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for task in tasks:
+        await settle(task, max(0.0, deadline - loop.time()))

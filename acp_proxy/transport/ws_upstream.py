@@ -1,0 +1,129 @@
+"""Upstream mode of ``acp-proxy ws``: each client WebSocket relayed to its own upstream one.
+
+Message for message in both directions, recorded on the way; close codes and reasons pass
+through (:func:`acp_proxy.transport.ws_bridge.relay_close`), end-to-end handshake headers
+too, and a refused upstream handshake is answered to the client with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import WSMsgType, web
+from multidict import CIMultiDict
+
+from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.ws_bridge import (
+    CLOSE_GOING_AWAY,
+    downstream_response_headers,
+    parse_subprotocols,
+    relay_close,
+    upstream_request_headers,
+)
+from acp_proxy.transport.ws_io import (
+    AnyWebSocket,
+    ClientWebSocket,
+    CloseInfo,
+    close_info,
+    close_quietly,
+    record_close,
+    settle,
+)
+from acp_proxy.wire.frame import A2C, C2A, Direction
+
+if TYPE_CHECKING:
+    from acp_proxy.transport.ws_server import WsServer
+
+
+async def serve_upstream(
+    server: WsServer, request: web.Request, connection_id: str
+) -> web.StreamResponse:
+    """Open the upstream WebSocket for this upgrade request and relay until either closes."""
+    s = server.settings
+    assert s.upstream is not None
+    headers = CIMultiDict(
+        upstream_request_headers(request.headers.items(), strip_authorization=s.token is not None)
+    )
+    try:
+        up = await server.client_session().ws_connect(
+            s.upstream,
+            headers=headers,
+            protocols=parse_subprotocols(request.headers.get("Sec-WebSocket-Protocol")),
+            heartbeat=s.heartbeat,
+            max_msg_size=s.max_message + 1,
+            decode_text=False,
+        )
+    except aiohttp.WSServerHandshakeError as exc:
+        status = exc.status if 400 <= exc.status < 500 else 502
+        return server.refuse(
+            request,
+            status,
+            f"upstream refused the WebSocket handshake: {exc.status} {exc.message}",
+        )
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        return server.refuse(
+            request, 502, f"cannot reach upstream {s.upstream}: {exc or type(exc).__name__}"
+        )
+    assert isinstance(up, ClientWebSocket)
+    try:
+        ws = await server.accept(
+            request,
+            connection_id,
+            [up.protocol] if up.protocol else [],
+            downstream_response_headers(up.response_headers),
+        )
+    except BaseException:
+        await up.close(code=CLOSE_GOING_AWAY, message=b"client handshake failed")
+        raise
+    rec = server.record_connection("ws-upstream", request, ws, agent_command=[s.upstream])
+    try:
+        await relay_websockets(ws, up, rec)
+    finally:
+        server.active.discard(ws)
+    return ws
+
+
+async def _pump_ws(
+    src: AnyWebSocket, dst: AnyWebSocket, direction: Direction, rec: ConnectionRecorder, by: str
+) -> CloseInfo:
+    """Forward messages from ``src`` to ``dst`` until ``src`` closes; return how it closed."""
+    dst_ok = True
+    while True:
+        msg = await src.receive()
+        if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
+            binary = msg.type == WSMsgType.BINARY
+            rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
+            if dst_ok:
+                try:
+                    await dst.send_frame(msg.data, msg.type)
+                except (ConnectionError, RuntimeError):
+                    dst_ok = False
+            continue
+        return close_info(msg, src, by)
+
+
+async def relay_websockets(
+    client: web.WebSocketResponse,
+    upstream: aiohttp.ClientWebSocketResponse,
+    rec: ConnectionRecorder,
+) -> None:
+    """WebSocket <-> WebSocket, message for message; close codes and reasons pass through."""
+    c2a = asyncio.create_task(_pump_ws(client, upstream, C2A, rec, "client"))
+    a2c = asyncio.create_task(_pump_ws(upstream, client, A2C, rec, "upstream"))
+    try:
+        done, _ = await asyncio.wait({c2a, a2c}, return_when=asyncio.FIRST_COMPLETED)
+        first = c2a if c2a in done else a2c
+        info = first.result()
+        record_close(rec, info.by, info.code, info.reason)
+        other_ws: AnyWebSocket = upstream if first is c2a else client
+        code, reason = relay_close(info.code, info.reason, peer=info.by)
+        await close_quietly(other_ws, code, reason)
+        await settle(c2a if first is a2c else a2c, 10.0)
+    finally:
+        c2a.cancel()
+        a2c.cancel()
+        await close_quietly(client, CLOSE_GOING_AWAY, "")
+        await close_quietly(upstream, CLOSE_GOING_AWAY, "")
+        rec.close()

@@ -18,6 +18,7 @@ import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
+from acp_proxy.commands import check_report
 from acp_proxy.commands.common import RECORDING_PATH, recording
 from acp_proxy.record.reader import get_connection, list_connections
 from acp_proxy.wire.frame import Direction
@@ -88,7 +89,15 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     required=False,
 )
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for tools.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "junit", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Report format: text, JSON, JUnit XML or SARIF 2.1.0 (docs/check.md).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option(
     "--min-tier",
     type=click.Choice(["info", "warning", "error"]),
@@ -107,6 +116,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
 def check_command(
     recording_path: Path | None,
     connection_id: int | None,
+    output_format: str,
     as_json: bool,
     min_tier: str,
     max_per_rule: int,
@@ -121,6 +131,8 @@ def check_command(
       acp-proxy check session.db
       acp-proxy check session.db --connection 2 --min-tier warning
       acp-proxy check session.db --json > check-report.json
+      acp-proxy check session.db --format sarif > check.sarif
+      acp-proxy check session.db --format junit > check-junit.xml
       acp-proxy check --rules
     """
     if list_rules:
@@ -147,7 +159,10 @@ def check_command(
             )
     totals: dict[str, int] = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
     frames = sum(r.frames for r in reports)
-    if as_json:
+    if output_format in ("junit", "sarif"):
+        render = check_report.junit_xml if output_format == "junit" else check_report.sarif_json
+        click.echo(render(reports, recording_path, min_tier))
+    elif as_json or output_format == "json":
         doc: dict[str, Any] = {
             "recording": str(recording_path),
             "connections": [

@@ -33,11 +33,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_utils
 
 from acp_proxy.record.reader import FrameRow, iter_frames
-from acp_proxy.record.schema import connect
+from acp_proxy.record.schema import RecordingError, check_readable, connect
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -338,6 +339,23 @@ def writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
 
 
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """Open a recording we may not write; a WAL file in a read-only directory is opened
+    ``immutable`` (SQLite cannot create its ``-shm`` there, so ``mode=ro`` alone fails)."""
+    try:
+        return connect(path, create=False, readonly=True)
+    except RecordingError as exc:
+        if "readonly" not in str(exc) and "read-only" not in str(exc):
+            raise
+    uri = "file:" + quote(str(path.resolve())) + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        check_readable(conn)
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"{path} is not a usable acp-proxy recording: {exc}") from None
+    return conn
+
+
 def open_search_index(path: str | Path) -> SearchIndex:
     """The recording's search index, brought up to date (in memory if the file is read-only).
 
@@ -346,10 +364,16 @@ def open_search_index(path: str | Path) -> SearchIndex:
     p = Path(path)
     if writable(p):
         conn = connect(p, create=False)
-        index = SearchIndex(conn, sqlite_utils.Database(conn), in_file=True)
-    else:
-        conn = connect(p, create=False, readonly=True)
-        index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
+        try:
+            index = SearchIndex(conn, sqlite_utils.Database(conn), in_file=True)
+            index.update()
+            return index
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "readonly" not in str(exc):
+                raise
+    conn = _open_readonly(p)
+    index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
     try:
         index.update()
     except BaseException:

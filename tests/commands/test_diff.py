@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.check.helpers import write_recording
 from tests.conftest import run_proxy
 
 RECORDING = Path(__file__).parents[2] / "recordings" / "v1-load.jsonl"
@@ -194,6 +195,13 @@ def test_bad_input_is_one_line(tmp_path: Path, yesterday: Path) -> None:
     assert missing.stderr.decode().strip() == f"Error: no such recording: {tmp_path / 'nope.db'}"
     no_conn = diff(yesterday, yesterday, "-c", "9")
     assert no_conn.returncode == 1
-    assert no_conn.stderr.decode().strip() == "Error: no connection 9 in this recording"
+    assert (
+        no_conn.stderr.decode().strip() == f"Error: {yesterday}: no connection 9 in this recording"
+    )
+    empty = tmp_path / "empty.db"
+    write_recording(empty, [])
+    none = diff(yesterday, empty)
+    assert none.returncode == 1
+    assert none.stderr.decode().strip() == f"Error: {empty}: no connections recorded"
     three = diff(yesterday, yesterday, "-c", "1", "-c", "1", "-c", "1")
     assert three.returncode == 2 and b"at most twice" in three.stderr

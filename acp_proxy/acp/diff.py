@@ -23,9 +23,12 @@ an aligned exchange that became slower by more than a threshold is a
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from acp_proxy.acp.exchanges import Exchanges
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
@@ -68,11 +71,16 @@ class ConnectionSketch:
     """One connection as the alignment sees it: signatures, frame numbers and latencies.
 
     Feed frames in order with :meth:`add`, then :meth:`finish`. Memory: a few integers per
-    frame (signatures are interned in a :class:`Signatures` table shared by both sides).
+    frame (signatures are interned in a :class:`Signatures` table shared by both sides; the
+    content keys are 8-byte hashes), never the frames themselves.
     """
 
     table: Signatures
+    ignores: Sequence[tuple[str, ...]] = ()
+    """Ignore paths for :attr:`content` (as in :func:`normalise`)."""
     sigs: list[int] = field(default_factory=list)
+    content: array[int] = field(default_factory=lambda: array("q"))
+    """One :func:`content_key` per frame, when :meth:`add` is given the frame's bytes."""
     seqs: list[int] = field(default_factory=list)
     frame_ids: list[int] = field(default_factory=list)
     latency_ns: dict[int, int] = field(default_factory=dict)
@@ -90,9 +98,13 @@ class ConnectionSketch:
         update_kind: str | None,
         rpc_id: str | None,
         mono_ns: int,
+        raw: bytes | None = None,
     ) -> None:
         index = len(self.sigs)
-        self.sigs.append(self.table.intern((direction, kind, method, update_kind)))
+        sig = self.table.intern((direction, kind, method, update_kind))
+        self.sigs.append(sig)
+        if raw is not None:
+            self.content.append(content_key(sig, raw, self.ignores))
         self.seqs.append(seq)
         self.frame_ids.append(frame_id)
         ex = self._exchanges
@@ -213,8 +225,13 @@ def greedy_pairs(
     return out
 
 
-def align(a: Sequence[int], b: Sequence[int], *, max_cells: int = LCS_CELLS) -> Alignment:
-    """Align two signature sequences (LCS, or greedy past ``max_cells``) into opcodes."""
+def align_pairs(
+    a: Sequence[int], b: Sequence[int], max_cells: int = LCS_CELLS
+) -> tuple[list[tuple[int, int]], str | None]:
+    """Matched index pairs of two sequences: common ends, then LCS (greedy past ``max_cells``).
+
+    The second item is ``None``, or a note saying the alignment was greedy.
+    """
     n, m = len(a), len(b)
     head = 0
     while head < n and head < m and a[head] == b[head]:
@@ -223,11 +240,10 @@ def align(a: Sequence[int], b: Sequence[int], *, max_cells: int = LCS_CELLS) -> 
     while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
         tail += 1
     mid_a, mid_b = a[head : n - tail], b[head : m - tail]
-    exact, note = True, None
+    note = None
     if len(mid_a) * len(mid_b) <= max_cells:
         middle = lcs_pairs(mid_a, mid_b)
     else:
-        exact = False
         note = (
             f"the differing middle is {len(mid_a)} x {len(mid_b)} frames, past the LCS limit "
             f"of {max_cells:,} cells: aligned greedily (linear; may report more changes than "
@@ -237,7 +253,50 @@ def align(a: Sequence[int], b: Sequence[int], *, max_cells: int = LCS_CELLS) -> 
     pairs = [(k, k) for k in range(head)]
     pairs += [(i + head, j + head) for i, j in middle]
     pairs += [(n - tail + k, m - tail + k) for k in range(tail)]
-    return Alignment(opcodes_from_pairs(pairs, n, m), exact, note)
+    return pairs, note
+
+
+def align(
+    a: Sequence[int],
+    b: Sequence[int],
+    *,
+    a_content: Sequence[int] | None = None,
+    b_content: Sequence[int] | None = None,
+    max_cells: int = LCS_CELLS,
+) -> Alignment:
+    """Align two signature sequences into opcodes.
+
+    With ``a_content``/``b_content`` (one :func:`content_key` per frame), frames that are
+    equal (after normalising) are aligned first, and only the frames left between them are
+    aligned by signature: so among several frames of one signature (a run of message chunks)
+    the equal ones pair up and the one that differs is *changed* or *added*, not whichever
+    the signature LCS happened to pick.
+    """
+    if a_content is None or b_content is None:
+        by_signature, note = align_pairs(a, b, max_cells)
+        return Alignment(opcodes_from_pairs(by_signature, len(a), len(b)), note is None, note)
+    anchors, note = align_pairs(a_content, b_content, max_cells)
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    for pi, pj in [*anchors, (len(a), len(b))]:
+        if pi > i and pj > j:  # a gap on both sides: align it by signature
+            gap, gap_note = align_pairs(a[i:pi], b[j:pj], max_cells)
+            note = note or gap_note
+            pairs += [(i + gi, j + gj) for gi, gj in gap]
+        if pi < len(a) and pj < len(b):
+            pairs.append((pi, pj))
+        i, j = pi + 1, pj + 1
+    return Alignment(opcodes_from_pairs(pairs, len(a), len(b)), note is None, note)
+
+
+def content_key(signature: int, raw: bytes, ignores: Sequence[tuple[str, ...]] = ()) -> int:
+    """A hash of a frame's signature and normalised JSON (:func:`normalise`): equal frames of
+    two runs (ids, sessionIds and timestamps aside) get equal keys."""
+    value, problem = parse_json(raw)
+    if problem is not None:
+        return hash((signature, raw))
+    text = orjson.dumps(normalise(value, ignores), option=orjson.OPT_SORT_KEYS)
+    return hash((signature, text))
 
 
 def opcodes_from_pairs(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Opcode]:

@@ -46,10 +46,13 @@ def pick_connection(db: sqlite3.Connection, wanted: int | None) -> int:
 
 
 def sketch_connection(
-    db: sqlite3.Connection, connection_id: int, table: Signatures
+    db: sqlite3.Connection,
+    connection_id: int,
+    table: Signatures,
+    ignores: Sequence[tuple[str, ...]] = (),
 ) -> ConnectionSketch:
-    """One connection's signatures, frame numbers and latencies (streamed)."""
-    sketch = ConnectionSketch(table)
+    """One connection's signatures, content keys, frame numbers and latencies (streamed)."""
+    sketch = ConnectionSketch(table, ignores)
     for f in _frames(db, connection_id):
         sketch.add(
             seq=f.seq,
@@ -60,6 +63,7 @@ def sketch_connection(
             update_kind=f.update_kind,
             rpc_id=f.rpc_id,
             mono_ns=f.mono_ns,
+            raw=f.raw,
         )
     sketch.finish()
     return sketch
@@ -174,9 +178,9 @@ def compare_connections(
 ) -> Comparison:
     """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b``."""
     table = Signatures()
-    a = sketch_connection(db_a, a_connection, table)
-    b = sketch_connection(db_b, b_connection, table)
-    alignment = align(a.sigs, b.sigs)
+    a = sketch_connection(db_a, a_connection, table, ignores)
+    b = sketch_connection(db_b, b_connection, table, ignores)
+    alignment = align(a.sigs, b.sigs, a_content=a.content, b_content=b.content)
     changes = list(
         compare_aligned(
             alignment,

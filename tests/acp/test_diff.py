@@ -176,3 +176,21 @@ def test_an_early_response_is_paired_with_its_request() -> None:
         ],
     )
     assert s.latency_ns == {1: 10}
+
+
+def test_equal_frames_anchor_the_alignment_within_a_run_of_one_signature() -> None:
+    # four message chunks (one signature) and a response; B has one chunk more, "x"
+    sigs_a, content_a = [1, 1, 1, 2], [10, 11, 12, 20]
+    sigs_b, content_b = [1, 1, 1, 1, 2], [10, 99, 11, 12, 20]
+    by_signature = align(sigs_a, sigs_b).opcodes
+    # by signature alone the LCS pairs the new chunk with an old one (a false "changed")
+    assert ("equal", 0, 3, 1, 4) in by_signature or ("equal", 0, 3, 0, 3) in by_signature
+    anchored = align(sigs_a, sigs_b, a_content=content_a, b_content=content_b).opcodes
+    assert anchored == [
+        ("equal", 0, 1, 0, 1),
+        ("insert", 1, 1, 1, 2),
+        ("equal", 1, 4, 2, 5),
+    ]
+    # a chunk whose text changed is still paired with its counterpart (a "changed" frame)
+    anchored = align(sigs_a, sigs_a, a_content=content_a, b_content=[10, 98, 12, 20]).opcodes
+    assert anchored == [("equal", 0, 4, 0, 4)]

@@ -205,3 +205,21 @@ def test_bad_input_is_one_line(tmp_path: Path, yesterday: Path) -> None:
     assert none.stderr.decode().strip() == f"Error: {empty}: no connections recorded"
     three = diff(yesterday, yesterday, "-c", "1", "-c", "1", "-c", "1")
     assert three.returncode == 2 and b"at most twice" in three.stderr
+
+
+def test_a_chunk_added_to_a_message_is_added_not_a_change(tmp_path: Path, yesterday: Path) -> None:
+    rows = export_lines()
+    by_seq = {r["seq"]: r for r in rows if r["type"] == "frame"}
+    extra = dict(by_seq[20])  # the chunks #20, #21 of one message; one more between them
+    extra["text"] = extra["text"].replace("The README says", "Briefly:")
+    rows.insert(rows.index(by_seq[20]) + 1, extra)
+    seq = 0
+    for r in rows:
+        if r["type"] == "frame":
+            seq += 1
+            r["seq"] = seq
+    code, doc = diff_json(yesterday, imported(tmp_path, "longer", rows))
+    assert code == 1
+    assert doc["changed"] == [] and doc["removed"] == []
+    (added,) = doc["added"]
+    assert added["seq"] == 21 and "[agent_message_chunk]" in added["what"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -163,10 +163,21 @@ class Hit:
 
 @dataclass(slots=True)
 class _Run:
-    doc_id: int
+    """A run of message chunks being joined into one document (written when it ends)."""
+
+    doc_id: int | None  # None: not written yet
+    connection_id: int
+    session_id: str | None
+    frame_id: int
+    seq: int
+    method: str | None
     variant: str
     entity_id: str | None
+    last_frame_id: int
+    last_seq: int
+    frames: int
     length: int
+    pieces: list[str] = field(default_factory=list)
 
 
 class SearchIndex:
@@ -233,6 +244,7 @@ class SearchIndex:
                 self._index(frame)
                 last = max(last, frame.id)
                 count += 1
+            self._flush_all()
             db.execute(f"UPDATE {STATE} SET last_frame_id = ? WHERE id = 1", [last])
             db.execute("COMMIT")
         except BaseException:
@@ -248,16 +260,60 @@ class SearchIndex:
         self._runs.clear()
 
     def _open_run(self, key: tuple[int, str | None]) -> _Run | None:
+        """The message run a chunk of ``key`` (connection, session) may continue."""
         if key in self._runs:
             return self._runs[key]
         row = self.store.execute(
-            f"SELECT id, variant, entity_id, length(text), field FROM {DOCS} "
+            f"SELECT id, frame_id, seq, method, variant, entity_id, last_frame_id, last_seq, "
+            f"frames, length(text), field FROM {DOCS} "
             "WHERE connection_id = ? AND session_id IS ? ORDER BY last_frame_id DESC LIMIT 1",
             [key[0], key[1]],
         ).fetchone()
-        run = _Run(row[0], row[1], row[2], row[3]) if row and row[4] == "message" else None
+        run = None
+        if row and row[10] == "message":
+            run = _Run(row[0], key[0], key[1], *row[1:10])
         self._runs[key] = run
         return run
+
+    def _flush(self, run: _Run) -> None:
+        text = "".join(run.pieces)
+        run.pieces.clear()
+        if run.doc_id is None:
+            cur = self.store.execute(
+                f"INSERT INTO {DOCS} (connection_id, session_id, frame_id, seq, last_frame_id, "
+                "last_seq, frames, field, method, variant, entity_id, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'message', ?, ?, ?, ?)",
+                [
+                    run.connection_id,
+                    run.session_id,
+                    run.frame_id,
+                    run.seq,
+                    run.last_frame_id,
+                    run.last_seq,
+                    run.frames,
+                    run.method,
+                    run.variant,
+                    run.entity_id,
+                    text,
+                ],
+            )
+            run.doc_id = int(cur.lastrowid or 0)
+        else:
+            self.store.execute(
+                f"UPDATE {DOCS} SET text = text || ?, last_frame_id = ?, last_seq = ?, "
+                "frames = ? WHERE id = ? AND last_frame_id != ?",
+                [text, run.last_frame_id, run.last_seq, run.frames, run.doc_id, run.last_frame_id],
+            )
+
+    def _close_run(self, key: tuple[int, str | None]) -> None:
+        run = self._runs.pop(key, None)
+        if run is not None:
+            self._flush(run)
+
+    def _flush_all(self) -> None:
+        for run in self._runs.values():
+            if run is not None:
+                self._flush(run)
 
     def _index(self, frame: FrameRow) -> None:
         field, text = document_of(frame)
@@ -268,13 +324,31 @@ class SearchIndex:
             if run is not None and run.variant == variant and run.entity_id == frame.entity_id:
                 extra = text[: max(0, TEXT_CAP - run.length)]
                 run.length += len(extra)
-                self.store.execute(
-                    f"UPDATE {DOCS} SET text = text || ?, last_frame_id = ?, last_seq = ?, "
-                    "frames = frames + 1 WHERE id = ?",
-                    [extra, frame.id, frame.seq, run.doc_id],
-                )
+                run.pieces.append(extra)
+                run.last_frame_id, run.last_seq = frame.id, frame.seq
+                run.frames += 1
                 return
-        cur = self.store.execute(
+            self._close_run(key)
+            self._runs[key] = _Run(
+                None,
+                frame.connection_id,
+                frame.session_id,
+                frame.id,
+                frame.seq,
+                frame.method,
+                variant,
+                frame.entity_id,
+                frame.id,
+                frame.seq,
+                1,
+                len(text),
+                [text],
+            )
+            return
+        if frame.session_id is not None:
+            self._close_run(key)
+            self._runs[key] = None
+        self.store.execute(
             f"INSERT INTO {DOCS} (connection_id, session_id, frame_id, seq, last_frame_id, "
             "last_seq, frames, field, method, variant, entity_id, text) "
             "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
@@ -292,12 +366,6 @@ class SearchIndex:
                 text,
             ],
         )
-        if frame.session_id is not None or field == "message":
-            self._runs[key] = (
-                _Run(int(cur.lastrowid or 0), variant or "", frame.entity_id, len(text))
-                if field == "message"
-                else None
-            )
 
     def search(
         self,

@@ -203,3 +203,23 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert done.stderr.startswith(b"Error: ")
     empty = run_proxy(["search", str(not_db), "  "])
     assert empty.returncode == 2 and b"nothing to search for" in empty.stderr
+
+
+def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> None:
+    """A live recording: a search sees the first chunk, the next search the whole message."""
+    path = tmp_path / "live.db"
+    write_recording(path, [[*v1_prelude(), chunk("Hello wo")]], protocol_version=1)
+    assert run_proxy(["reindex", str(path)]).returncode == 0
+    assert search(path, "world")[0] == 1
+    assert [h["seq"] for h in search(path, "Hello")[1]["hits"]] == [5]
+    with sqlite3.connect(path) as conn:  # the recorder appends the next chunk
+        raw = chunk("rld, again")[1]
+        conn.execute(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+            "VALUES (1, 6, 0, 6000, 'a2c', ?, ?)",
+            (raw, len(raw)),
+        )
+    assert run_proxy(["reindex", str(path)]).returncode == 0
+    (hit,) = search(path, "world")[1]["hits"]
+    assert (hit["seq"], hit["last_seq"], hit["frames"]) == (5, 6, 2)
+    assert hit["snippet"] == "Hello [world], again"

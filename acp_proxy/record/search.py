@@ -10,10 +10,10 @@ time. It lives in the recording file itself, in two tables of its own:
   ``user_message_chunk``, ``agent_thought_chunk``... of the same message) is joined into one
   document, so a word split across chunks is still found; the hit names the run's first
   frame and its last.
-- ``search_state``: the id of the last frame indexed. :meth:`SearchIndex.update` indexes
-  only frames with a larger id, so a search of a growing (even live) recording costs only
-  the new frames. If frames were removed (the last indexed id is gone past the end) the
-  index is rebuilt.
+- ``search_state``: the id (and connection, seq, CRC-32) of the last frame indexed.
+  :meth:`SearchIndex.update` indexes only frames with a larger id, so a search of a growing
+  (even live) recording costs only the new frames. If that frame is gone or is another
+  frame now (frames removed, ids reused) the index is rebuilt.
 
 What is indexed: message and prompt text, tool calls (title, content, output), other
 updates and results by their string values, error responses as ``error CODE message``, and
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,45 +220,78 @@ class SearchIndex:
         )
         docs.create_index(["connection_id", "session_id", "last_frame_id"])
         docs.enable_fts(["text", "method"], create_triggers=True)
-        state.create({"id": int, "last_frame_id": int}, pk="id")
+        state.create(
+            {
+                "id": int,
+                "last_frame_id": int,
+                "last_connection_id": int,
+                "last_seq": int,
+                "last_crc": int,
+            },
+            pk="id",
+        )
         state.insert({"id": 1, "last_frame_id": 0})
 
-    @property
-    def last_frame_id(self) -> int:
-        row = self.store.execute(f"SELECT last_frame_id FROM {STATE} WHERE id = 1").fetchone()
-        return int(row[0]) if row else 0
+    def _state(self) -> tuple[int, tuple[int, int, int] | None]:
+        """(last frame indexed, its (connection, seq, CRC-32 of its bytes) then)."""
+        row = self.store.execute(
+            f"SELECT last_frame_id, last_connection_id, last_seq, last_crc FROM {STATE} "
+            "WHERE id = 1"
+        ).fetchone()
+        if not row or not row[0]:
+            return 0, None
+        return int(row[0]), (row[1], row[2], row[3])
+
+    def _stale(self, last: int, where: tuple[int, int, int] | None) -> bool:
+        """Whether the frame indexed last is gone or is another frame now (ids were reused)."""
+        if not last:
+            return False
+        row = self.source.execute(
+            "SELECT connection_id, seq, raw FROM frames WHERE id = ?", [last]
+        ).fetchone()
+        return row is None or (row[0], row[1], zlib.crc32(row[2])) != where
+
+    def _newest(self) -> int:
+        return int(self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
 
     def update(self) -> int:
-        """Index the frames added since the last update; return how many were indexed."""
-        last = self.last_frame_id
-        newest = self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0]
-        if newest < last:  # frames went away: start again
-            self.rebuild()
-            last = 0
-        if newest == last:
+        """Index the frames added since the last update; return how many were indexed.
+
+        Up to date: two reads, no lock. Otherwise one write transaction on the index's
+        database (state re-read inside it, so concurrent searches never index a frame twice).
+        If the frame indexed last is gone or is another frame now, the index is rebuilt.
+        """
+        last, where = self._state()
+        if self._newest() == last and not self._stale(last, where):
             return 0
         db = self.store
         count = 0
         db.execute("BEGIN IMMEDIATE")
         try:
+            last, where = self._state()
+            if self._stale(last, where):
+                db.execute(f"DELETE FROM {DOCS}")
+                self._runs.clear()
+                last = 0
             for frame in _frames_after(self.source, last):
                 self._index(frame)
-                last = max(last, frame.id)
+                if frame.id > last:
+                    last = frame.id
+                    where = (frame.connection_id, frame.seq, zlib.crc32(frame.raw))
                 count += 1
             self._flush_all()
-            db.execute(f"UPDATE {STATE} SET last_frame_id = ? WHERE id = 1", [last])
+            if count and where is not None:
+                db.execute(
+                    f"UPDATE {STATE} SET last_frame_id = ?, last_connection_id = ?, last_seq = ?, "
+                    "last_crc = ? WHERE id = 1",
+                    [last, *where],
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             self._runs.clear()
             raise
         return count
-
-    def rebuild(self) -> None:
-        """Forget the index; the next :meth:`update` indexes every frame again."""
-        self.store.execute(f"DELETE FROM {DOCS}")
-        self.store.execute(f"UPDATE {STATE} SET last_frame_id = 0 WHERE id = 1")
-        self._runs.clear()
 
     def _open_run(self, key: tuple[int, str | None]) -> _Run | None:
         """The message run a chunk of ``key`` (connection, session) may continue."""

@@ -223,3 +223,15 @@ def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> No
     (hit,) = search(path, "world")[1]["hits"]
     assert (hit["seq"], hit["last_seq"], hit["frames"]) == (5, 6, 2)
     assert hit["snippet"] == "Hello [world], again"
+
+
+def test_frames_replaced_in_place_rebuild_the_index(db: Path) -> None:
+    assert search(db, "again")[0] == 0
+    with sqlite3.connect(db) as conn:  # the last frame is replaced, its id reused
+        (last,) = conn.execute("SELECT max(id) FROM frames").fetchone()
+        raw = chunk("Goodbye cruel world")[1]
+        conn.execute("UPDATE frames SET raw = ?, size = ? WHERE id = ?", (raw, len(raw), last))
+    code, doc = search(db, "again")
+    assert code == 1 and doc["hits"] == []
+    (hit,) = search(db, "goodbye")[1]["hits"]
+    assert hit["frame"] == last

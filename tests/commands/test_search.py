@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 import pytest
 
-from acp_proxy.record.search import open_search_index
 from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
 from tests.conftest import proxy_exe, run_proxy
 
@@ -140,15 +139,6 @@ def test_the_index_is_kept_in_the_recording_and_updated_incrementally(db: Path) 
     assert [h["connection"] for h in hits] == [2, 3]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] == docs + 5
-
-
-def test_the_inspector_calls_the_same_index(db: Path) -> None:
-    index = open_search_index(db)
-    try:
-        hits = index.search("world", connection_id=1)
-    finally:
-        index.close()
-    assert [(h.seq, h.last_seq) for h in hits] == [(6, 7)]
 
 
 def as_nobody() -> list[str]:

@@ -16,9 +16,10 @@ alignment falls back to a linear greedy walk (:func:`greedy_pairs`, look-ahead
 as they are streamed (:func:`compare_aligned`), never held.
 
 Timing: the latency of every request/response exchange (paired with
-:class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) is measured on both sides;
-an aligned exchange that became slower by more than a threshold is a
-:class:`TimingRegression` (``session/prompt`` exchanges are turns).
+:class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) and the duration of every
+turn (``session/prompt`` to the ``idle`` state update of its session in v2, to the prompt's
+response in v1) are measured on both sides; an aligned exchange or turn that became slower by
+more than a threshold is a :class:`TimingRegression`.
 """
 
 from __future__ import annotations
@@ -85,7 +86,13 @@ class ConnectionSketch:
     frame_ids: list[int] = field(default_factory=list)
     latency_ns: dict[int, int] = field(default_factory=dict)
     """Frame index of a request -> nanoseconds until its response."""
+    turn_ns: dict[int, int] = field(default_factory=dict)
+    """Frame index of a ``session/prompt`` -> nanoseconds until its turn ended: the
+    ``state_update`` ``idle`` of its session (v2), else the prompt's response (v1)."""
     _exchanges: Exchanges[tuple[int, int], tuple[int, int]] = field(default_factory=Exchanges)
+    _open_turns: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _prompts: list[int] = field(default_factory=list)
+    _stateful: set[str] = field(default_factory=set)  # sessions that send state_update (v2)
 
     def add(
         self,
@@ -99,6 +106,7 @@ class ConnectionSketch:
         rpc_id: str | None,
         mono_ns: int,
         raw: bytes | None = None,
+        session_id: str | None = None,
     ) -> None:
         index = len(self.sigs)
         sig = self.table.intern((direction, kind, method, update_kind))
@@ -107,6 +115,8 @@ class ConnectionSketch:
             self.content.append(content_key(sig, raw, self.ignores))
         self.seqs.append(seq)
         self.frame_ids.append(frame_id)
+        if session_id is not None:
+            self._turn(index, direction, kind, method, update_kind, session_id, mono_ns, raw)
         ex = self._exchanges
         if ex.held:
             ex.tick()
@@ -123,8 +133,38 @@ class ConnectionSketch:
             else:
                 ex.hold_early(direction, rpc_id, (index, mono_ns))
 
+    def _turn(
+        self,
+        index: int,
+        direction: Direction,
+        kind: str | None,
+        method: str | None,
+        update_kind: str | None,
+        session_id: str,
+        mono_ns: int,
+        raw: bytes | None,
+    ) -> None:
+        if direction == "c2a" and kind == "request" and method == "session/prompt":
+            self._open_turns[session_id] = (index, mono_ns)
+            self._prompts.append(index)
+        elif direction == "a2c" and update_kind == "state_update":
+            self._stateful.add(session_id)
+            start = self._open_turns.get(session_id)
+            if start is not None and raw is not None and _is_idle(raw):
+                del self._open_turns[session_id]
+                self.turn_ns[start[0]] = mono_ns - start[1]
+
     def finish(self) -> None:
+        """End of the connection: v1 turns end with the prompt's response."""
+        for index in self._prompts:
+            if index not in self.turn_ns and index in self.latency_ns:
+                self.turn_ns[index] = self.latency_ns[index]
+        for session_id, (index, _ns) in self._open_turns.items():
+            if session_id in self._stateful:  # a v2 turn never ended: no duration
+                self.turn_ns.pop(index, None)
         self._exchanges.clear()
+        self._open_turns.clear()
+        self._prompts.clear()
 
     def __len__(self) -> int:
         return len(self.sigs)
@@ -384,31 +424,49 @@ def compare_aligned(
                     yield Change(i1 + k, j1 + k, members)
 
 
+def _is_idle(raw: bytes) -> bool:
+    value, problem = parse_json(raw)
+    if problem is not None or not isinstance(value, dict):
+        return False
+    params = value.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return isinstance(update, dict) and update.get("state") == "idle"
+
+
 @dataclass(frozen=True, slots=True)
 class TimingRegression:
-    """An aligned exchange that got slower by more than the threshold."""
+    """An aligned exchange (``what`` = exchange) or turn (``turn``) that got slower."""
 
     a: int
     b: int
     method: str | None
     a_ns: int
     b_ns: int
-
-    @property
-    def what(self) -> str:
-        return "turn" if self.method == "session/prompt" else "exchange"
+    what: Literal["exchange", "turn"] = "exchange"
 
 
 def timing_regressions(
     alignment: Alignment, a: ConnectionSketch, b: ConnectionSketch, threshold_ns: int
 ) -> list[TimingRegression]:
-    """Aligned requests whose response came more than ``threshold_ns`` later in B than in A."""
+    """Aligned requests whose response (prompts: whose turn's end) came more than
+    ``threshold_ns`` later in B than in A.
+
+    A ``session/prompt`` is judged by its turn when both sides have a turn duration; a v2
+    prompt's own response (it only acknowledges the prompt) is not judged then.
+    """
     out: list[TimingRegression] = []
     for tag, i1, i2, j1, _j2 in alignment.opcodes:
         if tag != "equal":
             continue
         for k in range(i2 - i1):
-            la, lb = a.latency_ns.get(i1 + k), b.latency_ns.get(j1 + k)
+            i, j = i1 + k, j1 + k
+            method = a.signature(i)[2]
+            ta, tb = a.turn_ns.get(i), b.turn_ns.get(j)
+            if ta is not None and tb is not None:
+                if tb - ta > threshold_ns:
+                    out.append(TimingRegression(i, j, method, ta, tb, "turn"))
+                continue
+            la, lb = a.latency_ns.get(i), b.latency_ns.get(j)
             if la is not None and lb is not None and lb - la > threshold_ns:
-                out.append(TimingRegression(i1 + k, j1 + k, a.signature(i1 + k)[2], la, lb))
+                out.append(TimingRegression(i, j, method, la, lb))
     return out

@@ -64,6 +64,7 @@ def sketch_connection(
             rpc_id=f.rpc_id,
             mono_ns=f.mono_ns,
             raw=f.raw,
+            session_id=f.session_id,
         )
     sketch.finish()
     return sketch

@@ -126,16 +126,20 @@ def sketch(
     table: Signatures, frames: list[tuple[str, str, str | None, str | None, int]]
 ) -> ConnectionSketch:
     s = ConnectionSketch(table)
-    for seq, (direction, kind, method, rpc_id, ns) in enumerate(frames, 1):
+    for seq, frame in enumerate(frames, 1):
+        direction, kind, method, rpc_id, ns = frame[:5]
+        update_kind, raw = (frame[5], frame[6]) if len(frame) > 5 else (None, None)  # type: ignore[misc]
         s.add(
             seq=seq,
             frame_id=seq,
             direction=direction,  # type: ignore[arg-type]
             kind=kind,
             method=method,
-            update_kind=None,
+            update_kind=update_kind,
             rpc_id=rpc_id,
             mono_ns=ns,
+            raw=raw,
+            session_id="s1",
         )
     s.finish()
     return s
@@ -194,3 +198,36 @@ def test_equal_frames_anchor_the_alignment_within_a_run_of_one_signature() -> No
     # a chunk whose text changed is still paired with its counterpart (a "changed" frame)
     anchored = align(sigs_a, sigs_a, a_content=content_a, b_content=[10, 98, 12, 20]).opcodes
     assert anchored == [("equal", 0, 4, 0, 4)]
+
+
+IDLE = orjson.dumps(
+    {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s1", "update": {"sessionUpdate": "state_update", "state": "idle"}},
+    }
+)
+RUNNING = IDLE.replace(b'"idle"', b'"running"')
+
+
+def v2_turn(idle_ms: int) -> list[tuple[object, ...]]:
+    ms = 1_000_000
+    update = ("a2c", "notification", "session/update", None)
+    return [
+        ("c2a", "request", "session/prompt", "2", 0),
+        ("a2c", "response", "session/prompt", "2", 5 * ms),  # v2: only an acknowledgement
+        (*update, 6 * ms, "state_update", RUNNING),
+        (*update, idle_ms * ms, "state_update", IDLE),
+    ]
+
+
+def test_a_v2_turn_ends_at_the_idle_state_update() -> None:
+    table = Signatures()
+    a = sketch(table, v2_turn(100))  # type: ignore[arg-type]
+    b = sketch(table, v2_turn(4_000))  # type: ignore[arg-type]
+    assert a.turn_ns == {0: 100_000_000} and a.latency_ns == {0: 5_000_000}
+    (slow,) = timing_regressions(align(a.sigs, b.sigs), a, b, 1_000_000_000)
+    assert (slow.what, slow.a, slow.a_ns, slow.b_ns) == ("turn", 0, 100_000_000, 4_000_000_000)
+    # a v2 turn that never reached idle has no duration (its quick response is not one)
+    cut = sketch(table, v2_turn(100)[:3])  # type: ignore[arg-type]
+    assert cut.turn_ns == {}

@@ -223,3 +223,22 @@ def test_a_chunk_added_to_a_message_is_added_not_a_change(tmp_path: Path, yester
     assert doc["changed"] == [] and doc["removed"] == []
     (added,) = doc["added"]
     assert added["seq"] == 21 and "[agent_message_chunk]" in added["what"]
+
+
+def test_a_v2_turn_is_timed_to_its_idle_state_update(tmp_path: Path) -> None:
+    v2 = RECORDING.with_name("v2-resume-replay.jsonl")
+    rows = [orjson.loads(x) for x in v2.read_bytes().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("connection") in (None, 1)]
+    a = imported(tmp_path, "v2a", rows)
+    frames = [r for r in rows if r["type"] == "frame"]
+    idle = next(r for r in frames if '"state":"idle"' in r["text"])
+    assert idle["seq"] == 30  # the first turn (prompt #5, acknowledged at #8) ends here
+    for r in frames:
+        if r["seq"] >= 30:
+            r["mono_ns"] += 5 * SECOND
+    code, doc = diff_json(a, imported(tmp_path, "v2b", rows))
+    assert code == 1
+    assert doc["summary"] == {"removed": 0, "added": 0, "changed": 0, "slower": 1, "equal": False}
+    (slow,) = doc["timing"]
+    assert (slow["what"], slow["a"]["seq"], slow["method"]) == ("turn", 5, "session/prompt")
+    assert slow["a_ms"] == pytest.approx(260) and slow["b_ms"] == pytest.approx(5260)

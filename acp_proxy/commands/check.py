@@ -136,7 +136,7 @@ def check_command(
       acp-proxy check --rules
     """
     if list_rules:
-        _print_rules(as_json)
+        _print_rules(as_json or output_format == "json")
         return
     if recording_path is None:
         raise click.UsageError("missing argument DB (the recording to check)")

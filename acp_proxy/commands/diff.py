@@ -69,11 +69,12 @@ def diff_command(
     """Compare two recorded connections; exit 1 when they differ, 0 when equal.
 
     \b
-    Frames are aligned by (direction, kind, method, update variant) with a longest
-    common subsequence; JSON-RPC ids, sessionIds, entity ids (messageId, toolCallId...)
-    and timestamps are ignored. Prints the frames only B has (added), only A has
-    (removed), aligned frames whose JSON differs (changed, member by member), and
-    exchanges that got slower than --timing-threshold. A and B may be the same file
+    Equal frames are aligned first, then the rest by (direction, kind, method, update
+    variant), each with a longest common subsequence; JSON-RPC ids, sessionIds, entity
+    ids (messageId, toolCallId...) and timestamps are ignored. Prints the frames only B
+    has (added), only A has (removed), aligned frames whose JSON differs (changed,
+    member by member), and exchanges and turns (prompt to idle in v2, to the prompt's
+    response in v1) that got slower than --timing-threshold. A and B may be the same file
     with two --connection values. Without --connection: the first connection of each.
     Past 20k x 20k differing frames the alignment is greedy (linear) and says so.
     Examples:

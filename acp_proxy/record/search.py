@@ -18,8 +18,8 @@ time. It lives in the recording file itself, in two tables of its own:
 What is indexed: message and prompt text, tool calls (title, content, output), other
 updates and results by their string values, error responses as ``error CODE message``, and
 every method name. A **read-only** recording (no write permission on it or its directory)
-is never written to: the index is built in memory for that search and dropped
-(:attr:`SearchIndex.in_file` is False).
+is never written to: an up-to-date index saved in it is used as it is, otherwise the index
+is built in memory for that search and dropped (:attr:`SearchIndex.in_file` is False).
 
 :func:`open_search_index` is the entry point for the CLI and for the inspector's text
 filter (the same index).
@@ -254,6 +254,11 @@ class SearchIndex:
     def _newest(self) -> int:
         return int(self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
 
+    def up_to_date(self) -> bool:
+        """Whether every frame of the recording is indexed (two reads, no lock)."""
+        last, where = self._state()
+        return self._newest() == last and not self._stale(last, where)
+
     def update(self) -> int:
         """Index the frames added since the last update; return how many were indexed.
 
@@ -261,8 +266,7 @@ class SearchIndex:
         database (state re-read inside it, so concurrent searches never index a frame twice).
         If the frame indexed last is gone or is another frame now, the index is rebuilt.
         """
-        last, where = self._state()
-        if self._newest() == last and not self._stale(last, where):
+        if self.up_to_date():
             return 0
         db = self.store
         count = 0
@@ -475,6 +479,11 @@ def open_search_index(path: str | Path) -> SearchIndex:
             if "readonly" not in str(exc):
                 raise
     conn = _open_readonly(p)
+    saved = sqlite_utils.Database(conn)
+    if DOCS in saved.table_names() and STATE in saved.table_names():
+        index = SearchIndex(conn, saved, in_file=True)
+        if index.up_to_date():  # an index saved before the file became read-only
+            return index
     index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
     try:
         index.update()

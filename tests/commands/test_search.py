@@ -151,14 +151,12 @@ def as_nobody() -> list[str]:
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
-def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
-    db: Path, tmp_path: Path
-) -> None:
+def read_only_copy(db: Path, tmp_path: Path) -> Path:
+    """A copy of ``db`` in a directory nobody may write (the caller restores it)."""
     ro_dir = tmp_path / "ro"
     ro_dir.mkdir()
     ro = ro_dir / "rec.db"
     shutil.copy(db, ro)
-    before = ro.read_bytes()
     ro.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     ro_dir.chmod(0o555)
     tmp_path.chmod(0o755)
@@ -166,6 +164,15 @@ def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
         if parent == Path("/tmp"):
             break
         parent.chmod(parent.stat().st_mode | 0o005)
+    return ro
+
+
+def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
+    db: Path, tmp_path: Path
+) -> None:
+    ro = read_only_copy(db, tmp_path)
+    ro_dir = ro.parent
+    before = ro.read_bytes()
     try:
         done = subprocess.run(
             [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
@@ -225,3 +232,21 @@ def test_frames_replaced_in_place_rebuild_the_index(db: Path) -> None:
     assert code == 1 and doc["hits"] == []
     (hit,) = search(db, "goodbye")[1]["hits"]
     assert hit["frame"] == last
+
+
+def test_an_index_saved_before_the_file_became_read_only_is_used(db: Path, tmp_path: Path) -> None:
+    search(db, "world")  # indexed and saved while writable
+    ro = read_only_copy(db, tmp_path)
+    before = ro.read_bytes()
+    try:
+        done = subprocess.run(
+            [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        ro.parent.chmod(0o755)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+    doc = orjson.loads(done.stdout)
+    assert doc["index"] == "file" and len(doc["hits"]) == 2
+    assert ro.read_bytes() == before

@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from acp_proxy.wire.surrogates import json_bytes as json_bytes  # re-exported for replay
+
 Path = tuple[str, ...]
 
 _TOKEN = re.compile(
@@ -39,15 +41,6 @@ def json_value(text: bytes) -> Any:
             return json.loads(text)
         except RecursionError:
             raise ValueError("nesting too deep") from None
-
-
-def json_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
-    """Compact JSON of ``value``; strings holding a lone surrogate (valid JSON, refused by
-    orjson) are written with ``\\u`` escapes instead of failing."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, default=str).encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,11 @@ and still says what was sent. The raw bytes themselves are never changed.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
+
+import orjson
 
 from acp_proxy.wire.jsonrpc import Message, classify
 
@@ -74,3 +78,12 @@ def _keep_ids(clean: Message, original: Message) -> None:
     if len(clean.items) == len(original.items):
         for item, orig in zip(clean.items, original.items, strict=True):
             _keep_ids(item, orig)
+
+
+def json_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON of ``value``; strings holding a lone surrogate (valid JSON, refused by
+    orjson) are written with ``\\u`` escapes instead of failing."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, default=str).encode()

@@ -60,7 +60,9 @@ class WriterPipeline:
         self._cond = threading.Condition(threading.Lock())
         self._carry: list[Op] = []  # row changes to write with the next batch
         self._broken: str | None = None  # an unexpected failure disabled recording
+        self._failure = ""  # why the last batch could not be stored
         self._stopped_at: float | None = None
+        self._batch_deadline = 0.0
         self._next_beat = 0.0
         self.threads = [
             threading.Thread(target=self._rows_loop, name="acp-proxy-rows", daemon=True),
@@ -121,10 +123,15 @@ class WriterPipeline:
             self._stopped_at = time.monotonic()
 
     def _give_up_at(self) -> float:
-        """When to stop waiting for a locked database (monotonic)."""
+        """When to stop waiting for a locked database (monotonic) in the current batch.
+
+        :data:`lock_retry` after the batch's first attempt, and no later than
+        :data:`DRAIN_LOCK_SECONDS` after the proxy said it exits.
+        """
+        deadline = self._batch_deadline
         if self._stopped_at is not None:
-            return self._stopped_at + DRAIN_LOCK_SECONDS
-        return time.monotonic() + self.lock_retry
+            deadline = min(deadline, self._stopped_at + DRAIN_LOCK_SECONDS)
+        return deadline
 
     def _sink_loop(self) -> None:
         lower_priority()
@@ -146,11 +153,11 @@ class WriterPipeline:
             self._write([])  # the last changes and counts: one more try
         if self._carry:
             self.unsaved = True
-            lost = self.dropped()
-            what = f"; {lost:,} frame(s) were not recorded" if lost else ""
+        if self._carry and self.journal.failed is None:  # (else its line said so)
+            why = f" ({self._failure})" if self._failure else ""
             self.warn(
-                f"recording: could not write the end of the connection row(s) to "
-                f"{getattr(self.sink, 'path', 'the recording')}{what}"
+                "recording: could not write the end and the loss counts of the connection "
+                f"row(s) to {getattr(self.sink, 'path', 'the recording')}{why}"
             )
         self.sink.close()
 
@@ -168,6 +175,7 @@ class WriterPipeline:
             self.sink.open(self._give_up_at)
             return True
         except SinkFailed as exc:
+            self._failure = str(exc)
             if self.journal.disable(f"recording disabled: {exc}"):
                 self.warn(f"recording disabled: {exc}; forwarding continues")
             return False
@@ -178,6 +186,7 @@ class WriterPipeline:
             self._carry = []
         if not ops:
             return
+        self._batch_deadline = time.monotonic() + self.lock_retry
         if not self.sink.is_open and not self._open():
             self._lose(ops, None)
             return
@@ -187,6 +196,7 @@ class WriterPipeline:
         try:
             written = self._store(ops)
         except SinkFailed as exc:
+            self._failure = str(exc)
             self._lose(ops, f"SQLite failed: {exc}")
             return
         except Exception as exc:

@@ -251,7 +251,8 @@ class Recorder:
         # must not wait for it; frames queue meanwhile).
         sink = SqliteSink(self.path)
         try:
-            sink.open(lambda: time.monotonic() + OPEN_LOCK_WAIT_SECONDS)
+            give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
+            sink.open(lambda: give_up)
         except SinkFailed as exc:
             if not exc.locked:
                 self.journal.disable(f"recording disabled: {exc}")

@@ -235,7 +235,6 @@ class Recorder:
         self._connections: list[ConnectionRecorder] = []
         self._pipeline: WriterPipeline | None = None
         self._shipper: Shipper | None = None
-        self.batches_committed = 0
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the rows thread
         self.sqlite_cpu = 0.0  # ... and by the sink thread
@@ -281,6 +280,13 @@ class Recorder:
     @property
     def enabled(self) -> bool:
         return self.path is not None
+
+    @property
+    def batches_committed(self) -> int:
+        """Transactions committed so far (live with threads; the writer's at close)."""
+        if self._pipeline is not None:
+            return self._pipeline.batches_committed
+        return self._shipper.writer.batches if self._shipper is not None else 0
 
     @property
     def spool_peak_bytes(self) -> int:
@@ -385,7 +391,6 @@ class Recorder:
                     # bounded like the writer's own drain: the client waits for our exit
                     shipper.settle_lost(min(self.lock_retry, DRAIN_LOCK_SECONDS))
             self.frames_written = child.frames_written
-            self.batches_committed = child.batches
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
             unsaved = child.unsaved
             if shipper.died or stuck:
@@ -395,7 +400,6 @@ class Recorder:
         else:
             assert pipeline is not None
             self.frames_written = pipeline.frames_written
-            self.batches_committed = pipeline.batches_committed
             self.index_cpu, self.sqlite_cpu = pipeline.index_cpu, pipeline.sqlite_cpu
             unsaved = pipeline.unsaved
             dropped = pipeline.dropped() + self.journal.unreported_frames()

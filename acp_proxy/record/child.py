@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the child (``python -m acp_proxy.record.child DB RETRY QUEUE BATCH``)."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # until the drain handler is installed
     lower_priority(whole_process=True)  # before the imports: they are most of the start-up
     from pathlib import Path
 
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = WriterPipeline(journal, SqliteSink(Path(path)), lock_retry=retry, warn=warn)
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())
     serve(pipeline, sys.stdin.fileno(), sys.stdout)
+    # a late SIGUSR1 must not kill it while the interpreter shuts down (it resets handlers)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     return 0
 
 

@@ -71,6 +71,12 @@ class WriterProcess:
         batch_bytes: int,
         on_exit: Callable[[], None],
     ):
+        # An ignored signal stays ignored across exec: the child cannot be killed by the
+        # SIGUSR1 ``draining`` sends before its own handler is installed.
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(ValueError, OSError):
+                if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+                    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         self.proc = subprocess.Popen(
             [
                 sys.executable,

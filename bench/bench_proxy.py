@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acp_proxy.record.child import writer_pids
+from acp_proxy.record.shipper import writer_pids
 
 HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.record import schema
-from acp_proxy.record.child import DROPS, encode_batch, serve, writer_pids
+from acp_proxy.record.child import serve
+from acp_proxy.record.ipc import Control, Drops, encode_batch
+from acp_proxy.record.journal import Journal
+from acp_proxy.record.pipeline import WriterPipeline
+from acp_proxy.record.shipper import writer_pids
+from acp_proxy.record.sink import SqliteSink
 from acp_proxy.record.writer import Recorder
 from tests.conftest import echo_proxy, echo_through, frame_count, frames_of
 from tests.transport.test_lifecycle import dead, wait_dead
@@ -76,16 +81,19 @@ def test_batches_sent_to_a_writer_record_what_threads_record(tmp_path: Path) -> 
     capture = Recorder(None)
     capture.path = tmp_path / "unused.db"  # queue items, with no writer behind them
     _traffic(capture)
-    items = list(capture._queue)
-    conn = items[0][1]
+    capture.journal.stop()
+    items = capture.journal.take()
+    assert items is not None and capture.journal.take() is None
+    conn = items[0].conn
     keys: dict[Any, int] = {}
-    blob = encode_batch(items[:5], keys) + encode_batch([*items[5:], (DROPS, conn, 2, 10)], keys)
+    buffers = encode_batch(items[:5], keys) + encode_batch([*items[5:], Drops(conn, 2, 10)], keys)
     read_fd, write_fd = os.pipe()
-    writer = Recorder(tmp_path / "served.db", open_now=False)
+    journal = Journal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0.01, warn=print)
+    writer = WriterPipeline(journal, SqliteSink(tmp_path / "served.db"), lock_retry=5, warn=print)
     with open(os.devnull, "w") as report:
         server = threading.Thread(target=serve, args=(writer, read_fd, report))
         server.start()
-        os.write(write_fd, blob)
+        os.write(write_fd, b"".join(buffers))
         os.close(write_fd)
         server.join(TIMEOUT)
     os.close(read_fd)
@@ -245,18 +253,20 @@ def test_the_projects_own_modules_do_not_shadow_the_writers(tmp_path: Path) -> N
     assert [raw for _, raw in frames_of(db)] == lines + lines
 
 
-def test_losses_wait_until_the_writer_knows_the_connection(tmp_path: Path) -> None:
-    """Counts for a connection whose row the writer was not asked to create yet stay
-    here for a later batch (sent before the row, they would be thrown away)."""
-    recorder = Recorder(None)
-    recorder.path = tmp_path / "unused.db"  # queue items, with no writer behind them
-    conn = recorder.connection("websocket")
-    conn.frames_dropped, conn.bytes_dropped = 3, 30
-    recorder._lossy.add(conn)
-    assert recorder._drop_items() == []
-    encode_batch(list(recorder._queue), recorder._child_keys)  # its open goes out
-    assert recorder._drop_items() == [(DROPS, conn, 3, 30)]
-    assert recorder._drop_items() == []  # sent once
+def test_losses_follow_the_connections_open(tmp_path: Path) -> None:
+    """Counts for a connection go out after the open that creates its row (sent before
+    it, they would be thrown away), and once."""
+    journal = Journal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0, warn=print)
+    journal.open("c", {"transport": "websocket"})
+    journal.lose("c", 3, 30)
+    journal.stop()
+    assert journal.take() == [
+        Control("c", "open", {"transport": "websocket"}),
+        Drops("c", 3, 30),
+    ]
+    assert journal.take() is None  # sent once
+    journal.lose("c", 1, 5)
+    assert journal.take() == [Drops("c", 1, 5)]
 
 
 def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> None:
@@ -272,7 +282,9 @@ def test_a_killed_proxy_leaves_the_writer_to_finish_and_exit(tmp_path: Path) -> 
     con = sqlite3.connect(db)
     try:
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        assert con.execute("SELECT ended_at FROM connections").fetchone() == (None,)
+        # closed for the dead proxy, with what it knew
+        row = con.execute("SELECT ended_at IS NOT NULL, end_reason FROM connections").fetchone()
+        assert row == (1, "proxy-lost")
     finally:
         con.close()
     assert [raw for _, raw in frames_of(db)] == lines + lines

@@ -1,0 +1,225 @@
+"""What travels from the recorder's journal to its writer: typed items, and their wire format.
+
+Both sides of the recorder speak in the items defined here. The proxy side
+(:mod:`~acp_proxy.record.journal`) queues them; the writer side
+(:mod:`~acp_proxy.record.rows`) turns them into rows. In between, with the process backend,
+the :mod:`~acp_proxy.record.shipper` encodes a batch of them for the writer process
+(:mod:`~acp_proxy.record.child`), which decodes it. This module imports neither side.
+
+The wire format of one batch: a 16-byte header (two little-endian 8-byte lengths: the
+:mod:`marshal` part, then the out-of-band part), a :mod:`marshal` list of plain tuples
+``(tag, key, *fields)`` in which the connection is replaced by a small integer key, then
+the out-of-band bytes: the data of every chunk or frame bigger than
+:data:`OUT_OF_BAND_BYTES`, in item order, whose place in the tuple holds its length. A huge
+frame is so written from the forwarded buffer itself and read into one buffer of its
+size, never copied through :mod:`marshal`.
+"""
+
+from __future__ import annotations
+
+import io
+import marshal
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeAlias
+
+
+class Chunk(NamedTuple):
+    """A piece of a newline-framed byte stream; ``done``: how many bytes complete lines."""
+
+    conn: Any
+    stream: str
+    ts: float
+    mono_ns: int
+    data: Any  # bytes, or a spool reference while its bytes wait on disk
+    done: int
+
+
+class Frame(NamedTuple):
+    """One whole message (a WebSocket message, or a whole stderr line)."""
+
+    conn: Any
+    stream: str
+    ts: float
+    mono_ns: int
+    data: Any  # bytes, or a spool reference
+    binary: bool
+
+
+class Gap(NamedTuple):
+    """Bytes of ``stream`` were dropped here; ``partial``: they ended inside a line."""
+
+    conn: Any
+    stream: str
+    partial: bool
+
+
+class End(NamedTuple):
+    """End of ``stream``: its last line is complete; ``inside``: it had no newline yet."""
+
+    conn: Any
+    stream: str
+    ts: float
+    mono_ns: int
+    inside: bool
+
+
+class Control(NamedTuple):
+    """A change to the connection row: ``open``, ``update``, ``event`` or ``close``."""
+
+    conn: Any
+    op: str
+    fields: dict[str, Any]
+
+
+class Drops(NamedTuple):
+    """Losses the journal counted since it last said so, to add to the connection row."""
+
+    conn: Any
+    frames: int
+    nbytes: int
+
+
+class Fin(NamedTuple):
+    """The proxy's last batch: it ends cleanly (without it, end of input means it died)."""
+
+    conn: Any = None
+
+
+Item: TypeAlias = Chunk | Frame | Gap | End | Control | Drops | Fin
+
+KINDS: tuple[type[Any], ...] = (Chunk, Frame, Gap, End, Control, Drops, Fin)
+TAGS: dict[type[Any], int] = {kind: tag for tag, kind in enumerate(KINDS)}
+CHUNK, FRAME, GAP, END, CONTROL, DROPS, FIN = range(len(KINDS))
+
+STDERR = "stderr"
+"""The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""
+
+OUT_OF_BAND_BYTES = 1024 * 1024
+"""Chunk or frame data bigger than this travels after the marshal part, not inside it."""
+
+HEADER_BYTES = 16
+
+
+class Losses:
+    """Frames (and their bytes) that were not recorded, for one connection row."""
+
+    __slots__ = ("frames", "nbytes")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.nbytes = 0
+
+    def add(self, frames: int, nbytes: int) -> None:
+        """Count more losses (the one way a count changes)."""
+        self.frames += frames
+        self.nbytes += nbytes
+
+    def pair(self) -> tuple[int, int]:
+        return (self.frames, self.nbytes)
+
+
+def frames_in(item: Item) -> tuple[int, int]:
+    """(frames, bytes) a chunk, frame or end item brings to a connection's recording.
+
+    A chunk brings the lines it ends and all its bytes; an end inside a line brings that
+    last line (its bytes came with the chunks).
+    """
+    if isinstance(item, Chunk):
+        return item.data.count(b"\n"), len(item.data)
+    if isinstance(item, Frame):
+        return 1, len(item.data)
+    if isinstance(item, End):
+        return (1 if item.inside else 0), 0
+    return 0, 0
+
+
+def _portable(value: Any) -> Any:
+    """``value`` as something :mod:`marshal` can carry (JSON-like data passes as is)."""
+    if value is None or isinstance(value, (str, int, float, bytes, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_portable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _portable(v) for k, v in value.items()}
+    return str(value)
+
+
+def encode_batch(items: list[Item], keys: dict[Any, int]) -> list[bytes]:
+    """One batch as the buffers to write, in order (header, marshal part, out-of-band data).
+
+    ``keys`` maps connections to their keys; a connection seen the first time gets the
+    next one.
+    """
+    out: list[tuple[Any, ...]] = []
+    extra: list[bytes] = []
+    for item in items:
+        conn = item[0]
+        key = keys.get(conn)
+        if key is None:
+            key = keys[conn] = len(keys) + 1
+        kind = type(item)
+        if isinstance(item, (Chunk, Frame)):
+            data = item[4]
+            if type(data) is not bytes:
+                data = bytes(data)
+            if len(data) > OUT_OF_BAND_BYTES:
+                extra.append(data)
+                data = len(data)
+            out.append((TAGS[kind], key, item[1], item[2], item[3], data, item[5]))
+        elif isinstance(item, Control):
+            out.append((CONTROL, key, item[1], _portable(item[2])))
+        else:
+            out.append((TAGS[kind], key, *item[1:]))
+    blob = marshal.dumps(out)
+    size = sum(len(b) for b in extra)
+    return [len(blob).to_bytes(8, "little") + size.to_bytes(8, "little"), blob, *extra]
+
+
+def read_batch(fd: int, resolve: Callable[[int], Any]) -> list[Item] | None:
+    """Read one batch from ``fd``; None at end of input (or a batch cut short by it).
+
+    ``resolve`` turns a key back into what stands for the connection on this side.
+    """
+    header = _read_exact(fd, HEADER_BYTES)
+    if header is None:
+        return None
+    blob = _read_exact(fd, int.from_bytes(header[:8], "little"))
+    if blob is None:
+        return None
+    items: list[Item] = []
+    for raw in marshal.loads(blob):
+        tag = raw[0]
+        if tag in (CHUNK, FRAME) and type(raw[5]) is int:
+            data = _read_buffer(fd, raw[5])
+            if data is None:
+                return None
+            raw = (*raw[:5], data, raw[6])
+        items.append(KINDS[tag](resolve(raw[1]), *raw[2:]))
+    return items
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while n:
+        data = os.read(fd, min(n, 1 << 20))
+        if not data:
+            return None
+        chunks.append(data)
+        n -= len(data)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _read_buffer(fd: int, n: int) -> bytearray | None:
+    """``n`` bytes read into one buffer of that size (no joining of pieces)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    with io.FileIO(fd, closefd=False) as f:
+        while got < n:
+            count = f.readinto(view[got:])
+            if not count:
+                return None
+            got += count
+    view.release()
+    return buf

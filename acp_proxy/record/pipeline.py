@@ -1,0 +1,251 @@
+"""The writer side's two threads: journal, then :mod:`~.rows`, then a :mod:`~.sink`.
+
+The *rows* thread takes batches from a :class:`~acp_proxy.record.journal.Journal` and turns
+them into operations; the *sink* thread stores each batch in one transaction. SQLite
+releases the GIL while it works, so both stages overlap; one batch waits while one is
+written. The same pipeline runs in the writer process (fed from its pipe) and, with
+``ACP_PROXY_RECORDER=thread``, inside the proxy (fed by the forwarding threads).
+
+Failures never stop it: a batch the sink cannot store (disk full, read-only file, a lock
+held past the deadline) is counted on its connections' rows, whose changes and counts are
+kept and written with the next batch that commits; a batch holding a value the database
+cannot take (a lone surrogate in an index column) is stored again with its text made
+safe; anything else unexpected disables recording with one line, and what comes after is
+counted. Once the proxy exits (:meth:`WriterPipeline.drain`), a lock is waited for at most
+:data:`DRAIN_LOCK_SECONDS` in all. While connections are open, their rows' ``last_seen_at``
+is refreshed every :data:`~acp_proxy.record.liveness.HEARTBEAT_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from acp_proxy.record.ipc import STDERR, Control, Item, frames_in
+from acp_proxy.record.journal import Journal
+from acp_proxy.record.liveness import HEARTBEAT_SECONDS
+from acp_proxy.record.priority import lower_priority
+from acp_proxy.record.rows import ControlOp, Op, Rows, RowsOp, sanitized
+from acp_proxy.record.sink import Sink, SinkFailed
+
+DRAIN_LOCK_SECONDS = 3.0
+"""Once the proxy exits, how long in all the writer waits for a database another process locks."""
+
+
+class WriterPipeline:
+    """Runs rows and sink threads over one journal until it is stopped and drained."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        sink: Sink,
+        *,
+        lock_retry: float,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.journal = journal
+        self.sink = sink
+        self.rows = Rows()
+        self.lock_retry = lock_retry
+        self.warn = warn
+        self.frames_written = 0
+        self.batches_committed = 0
+        self.index_cpu = 0.0
+        self.sqlite_cpu = 0.0
+        self.unsaved = False  # some row's end or counts could not be written at all
+        self._batches: deque[list[Op] | None] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._carry: list[Op] = []  # row changes to write with the next batch
+        self._broken: str | None = None  # an unexpected failure disabled recording
+        self._failure = ""  # why the last batch could not be stored
+        self._stopped_at: float | None = None
+        self._batch_deadline = 0.0
+        self._next_beat = 0.0
+        self.threads = [
+            threading.Thread(target=self._rows_loop, name="acp-proxy-rows", daemon=True),
+            threading.Thread(target=self._sink_loop, name="acp-proxy-sink", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def dropped(self) -> int:
+        """Frames counted as not recorded, over all connections."""
+        return sum(st.losses.frames for st in list(self.rows.states.values()))
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def _rows_loop(self) -> None:
+        lower_priority()
+        try:
+            while True:
+                items = self.journal.take()
+                if items is None:
+                    break
+                cpu = time.thread_time()
+                ops = self._build(items)
+                self.index_cpu += time.thread_time() - cpu
+                with self._cond:
+                    while self._batches:
+                        self._cond.wait()
+                    self._batches.append(ops)
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._batches.append(None)
+                self._cond.notify_all()
+
+    def _build(self, items: list[Item]) -> list[Op]:
+        try:
+            return self.rows.build(items)
+        except Exception as exc:  # a bug: keep the connections' rows, count their frames
+            self._break(f"the recorder failed ({type(exc).__name__}: {exc})")
+            ops: list[Op] = []
+            for item in items:
+                st = self.rows.state(item[0])
+                frames, size = _brought(item)
+                st.losses.add(frames, size)
+                if isinstance(item, Control):
+                    ops.append(ControlOp(st, item[1], item[2]))
+                else:
+                    ops.append(ControlOp(st, "update", {}))
+            return ops
+
+    # -- sink ----------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """The proxy is exiting (and its client waits): bound the wait for a lock from now."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+
+    def _give_up_at(self) -> float:
+        """When to stop waiting for a locked database (monotonic) in the current batch.
+
+        :data:`lock_retry` after the batch's first attempt, and no later than
+        :data:`DRAIN_LOCK_SECONDS` after the proxy said it exits.
+        """
+        deadline = self._batch_deadline
+        if self._stopped_at is not None:
+            deadline = min(deadline, self._stopped_at + DRAIN_LOCK_SECONDS)
+        return deadline
+
+    def _sink_loop(self) -> None:
+        lower_priority()
+        while True:
+            with self._cond:
+                while not self._batches:
+                    if not self._cond.wait(self._beat_wait()):
+                        break
+                ops = self._batches.popleft() if self._batches else []
+                self._cond.notify_all()
+            if ops is None:
+                break
+            if ops:
+                cpu = time.thread_time()
+                self._write(ops)
+                self.sqlite_cpu += time.thread_time() - cpu
+            self._beat()
+        if self._carry:
+            self._write([])  # the last changes and counts: one more try
+        if self._carry:
+            self.unsaved = True
+        if self._carry and self.journal.failed is None:  # (else its line said so)
+            why = f" ({self._failure})" if self._failure else ""
+            self.warn(
+                "recording: could not write the end and the loss counts of the connection "
+                f"row(s) to {getattr(self.sink, 'path', 'the recording')}{why}"
+            )
+        self.sink.close()
+
+    def _beat_wait(self) -> float:
+        return max(0.05, self._next_beat - time.monotonic())
+
+    def _beat(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_beat and self.sink.is_open:
+            self._next_beat = now + HEARTBEAT_SECONDS
+            self.sink.heartbeat(time.time())
+
+    def _open(self) -> bool:
+        try:
+            self.sink.open(self._give_up_at)
+            return True
+        except SinkFailed as exc:
+            self._failure = str(exc)
+            if self.journal.disable(f"recording disabled: {exc}"):
+                self.warn(f"recording disabled: {exc}; forwarding continues")
+            return False
+
+    def _write(self, ops: list[Op]) -> None:
+        if self._carry:
+            ops = [*self._carry, *ops]
+            self._carry = []
+        if not ops:
+            return
+        self._batch_deadline = time.monotonic() + self.lock_retry
+        if not self.sink.is_open and not self._open():
+            self._lose(ops, None)
+            return
+        if self._broken is not None:  # only the rows' own changes are still tried
+            self._lose(ops, None)
+            ops, self._carry = self._carry, []
+        try:
+            written = self._store(ops)
+        except SinkFailed as exc:
+            self._failure = str(exc)
+            self._lose(ops, f"SQLite failed: {exc}")
+            return
+        except Exception as exc:
+            self._break(f"the recorder failed ({type(exc).__name__}: {exc})")
+            self._lose(ops, None)
+            return
+        self.frames_written += written
+        self.batches_committed += 1
+        self.journal.committed()
+
+    def _store(self, ops: list[Op]) -> int:
+        try:
+            return self.sink.write(ops, self._give_up_at)
+        except SinkFailed:
+            raise
+        except (UnicodeError, ValueError, OverflowError, TypeError):
+            # a value the database cannot take: store the batch with safe text
+            return self.sink.write(sanitized(ops), self._give_up_at)
+
+    def _lose(self, ops: list[Op], reason: str | None) -> None:
+        """Count the frames of ``ops`` as lost; keep its row changes for the next batch."""
+        lost = 0
+        carry: list[Op] = []
+        for op in ops:
+            if isinstance(op, RowsOp):
+                if op.frames:
+                    op.conn.losses.add(len(op.frames), sum(r[6] for r in op.frames))
+                    lost += len(op.frames)
+                    carry.append(ControlOp(op.conn, "update", {}))
+            elif isinstance(op, ControlOp) and op.op != "event":
+                carry.append(op)
+        self._carry = carry
+        if lost and reason is not None:
+            self.journal.incident(reason)
+
+    def _break(self, reason: str) -> None:
+        if self._broken is None:
+            self._broken = reason
+            if self.journal.disable(f"recording disabled: {reason}"):
+                self.warn(f"recording disabled: {reason}; forwarding continues")
+
+    def join(self) -> None:
+        """Wait for both threads to finish (after the journal was stopped)."""
+        for t in self.threads:
+            t.join()
+
+
+def _brought(item: Any) -> tuple[int, int]:
+    """(frames, bytes) of the connection's recording in ``item`` (stderr lines aside)."""
+    if item[1] == STDERR:
+        return 0, 0
+    return frames_in(item)

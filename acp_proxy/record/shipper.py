@@ -1,0 +1,376 @@
+"""The proxy's side of the writer process: start it, ship it the journal, account for it.
+
+Python threads share one interpreter lock. When indexing and SQLite ran as threads of the
+proxy, a forwarding thread that woke up for a frame often had to wait for the lock behind
+them: measured, round trips through a recording proxy then had a p99.9 of 4-10 ms. So the
+proxy keeps only the :class:`~acp_proxy.record.journal.Journal` and one shipper thread,
+which sends the journal's batches (:func:`~acp_proxy.record.ipc.encode_batch`) down a pipe
+to the writer process (:mod:`acp_proxy.record.child`, at the lowest priority). A clean end
+is a :class:`~acp_proxy.record.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
+the writer the proxy is exiting, so it stops waiting for a locked database soon.
+
+On its stdout the writer reports progress lines
+(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved``); its warnings go
+straight to the shared stderr. If it dies, what it never wrote is counted here and put on
+the connection rows (:meth:`Shipper.settle_lost`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from acp_proxy.record.ipc import (
+    STDERR,
+    Chunk,
+    End,
+    Fin,
+    Frame,
+    Item,
+    encode_batch,
+    frames_in,
+)
+from acp_proxy.record.journal import Journal
+from acp_proxy.record.rows import column_value
+from acp_proxy.record.schema import RecordingError, connect
+
+INTERRUPT_SETTLE_SECONDS = 5.0
+"""After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
+
+
+@dataclass(slots=True)
+class Shipped:
+    """What the proxy knows of one connection, to settle its row if the writer dies."""
+
+    open_fields: dict[str, Any]
+    close_fields: dict[str, Any] | None = None
+    frames: int = 0  # complete frames sent to the writer
+    nbytes: int = 0
+
+
+class WriterProcess:
+    """The proxy's handle on the child: start it, send batches, follow its progress."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_retry: float,
+        queue_bytes: int,
+        batch_bytes: int,
+        on_exit: Callable[[], None],
+    ):
+        # An ignored signal stays ignored across exec: the child cannot be killed by the
+        # SIGUSR1 ``draining`` sends before its own handler is installed.
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(ValueError, OSError):
+                if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+                    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                # -P: not the working directory first on sys.path. Editors start the proxy
+                # in the user's project, whose own orjson.py or sqlite3/ must not be used.
+                "-P",
+                "-m",
+                "acp_proxy.record.child",
+                str(path.resolve()),
+                repr(lock_retry),
+                str(queue_bytes),
+                str(batch_bytes),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # Its own process group: Ctrl-C in the terminal is for the proxy to handle. Not
+            # its own session, which on Linux would be its own autogroup, where its lower
+            # priority would count for nothing against the forwarding process.
+            process_group=0,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin = self.proc.stdin.fileno()
+        self._stdout: IO[bytes] = self.proc.stdout
+        self.frames_written = 0
+        self.batches = 0
+        self.index_cpu = 0.0
+        self.sqlite_cpu = 0.0
+        self.dropped = 0
+        self.queued_bytes = 0
+        self.unsaved = False
+        self._ready = False  # it reported once: its SIGUSR1 handler is installed
+        self._drain_wanted = False
+        self._lock = threading.Lock()
+        self._on_exit = on_exit
+        self.reader = threading.Thread(target=self._read, name="acp-proxy-progress", daemon=True)
+        self.reader.start()
+
+    def send(self, buffers: list[bytes]) -> None:
+        """Write one encoded batch; OSError when the child is gone."""
+        for buf in buffers:
+            view = memoryview(buf)
+            while view:
+                view = view[os.write(self._stdin, view) :]
+
+    def draining(self) -> None:
+        """Tell the child the proxy is exiting (it bounds its wait for a lock from now).
+
+        Sent once it has started (before, the signal would kill it); until then, the first
+        progress line it reports sends it.
+        """
+        with self._lock:
+            self._drain_wanted = True
+            ready = self._ready
+        if ready:
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGUSR1)
+
+    def finish(self) -> None:
+        """No more batches: the child writes what it has and exits."""
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+
+    def exit_status(self, timeout: float) -> int | None:
+        """Its exit status, waiting up to ``timeout`` seconds for it (None: still running)."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """Stop the child now. Its stdin is left to the shipper thread to close (it may be
+        writing to it: closing the descriptor under it could hand the number to a file
+        opened meanwhile)."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+
+    def _read(self) -> None:
+        for line in self._stdout:
+            if not self._ready:
+                with self._lock:
+                    self._ready = True
+                    drain = self._drain_wanted
+                if drain:
+                    with contextlib.suppress(OSError):
+                        self.proc.send_signal(signal.SIGUSR1)
+            parts = line.split()
+            if len(parts) == 8 and parts[0] == b"p":
+                self.frames_written = int(parts[1])
+                self.batches = int(parts[2])
+                self.index_cpu = float(parts[3])
+                self.sqlite_cpu = float(parts[4])
+                self.dropped = int(parts[5])
+                self.queued_bytes = int(parts[6])
+                self.unsaved = parts[7] == b"1"
+        with contextlib.suppress(OSError):
+            self._stdout.close()
+        self._on_exit()  # its output ended: it exited (or is about to)
+
+
+class Shipper:
+    """Ships a journal to a writer process, and settles what a dead writer never wrote."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        path: Path,
+        *,
+        lock_retry: float,
+        queue_bytes: int,
+        batch_bytes: int,
+        warn: Callable[[str], None],
+    ) -> None:
+        self.journal = journal
+        self.path = path
+        self.lock_retry = lock_retry
+        self.warn = warn
+        self.died = False  # it exited on its own: settle its losses at close
+        self.stopping = False
+        self._keys: dict[Any, int] = {}
+        self.connections: dict[Any, Shipped] = {}
+        self.writer = WriterProcess(
+            path,
+            on_exit=self._writer_exited,
+            lock_retry=lock_retry,
+            queue_bytes=queue_bytes,
+            batch_bytes=batch_bytes,
+        )
+        # Queue items live for a batch, long enough to reach the oldest generation, so full
+        # collections come often; with start-up's objects frozen they scan only the few
+        # objects made since, holding the forwarding threads' lock for less.
+        gc.freeze()
+        self.thread = threading.Thread(target=self._loop, name="acp-proxy-shipper", daemon=True)
+        self.thread.start()
+
+    def track(self, conn: Any, fields: dict[str, Any]) -> None:
+        """A connection opened (its row's fields, for :meth:`settle_lost`)."""
+        self.connections[conn] = Shipped(dict(fields))
+
+    def closing(self, conn: Any, fields: dict[str, Any]) -> None:
+        shipped = self.connections.get(conn)
+        if shipped is not None:
+            shipped.close_fields = dict(fields)
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                items = self.journal.take()
+                if items is None:
+                    break
+                self._ship(items)
+            if self.journal.failed is None:
+                self._ship([Fin()])
+        finally:
+            self.writer.finish()
+
+    def _ship(self, items: list[Item]) -> None:
+        if self.journal.failed is None:
+            try:
+                self.writer.send(encode_batch(items, self._keys))
+            except OSError as exc:
+                code = self.writer.exit_status(0.5)  # it has gone or is going: say how
+                why = f"status {code}" if code is not None else str(exc)
+                reason = f"recording disabled: the writer process exited ({why})"
+                if self.journal.disable(reason):  # (its reader thread may have noticed)
+                    self.died = True
+                    self.warn(f"{reason}; forwarding continues")
+            else:
+                for item in items:  # what the database should get (see settle_lost)
+                    if isinstance(item, (Chunk, Frame, End)) and item[1] != STDERR:
+                        shipped = self.connections.get(item[0])
+                        if shipped is not None:
+                            frames, size = frames_in(item)
+                            shipped.frames += frames
+                            shipped.nbytes += size
+                return
+        for item in items:  # lost with the writer process: counted here
+            # (Drops items need nothing: with the writer gone, every count is the journal's)
+            if isinstance(item, (Chunk, Frame, End)) and item[1] != STDERR:
+                self.journal.lose(item[0], *frames_in(item))
+
+    def _writer_exited(self) -> None:
+        """The writer process's output ended (its reader thread calls this)."""
+        if self.stopping or self.journal.failed is not None:
+            return  # expected: close() asked it to finish, or it was stopped
+        if not self.journal.disable("recording disabled: the writer process exited"):
+            return
+        self.died = True
+        code = self.writer.exit_status(0.5)
+        self.warn(
+            "recording disabled: the writer process exited"
+            f"{f' (status {code})' if code is not None else ''}; forwarding continues"
+        )
+
+    def stop_now(self) -> None:
+        """Stop the writer process now (Ctrl-C at exit, or it made no progress).
+
+        The shipper counts what it can no longer send; then the connection rows get the
+        losses and the end the writer never wrote.
+        """
+        self.journal.disable(self.journal.failed or "recording stopped")
+        self.writer.kill()
+        self.thread.join(INTERRUPT_SETTLE_SECONDS)
+        self.writer.exit_status(INTERRUPT_SETTLE_SECONDS)
+        self.settle_lost(INTERRUPT_SETTLE_SECONDS)
+
+    def settle_lost(self, timeout: float) -> None:
+        """The writer process is gone: put what it never wrote on the connection rows.
+
+        Lost = frames dropped here (never sent) plus frames sent that the database does
+        not hold (they were in the pipe, or in the writer's memory). The rows also get
+        the end the writer never received (``end_reason`` ``recorder-lost`` if the
+        connection had not ended). A row the writer never created is created here. If the
+        database cannot be opened within ``timeout`` seconds, every frame sent counts as
+        lost.
+        """
+        try:
+            db = connect(self.path, create=False, timeout=timeout)
+        except RecordingError as exc:
+            db = None
+            self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
+        try:
+            for conn, shipped in self.connections.items():
+                db_id = None
+                opened = shipped.open_fields
+                identity = (opened.get("proxy_pid"), opened.get("started_at"))
+                if db is not None:  # this proxy's connection started at that instant
+                    found = db.execute(
+                        "SELECT id FROM connections WHERE proxy_pid = ? AND started_at = ?",
+                        identity,
+                    ).fetchone()
+                    db_id = found[0] if found else None
+                recorded = (0, 0)
+                if db is not None and db_id is not None:
+                    row = db.execute(
+                        "SELECT count(*), coalesce(sum(size), 0) FROM frames "
+                        "WHERE connection_id = ?",
+                        (db_id,),
+                    ).fetchone()
+                    recorded = (int(row[0]), int(row[1]))
+                self.journal.lose(
+                    conn,
+                    max(0, shipped.frames - recorded[0]),
+                    max(0, shipped.nbytes - recorded[1]),
+                )
+                shipped.frames, shipped.nbytes = recorded  # counted once
+                if db is None:
+                    continue
+                losses = self.journal.losses(conn)
+                end = dict(shipped.close_fields or {"end_reason": "recorder-lost"})
+                end.setdefault("ended_at", time.time())
+                if db_id is None:  # the writer died before it created the row
+                    fields = {**shipped.open_fields, **end}
+                    fields = {k: column_value(v) for k, v in fields.items()}
+                    cols = ", ".join([*fields, "frames_dropped", "bytes_dropped"])
+                    marks = ", ".join("?" for _ in range(len(fields) + 2))
+                    db.execute(
+                        f"INSERT INTO connections ({cols}) VALUES ({marks})",
+                        [*fields.values(), losses.frames, losses.nbytes],
+                    )
+                    continue
+                fields = {k: column_value(v) for k, v in end.items()}
+                sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)
+                db.execute(
+                    f"UPDATE connections SET frames_dropped = ?, bytes_dropped = ?{sets} "
+                    "WHERE id = ?",
+                    (losses.frames, losses.nbytes, *fields.values(), db_id),
+                )
+        except (sqlite3.Error, UnicodeError, ValueError) as exc:
+            self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
+        finally:
+            if db is not None:
+                db.close()
+
+
+def writer_pids(proxy_pid: int) -> list[int]:
+    """Pids of the writer processes a proxy runs now (Linux ``/proc``; empty elsewhere).
+
+    For the benchmark and the tests, which measure and check the writer from outside.
+    """
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        entries = os.listdir("/proc")
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                if ppid != proxy_pid:
+                    continue
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if b"acp_proxy.record.child" in fh.read():
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found

@@ -111,10 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from acp_proxy.console import warn
-    from acp_proxy.record.journal import Journal
+    from acp_proxy.record.journal import LINGER_SECONDS, Journal
     from acp_proxy.record.pipeline import WriterPipeline
     from acp_proxy.record.sink import SqliteSink
-    from acp_proxy.record.writer import LINGER_SECONDS
 
     gc.freeze()  # what the imports made is never garbage: keep it out of collections
     gc.set_threshold(WRITER_GC_THRESHOLD)

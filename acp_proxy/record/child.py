@@ -212,6 +212,10 @@ def serve(recorder: Recorder, fd: int, report: IO[str]) -> None:
 
     conns: dict[int, ConnectionRecorder] = {}
     stop = threading.Event()
+    # issue 16 hook (1/2): live OTLP export of what is recorded; None unless configured
+    from acp_proxy.record.otlp_live import attach_live_export, finish_live_export
+
+    live = attach_live_export(recorder)
 
     def progress() -> None:
         last = None
@@ -265,6 +269,7 @@ def serve(recorder: Recorder, fd: int, report: IO[str]) -> None:
     # Connections the proxy did not close (it was killed) stay marked as running.
     for conn in conns.values():
         conn.closed = True
+    finish_live_export(live, recorder)  # issue 16 hook (2/2): last spans, drop rows
     recorder.close(report=False)
     stop.set()
     reporter.join()

@@ -1,29 +1,24 @@
-"""OpenTelemetry for the commands: ``export --format otlp`` and the live ``--otlp-*`` options.
+"""``acp-proxy export --format otlp``: a recording as OpenTelemetry spans (OTLP JSON).
 
-``export --format otlp`` writes one OTLP ``ExportTraceServiceRequest`` per connection as
-a line of JSON (the collector's file exporter format). The live options of the recording
-commands (``--otlp-endpoint``, ``--otlp-header``) are handed to the recorder's writer
-process through the environment (:mod:`acp_proxy.record.otlp_live` reads them there), so
-spans are exported from the writer side, never from the forwarding process.
+One OTLP ``ExportTraceServiceRequest`` per connection, as a line of JSON (the collector's
+file exporter format); the mapping is :mod:`acp_proxy.acp.spans` (docs/otlp.md). The live
+``--otlp-*`` options of the recording commands are in :mod:`acp_proxy.commands.otlp_live`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlsplit
+from typing import IO
 
 import click
 
 from acp_proxy.acp.spans import SpanRecord
-from acp_proxy.commands.common import Decorator, recording
-from acp_proxy.record.otlp_live import ENDPOINT_ENV, HEADERS_ENV
+from acp_proxy.commands.common import recording
 from acp_proxy.record.reader import iter_frames, list_connections
 from acp_proxy.record.redact import redact_frame
 from acp_proxy.record.schema import RecordingError, create_private_file
@@ -179,70 +174,3 @@ def _write_file(lines: Iterator[tuple[str, int]], output: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
     click.echo(f"exported {spans} span(s) in {requests} OTLP request(s) to {output}", err=True)
-
-
-# -- live export options ---------------------------------------------------------------------
-
-
-def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise click.BadParameter(f"{value!r} is not an http:// or https:// URL")
-    return value
-
-
-def _headers(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in value:
-        key, sep, val = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE")
-        out[key.strip()] = val
-    return out
-
-
-def otlp_live_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``--otlp-endpoint`` and ``--otlp-header``, applied before the command runs.
-
-    The command function does not see them: their callbacks hand them to the writer
-    process (see :func:`configure_live_export`).
-    """
-
-    def endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-        configure_live_export(_endpoint(ctx, param, value), None)
-
-    def headers(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
-        configure_live_export(None, _headers(ctx, param, value))
-
-    decorate: Decorator = click.option(
-        "--otlp-endpoint",
-        metavar="URL",
-        callback=endpoint,
-        expose_value=False,
-        help="Export spans live while recording to this OTLP/HTTP collector (protobuf; "
-        "/v1/traces is added unless the URL has a path). Best-effort: a slow or dead "
-        "collector never slows forwarding or recording; what is not sent is counted. "
-        "The standard OTEL_EXPORTER_OTLP_* variables are read too (docs/otlp.md).",
-    )
-    command = decorate(command)
-    return click.option(
-        "--otlp-header",
-        metavar="KEY=VALUE",
-        multiple=True,
-        callback=headers,
-        expose_value=False,
-        help="A header for the OTLP collector (repeatable), e.g. an API key.",
-    )(command)
-
-
-def configure_live_export(endpoint: str | None, headers: dict[str, str] | None) -> None:
-    """Hand live-export settings to the writer process (it inherits the environment)."""
-    if endpoint is not None:
-        os.environ[ENDPOINT_ENV] = endpoint
-    if headers:
-        known: dict[str, Any] = {}
-        with contextlib.suppress(ValueError):
-            known = json.loads(os.environ.get(HEADERS_ENV, "{}"))
-        os.environ[HEADERS_ENV] = json.dumps({**known, **headers})

@@ -92,16 +92,22 @@ class SpanRecord:
     events_dropped: int = 0
     _last_chunk: tuple[str, str] | None = None
 
+    def fold_chunk(self, chunk_key: tuple[str, str] | None, text: str | None = None) -> bool:
+        """Fold a chunk into the last event if it continues that message; False if not."""
+        if chunk_key is None or chunk_key != self._last_chunk or not self.events:
+            return False
+        last = self.events[-1]
+        count = last.attributes.get("acp.chunks", 1)
+        last.attributes["acp.chunks"] = (count if isinstance(count, int) else 1) + 1
+        if text is not None:
+            before = last.attributes.get("acp.content.text", "")
+            last.attributes["acp.content.text"] = _cap(f"{before}{text}")
+        return True
+
     def add_event(self, event: SpanEvent, chunk_key: tuple[str, str] | None = None) -> None:
         """Add ``event``; a chunk continuing the previous event's message is folded into it."""
-        if chunk_key is not None and chunk_key == self._last_chunk and self.events:
-            last = self.events[-1]
-            count = last.attributes.get("acp.chunks", 1)
-            last.attributes["acp.chunks"] = (count if isinstance(count, int) else 1) + 1
-            text = event.attributes.get("acp.content.text")
-            if isinstance(text, str):
-                before = last.attributes.get("acp.content.text", "")
-                last.attributes["acp.content.text"] = _cap(f"{before}{text}")
+        text = event.attributes.get("acp.content.text")
+        if self.fold_chunk(chunk_key, text if isinstance(text, str) else None):
             return
         self._last_chunk = chunk_key
         if len(self.events) >= MAX_EVENTS:
@@ -635,6 +641,9 @@ class SpanMapper:
         ns: int,
     ) -> None:
         key = entity_key(update)
+        chunk = (variant, key[1]) if key is not None and variant.endswith("_chunk") else None
+        if chunk is not None and not self.include_content and span.fold_chunk(chunk):
+            return  # the common case of a streamed message: nothing more to build
         if key is not None and key[1]:
             attrs[f"acp.{key[0]}.id"] = key[1]
         for name in ("status", "severity", "currentModeId", "title"):
@@ -643,7 +652,6 @@ class SpanMapper:
                 attrs[f"acp.{name}"] = value
         if self.include_content and "content" in update:
             attrs["acp.content.text"] = _cap(content_text(update.get("content")))
-        chunk = (variant, key[1]) if key is not None and variant.endswith("_chunk") else None
         span.add_event(SpanEvent(variant, ns, attrs), chunk)
 
     def _tool(

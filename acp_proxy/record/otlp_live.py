@@ -65,6 +65,9 @@ SCHEDULE_MILLIS = 500
 SHUTDOWN_SECONDS = 2.0
 """At exit, how long queued spans may take to be sent before they count as dropped."""
 
+FAILING_SHUTDOWN_SECONDS = 0.2
+"""... and how long when the collector is failing at that moment."""
+
 DROP_EVENT = "otlp_drop"
 """``events.kind`` of a connection's OTLP losses."""
 
@@ -212,6 +215,8 @@ class LiveExporter:
         """End every connection, send what is queued (up to ``timeout`` s); return drops."""
         for connection_id in list(self._connections):
             self.close(connection_id)
+        if self._incident:  # the collector is failing already: do not hold the exit for it
+            timeout = min(timeout, FAILING_SHUTDOWN_SECONDS)
         # BatchSpanProcessor.shutdown() waits up to 30 s for a stuck request: bound it here
         stopper = threading.Thread(target=self._processor.shutdown, daemon=True)
         stopper.start()

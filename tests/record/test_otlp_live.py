@@ -177,3 +177,49 @@ def test_bad_otlp_options_are_one_line_errors(tmp_path: Path) -> None:
             text=True,
         )
         assert run.returncode == 2 and "Error:" in run.stderr and "Traceback" not in run.stderr
+
+
+async def test_ws_record_exports_live_too(tmp_path: Path) -> None:
+    from tests.websocket.helpers import SDK_AGENT, ws_server
+    from tests.websocket.sdk_ws import sdk_prompt_over_ws
+
+    db = tmp_path / "ws.db"
+    with otlp_collector() as (url, got):
+        with ws_server(["--record", str(db), "--otlp-endpoint", url, "--", *SDK_AGENT]) as server:
+            await sdk_prompt_over_ws(server.url, "hello over ws")
+            server.stop()
+        assert server.returncode == 0, server.stderr_text
+        exported = exported_spans(db)
+        live = {s.span_id: s for s in got.wait_spans(len(exported))}
+    assert set(live) == set(exported) and live
+    names = {s.name for s in live.values()}
+    assert "acp.session" in names and any(n.startswith("invoke_agent") for n in names)
+    (root,) = [s for s in live.values() if s.name == "acp.connection"]
+    assert attrs(root)["acp.connection.transport"] == "websocket"
+
+
+def test_the_agent_never_sees_the_collector_settings(tmp_path: Path) -> None:
+    probe = (
+        "import json, os\n"
+        "keys = sorted(k for k in os.environ if 'OTLP' in k)\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'method': '_env', 'params': {'keys': keys}}))\n"
+    )
+    with otlp_collector() as (url, _got):
+        args = ["--otlp-endpoint", url, "--otlp-header", "authorization=Bearer s3cret"]
+        run = subprocess.run(
+            [
+                "acp-proxy",
+                "--record",
+                str(tmp_path / "e.db"),
+                *args,
+                "--",
+                sys.executable,
+                "-c",
+                probe,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["params"]["keys"] == []

@@ -166,7 +166,7 @@ class LiveExporter:
             cast("SpanExporter", _CountingExporter(inner, self)),
             max_queue_size=queue_spans,
             schedule_delay_millis=SCHEDULE_MILLIS,
-            max_export_batch_size=BATCH_SPANS,
+            max_export_batch_size=min(BATCH_SPANS, queue_spans),
         )
 
     # -- the writer's calls ----------------------------------------------------------------

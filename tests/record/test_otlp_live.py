@@ -223,3 +223,31 @@ def test_the_agent_never_sees_the_collector_settings(tmp_path: Path) -> None:
         )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["params"]["keys"] == []
+
+
+def test_live_exporter_queue_is_bounded_and_every_loss_is_attributed() -> None:
+    """In-process: a tiny queue, a working collector; what overflows is counted per connection."""
+    from acp_proxy.record.otlp_live import LiveExporter, LiveSettings, traces_url
+
+    drops: list[tuple[object, int, str]] = []
+    lines: list[str] = []
+    with otlp_collector() as (url, got):
+        live = LiveExporter(
+            LiveSettings(traces_url(url)),
+            on_drop=lambda cid, n, why: drops.append((cid, n, why)),
+            queue_spans=4,
+            warn_line=lines.append,
+        )
+        live.open("a", 1.0)
+        for i in range(50):  # 50 requests answered: 50 spans at once, the queue holds 4
+            raw = b'{"jsonrpc":"2.0","id":%d,"method":"x/y","params":{}}' % i
+            live.feed("a", "c2a", raw, 2 * i + 1, 1.0, i)
+            live.feed("a", "a2c", b'{"jsonrpc":"2.0","id":%d,"result":{}}' % i, 2 * i + 2, 1.0, i)
+        live.close("a")
+        dropped = live.shutdown(5.0)
+        received = len(got.wait_spans(live.sent, timeout=5))
+    assert dropped > 0 and live.sent + dropped == 51  # 50 requests + the connection root
+    assert received == live.sent
+    assert sum(n for _cid, n, _why in drops) == dropped and {c for c, _n, _w in drops} == {"a"}
+    assert "queue full" in drops[0][2]
+    assert sum("failing" in line for line in lines) == 1  # one line for the incident

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
+from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.stdio import StdioProxy
@@ -30,6 +31,7 @@ from acp_proxy.transport.stdio import StdioProxy
     "Seconds the agent gets after its stdin closes before SIGTERM (and again before SIGKILL)."
 )
 @queue_option()
+@otlp_live_options
 @ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
@@ -41,6 +43,7 @@ def proxy_command(
     agent_command: tuple[str, ...],
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
+    otlp: LiveExport | None = None,
 ) -> None:
     """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
 
@@ -55,9 +58,10 @@ def proxy_command(
       acp-proxy ls session.db
     """
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(
-        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-    )
+    with (otlp or LiveExport()).for_writer():
+        recorder = Recorder(
+            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+        )
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()

@@ -12,6 +12,7 @@ from typing import IO
 import click
 
 from acp_proxy.commands.common import RECORDING_ARG, FilePath, recording
+from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.record.export import check_intact, export_recording, import_export
 from acp_proxy.record.schema import RecordingError, connect, create_private_file
 
@@ -28,11 +29,13 @@ from acp_proxy.record.schema import RecordingError, connect, create_private_file
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl"]),
+    type=click.Choice(["jsonl", "otlp"]),
     default="jsonl",
     show_default=True,
-    help="Output format (one JSON object per line; see docs/export.md).",
+    help="Output format (one JSON object per line; see docs/export.md; otlp: OpenTelemetry "
+    "spans, one OTLP JSON request per line, see docs/otlp.md).",
 )
+@otlp_export_options
 @click.option(
     "--redact/--no-redact",
     default=True,
@@ -41,7 +44,13 @@ from acp_proxy.record.schema import RecordingError, connect, create_private_file
     "exported copy. --no-redact keeps every frame byte-exact.",
 )
 def export_command(
-    recording_path: Path, output: Path | None, connection_id: int | None, fmt: str, redact: bool
+    recording_path: Path,
+    output: Path | None,
+    connection_id: int | None,
+    fmt: str,
+    redact: bool,
+    session_id: str | None = None,
+    include_content: bool = False,
 ) -> None:
     """Export a recording as JSONL: a header, then per connection its frames, stderr and events.
 
@@ -53,7 +62,11 @@ def export_command(
       acp-proxy export session.db > session.jsonl
       acp-proxy export session.db --connection 2 -o conn2.jsonl
       acp-proxy export session.db --no-redact | acp-proxy import - copy.db
+      acp-proxy export session.db --format otlp -o traces.jsonl
     """
+    args = (recording_path, output, connection_id, session_id, include_content, redact)
+    if run_otlp_export(fmt, *args):
+        return
     with recording(recording_path) as db:
         if output is None:
             try:

@@ -19,6 +19,7 @@ from acp_proxy.commands.common import (
     parse_listen_option,
     queue_option,
 )
+from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
@@ -118,6 +119,7 @@ TOKEN_OPTION = click.option(
 @HEARTBEAT_OPTION
 @grace_option("Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).")
 @queue_option(256)
+@otlp_live_options
 @ui_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def ws_command(
@@ -135,6 +137,7 @@ def ws_command(
     ui: tuple[str, int] | None,
     ui_token: str | None,
     agent_command: tuple[str, ...],
+    otlp: LiveExport | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -170,9 +173,10 @@ def ws_command(
     from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
-    recorder = Recorder(
-        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-    )
+    with (otlp or LiveExport()).for_writer():
+        recorder = Recorder(
+            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+        )
     settings = WsSettings(
         recorder=recorder,
         agent_argv=list(agent_command) or None,
@@ -213,6 +217,7 @@ def ws_command(
 @HEARTBEAT_OPTION
 @grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
 @queue_option(256)
+@otlp_live_options
 def connect_command(
     url: str,
     record: Path | None,
@@ -224,6 +229,7 @@ def connect_command(
     grace: float,
     queue_mb: int,
     spool_mb: int,
+    otlp: LiveExport | None = None,
 ) -> None:
     """Bridge stdio to an ACP WebSocket agent: stdin lines -> text frames -> stdout lines.
 
@@ -246,9 +252,10 @@ def connect_command(
         pairs.append((name.strip(), value.strip()))
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
-    recorder = Recorder(
-        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-    )
+    with (otlp or LiveExport()).for_writer():
+        recorder = Recorder(
+            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+        )
     code = 1
     try:
         code = asyncio.run(

@@ -124,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         linger=LINGER_SECONDS / 2,  # the proxy gathers for the other half
         warn=warn,
     )
-    pipeline = WriterPipeline(journal, SqliteSink(Path(path)), lock_retry=retry, warn=warn)
+    from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
+
+    pipeline = WriterPipeline(
+        journal, SqliteSink(Path(path)), lock_retry=retry, warn=warn, observer=live_observer()
+    )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())
     serve(pipeline, sys.stdin.fileno(), sys.stdout)
     # a late SIGUSR1 must not kill it while the interpreter shuts down (it resets handlers)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from acp_proxy.record.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.record.journal import Journal
@@ -35,6 +35,18 @@ DRAIN_LOCK_SECONDS = 3.0
 """Once the proxy exits, how long in all the writer waits for a database another process locks."""
 
 
+class OpsObserver(Protocol):
+    """Sees every batch of operations in order, off the forwarding path (live OTLP export).
+
+    :meth:`observe` may return operations (event rows) to store with the batch;
+    :meth:`finish` is called once everything was observed, before the sink closes.
+    """
+
+    def observe(self, ops: Sequence[Op]) -> list[Op]: ...
+
+    def finish(self) -> list[Op]: ...
+
+
 class WriterPipeline:
     """Runs rows and sink threads over one journal until it is stopped and drained."""
 
@@ -45,8 +57,10 @@ class WriterPipeline:
         *,
         lock_retry: float,
         warn: Callable[[str], None],
+        observer: OpsObserver | None = None,
     ) -> None:
         self.journal = journal
+        self.observer = observer
         self.sink = sink
         self.rows = Rows()
         self.lock_retry = lock_retry
@@ -89,15 +103,31 @@ class WriterPipeline:
                 cpu = time.thread_time()
                 ops = self._build(items)
                 self.index_cpu += time.thread_time() - cpu
-                with self._cond:
-                    while self._batches:
-                        self._cond.wait()
-                    self._batches.append(ops)
-                    self._cond.notify_all()
+                if self.observer is not None:
+                    ops.extend(self._observe(self.observer.observe, ops))
+                self._hand_over(ops)
+            if self.observer is not None:
+                self._hand_over(self._observe(self.observer.finish))
         finally:
             with self._cond:
                 self._batches.append(None)
                 self._cond.notify_all()
+
+    def _hand_over(self, ops: list[Op]) -> None:
+        with self._cond:
+            while self._batches:
+                self._cond.wait()
+            self._batches.append(ops)
+            self._cond.notify_all()
+
+    def _observe(self, call: Callable[..., list[Op]], *args: Any) -> list[Op]:
+        """Run an observer call; one that fails is detached with one line, never the recording."""
+        try:
+            return call(*args)
+        except Exception as exc:
+            self.observer = None
+            self.warn(f"OTLP export stopped: {type(exc).__name__}: {exc}")
+            return []
 
     def _build(self, items: list[Item]) -> list[Op]:
         try:

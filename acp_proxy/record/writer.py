@@ -267,7 +267,11 @@ class Recorder:
                 return
             except OSError:
                 sink = SqliteSink(self.path)  # threads, then
-        self._pipeline = WriterPipeline(self.journal, sink, lock_retry=self.lock_retry, warn=warn)
+        from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
+
+        self._pipeline = WriterPipeline(
+            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=live_observer()
+        )
         self._pipeline.start()
 
     @property

@@ -129,6 +129,20 @@ def test_standard_otel_environment_switches_it_on(tmp_path: Path) -> None:
     assert {s.name for s in got.spans()} >= {"acp.session", "invoke_agent acp-proxy-demo"}
 
 
+def test_in_process_recorder_exports_live_too(tmp_path: Path) -> None:
+    """ACP_PROXY_RECORDER=thread runs the same writer pipeline in the proxy: same spans."""
+    db = tmp_path / "thread.db"
+    with otlp_collector() as (url, got):
+        run = demo_through_proxy(
+            db, ["--otlp-endpoint", url], 2, env={"ACP_PROXY_RECORDER": "thread"}
+        )
+        assert run.returncode == 0, run.stderr
+        exported = exported_spans(db)
+        live = {s.span_id: s for s in got.wait_spans(len(exported))}
+    assert set(live) == set(exported)
+    assert {s.name for s in live.values()} >= {"acp.session", "invoke_agent acp-proxy-demo"}
+
+
 def _echo(db: Path, url: str, lines: int) -> subprocess.CompletedProcess[bytes]:
     data = b"".join(
         b'{"jsonrpc":"2.0","id":%d,"method":"session/list","params":{}}\n' % i for i in range(lines)

@@ -86,12 +86,13 @@ class Difference:
             return f"{self.path}: {short(self.live)} was not in the recording"
         return f"{self.path}: recorded {short(self.recorded)}, got {short(self.live)}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, recorded_key: str = "recorded", live_key: str = "got") -> dict[str, Any]:
+        """``{"path", recorded_key, live_key}``; a side left out where the member is missing."""
         out: dict[str, Any] = {"path": self.path}
         if self.missing != "recorded":
-            out["recorded"] = self.recorded
+            out[recorded_key] = self.recorded
         if self.missing != "live":
-            out["got"] = self.live
+            out[live_key] = self.live
         return out
 
 

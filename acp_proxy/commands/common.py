@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.record.reader import FrameRow, open_recording
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
@@ -127,10 +127,13 @@ RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="D
 
 
 @contextmanager
-def recording(path: Path) -> Iterator[sqlite3.Connection]:
-    """Open a recording for a command; user mistakes become one-line errors (exit 1)."""
+def recording(path: Path, *, writable: bool = False) -> Iterator[sqlite3.Connection]:
+    """Open a recording for a command; user mistakes become one-line errors (exit 1).
+
+    ``writable``: opened for writing (an old schema migrated), as ``reindex`` needs.
+    """
     try:
-        db = open_recording(path)
+        db = connect(path, create=False) if writable else open_recording(path)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
     try:

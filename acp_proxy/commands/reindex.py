@@ -12,17 +12,15 @@ recording for writing (and migrates an old one).
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG
+from acp_proxy.commands.common import RECORDING_ARG, recording
 from acp_proxy.record.analyze import REINDEX_BATCH, reindex_connection
 from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.schema import RecordingError, connect
 
 BATCH = REINDEX_BATCH
 
@@ -70,11 +68,7 @@ def reindex_command(recording_path: Path, quiet: bool) -> None:
     Example:
       acp-proxy reindex old-session.db
     """
-    try:
-        db = connect(recording_path, create=False)
-    except RecordingError as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
+    with recording(recording_path, writable=True) as db:
         reader = RecordingReader(db)  # reads and writes share the one writable connection
         total = reader.frame_count()
         progress = Progress(total, quiet)
@@ -85,12 +79,6 @@ def reindex_command(recording_path: Path, quiet: bool) -> None:
             done += seen
             changed += n
         progress.end()
-    except RecordingError as exc:
-        raise click.ClickException(str(exc)) from None
-    except sqlite3.DatabaseError as exc:
-        raise click.ClickException(f"{recording_path}: the recording is damaged: {exc}") from None
-    finally:
-        db.close()
     if not quiet:
         click.echo(
             f"reindexed {done} frames in {len(ids)} connection(s): {changed} row(s) changed",

@@ -72,12 +72,7 @@ def sketch_connection(
 
 def member_json(d: Difference) -> dict[str, Any]:
     """``{"path", "old", "new"}``; ``old`` or ``new`` left out where the member is missing."""
-    out: dict[str, Any] = {"path": d.path}
-    if d.missing != "recorded":
-        out["old"] = d.recorded
-    if d.missing != "live":
-        out["new"] = d.live
-    return out
+    return d.to_json(recorded_key="old", live_key="new")
 
 
 @dataclass(slots=True)

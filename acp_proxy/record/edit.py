@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,12 +69,23 @@ class NewFrame:
     binary: bool = False
 
 
-def _transaction(db: sqlite3.Connection) -> bool:
-    """Begin a transaction unless the caller holds one; True when we began it."""
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One transaction around the block, unless the caller already holds one (then theirs).
+
+    Rolled back when the block raises (anything, ``KeyboardInterrupt`` included), committed
+    when it ends.
+    """
     if db.in_transaction:
-        return False
+        yield
+        return
     db.execute("BEGIN IMMEDIATE")
-    return True
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def insert_connection(db: sqlite3.Connection, **columns: Any) -> int:
@@ -136,8 +148,7 @@ def insert_frames(
                 *values,
             )
 
-    began = _transaction(db)
-    try:
+    with _transaction(db):
         db.executemany(
             "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
             f"{', '.join(INDEX_COLUMNS)}) VALUES ({', '.join('?' for _ in range(15))})",
@@ -145,12 +156,6 @@ def insert_frames(
         )
         if indexer is not None and indexer.facts.changed:
             update_connection_facts(db, connection_id, indexer.facts)
-    except BaseException:
-        if began:
-            db.execute("ROLLBACK")
-        raise
-    if began:
-        db.execute("COMMIT")
     return count
 
 
@@ -165,8 +170,7 @@ def update_index_columns(
     session id, frame id) for a response recorded before its request, which learns its
     method (and session, if it had none) once the request is seen.
     """
-    began = _transaction(db)
-    try:
+    with _transaction(db):
         if updates:
             db.executemany(
                 f"UPDATE frames SET {', '.join(c + ' = ?' for c in INDEX_COLUMNS)} WHERE id = ?",
@@ -177,12 +181,6 @@ def update_index_columns(
                 "UPDATE frames SET method = ?, session_id = coalesce(session_id, ?) WHERE id = ?",
                 patches,
             )
-    except BaseException:
-        if began:
-            db.execute("ROLLBACK")
-        raise
-    if began:
-        db.execute("COMMIT")
 
 
 def update_connection_facts(

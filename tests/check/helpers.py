@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ import orjson
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.record.schema import connect
 from acp_proxy.wire.frame import Direction
+from tests.conftest import proxy_exe
 from tests.helpers import NewFrame, insert_frames
 
 Frame = tuple[Direction, bytes]
@@ -133,6 +135,26 @@ def v2_turn(rid: int = 2, mid: str | None = None, stop: str = "end_turn") -> lis
         A(up("tool_call_update", toolCallId=f"t{rid}", status="completed")),
         A(up("state_update", state="idle", stopReason=stop)),
     ]
+
+
+CLEAN_V1 = v1_prelude() + v1_turn()
+CLEAN_V2 = v2_prelude() + v2_turn()
+BROKEN_V2 = [
+    *v2_prelude(),
+    C(rq(2, "session/prompt", sessionId=SID, prompt=[TEXT])),  # 5
+    A(ok(2)),  # 6: no messageId (error, the agent's)
+    A(up("state_update", state="running")),  # 7
+    A(up("state_update", state="idle")),  # 8: no stopReason (warning)
+    A(b'{"jsonrpc":"2.0","method":"_vendor/tick"}\r\n'),  # 9: CRLF (info)
+]
+"""A v2 connection with one finding of each tier (error at 6, warning at 8, info at 9)."""
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    """``acp-proxy check ARGS`` through the real executable, as a user or a CI job runs it."""
+    return subprocess.run(
+        [*proxy_exe(), "check", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def run_engine(

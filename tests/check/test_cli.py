@@ -12,39 +12,22 @@ from click.testing import CliRunner
 from acp_proxy.acp.rules import RULES
 from acp_proxy.cli import cli
 from tests.check.helpers import (
+    BROKEN_V2,
+    CLEAN_V1,
+    CLEAN_V2,
     SID,
-    TEXT,
     A,
     C,
+    check,
     nt,
     ok,
     rq,
     up,
     v1_prelude,
-    v1_turn,
     v2_prelude,
     v2_turn,
     write_recording,
 )
-from tests.conftest import proxy_exe
-
-CLEAN_V1 = v1_prelude() + v1_turn()
-CLEAN_V2 = v2_prelude() + v2_turn()
-BROKEN_V2 = [
-    *v2_prelude(),
-    C(rq(2, "session/prompt", sessionId=SID, prompt=[TEXT])),  # 5
-    A(ok(2)),  # 6: no messageId (error)
-    A(up("state_update", state="running")),  # 7
-    A(up("state_update", state="idle")),  # 8: no stopReason (warning)
-    A(b'{"jsonrpc":"2.0","method":"_vendor/tick"}\r\n'),  # 9: CRLF (info)
-]
-
-
-def check(*args: str) -> subprocess.CompletedProcess[str]:
-    """The real executable, as a user or a CI job runs it."""
-    return subprocess.run(
-        [*proxy_exe(), "check", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def check_in_process(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ from tests.check.helpers import (
     A,
     C,
     Frame,
+    check,
     er,
     nt,
     ok,
@@ -105,12 +106,6 @@ def record(tmp_path: Path, frames: list[Frame], name: str = "rec.db") -> Path:
     agent_lines = b"".join(raw for d, raw in frames if d == "a2c")
     assert out["stdout"] == agent_lines  # the proxy forwarded every byte unchanged
     return db
-
-
-def check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*proxy_exe(), "check", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def check_json(db: Path) -> tuple[int, dict[str, Any]]:

@@ -6,7 +6,6 @@ official SARIF 2.1.0 JSON schema (both in ``tests/commands/schemas``, see its RE
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -18,36 +17,13 @@ import xmlschema
 
 from acp_proxy.acp.rules import RULES
 from tests.check.helpers import (
-    SID,
-    TEXT,
-    A,
-    C,
-    ok,
-    rq,
-    up,
-    v1_prelude,
-    v1_turn,
-    v2_prelude,
+    BROKEN_V2,
+    CLEAN_V1,
+    check,
     write_recording,
 )
-from tests.conftest import proxy_exe
 
 SCHEMAS = Path(__file__).parent / "schemas"
-CLEAN_V1 = v1_prelude() + v1_turn()
-BROKEN_V2 = [
-    *v2_prelude(),
-    C(rq(2, "session/prompt", sessionId=SID, prompt=[TEXT])),  # 5
-    A(ok(2)),  # 6: no messageId (error, the agent's)
-    A(up("state_update", state="running")),  # 7
-    A(up("state_update", state="idle")),  # 8: no stopReason (warning)
-    A(b'{"jsonrpc":"2.0","method":"_vendor/tick"}\r\n'),  # 9: CRLF (info)
-]
-
-
-def check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*proxy_exe(), "check", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture

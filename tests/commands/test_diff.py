@@ -29,6 +29,13 @@ def export_lines(connection: int | None = 1) -> list[dict[str, Any]]:
     return [r for r in rows if connection is None or r.get("connection") in (None, connection)]
 
 
+def renumber(rows: list[dict[str, Any]]) -> None:
+    """Number the frame rows 1, 2, ... again after frames were added or removed."""
+    frames = (r for r in rows if r["type"] == "frame")
+    for seq, r in enumerate(frames, 1):
+        r["seq"] = seq
+
+
 def imported(tmp: Path, name: str, rows: list[dict[str, Any]]) -> Path:
     """Import export rows (the end line's counts recomputed) into ``tmp/NAME.db``."""
     rows = [r for r in rows if r["type"] != "end"]
@@ -108,11 +115,7 @@ def today(tmp_path: Path) -> Path:
     # the notice (seq 13) is gone
     rows = [r for r in rows if r is not by_seq[13]]
     rows.insert(rows.index(by_seq[23]) + 1, extra)
-    seq = 0
-    for r in rows:
-        if r["type"] == "frame":
-            seq += 1
-            r["seq"] = seq
+    renumber(rows)
     return imported(tmp_path, "today", rows)
 
 
@@ -213,11 +216,7 @@ def test_a_chunk_added_to_a_message_is_added_not_a_change(tmp_path: Path, yester
     extra = dict(by_seq[20])  # the chunks #20, #21 of one message; one more between them
     extra["text"] = extra["text"].replace("The README says", "Briefly:")
     rows.insert(rows.index(by_seq[20]) + 1, extra)
-    seq = 0
-    for r in rows:
-        if r["type"] == "frame":
-            seq += 1
-            r["seq"] = seq
+    renumber(rows)
     code, doc = diff_json(yesterday, imported(tmp_path, "longer", rows))
     assert code == 1
     assert doc["changed"] == [] and doc["removed"] == []

@@ -167,20 +167,25 @@ def read_only_copy(db: Path, tmp_path: Path) -> Path:
     return ro
 
 
+def search_as_nobody(ro: Path, text: str) -> subprocess.CompletedProcess[bytes]:
+    """``search RO TEXT --json`` as an unprivileged user; ``ro``'s folder writable again after."""
+    try:
+        return subprocess.run(
+            [*as_nobody(), *proxy_exe(), "search", str(ro), text, "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        ro.parent.chmod(0o755)
+
+
 def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
     db: Path, tmp_path: Path
 ) -> None:
     ro = read_only_copy(db, tmp_path)
     ro_dir = ro.parent
     before = ro.read_bytes()
-    try:
-        done = subprocess.run(
-            [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
-            capture_output=True,
-            timeout=60,
-        )
-    finally:
-        ro_dir.chmod(0o755)
+    done = search_as_nobody(ro, "world")
     assert done.returncode == 0, done.stderr.decode()
     assert done.stderr.decode() == (
         f"acp-proxy: {ro} is read-only: indexed in memory for this search (not saved)\n"
@@ -238,14 +243,7 @@ def test_an_index_saved_before_the_file_became_read_only_is_used(db: Path, tmp_p
     search(db, "world")  # indexed and saved while writable
     ro = read_only_copy(db, tmp_path)
     before = ro.read_bytes()
-    try:
-        done = subprocess.run(
-            [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
-            capture_output=True,
-            timeout=60,
-        )
-    finally:
-        ro.parent.chmod(0o755)
+    done = search_as_nobody(ro, "world")
     assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
     doc = orjson.loads(done.stdout)
     assert doc["index"] == "file" and len(doc["hits"]) == 2

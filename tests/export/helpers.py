@@ -40,6 +40,19 @@ FRAME_QUERY = (
 )
 
 
+INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+"""An ``initialize`` request line, the first frame of the recordings these tests make."""
+
+
+def table_counts(db: Path) -> tuple[object, ...]:
+    """How many connections, frames, stderr lines and events ``db`` holds."""
+    return rows(
+        db,
+        "SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM frames), "
+        "(SELECT count(*) FROM stderr_lines), (SELECT count(*) FROM events)",
+    )[0]
+
+
 def frame_rows(db: Path, connection_id: int) -> list[tuple[object, ...]]:
     return rows(db, FRAME_QUERY, (connection_id,))
 

@@ -6,23 +6,13 @@ import sqlite3
 from pathlib import Path
 
 from acp_proxy.record.export import connection_digest
-from tests.export.helpers import cli, record, rows
-
-INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+from tests.export.helpers import INIT, cli, record, rows, table_counts
 
 
 def _export(db: Path, out: Path, *flags: str) -> Path:
     done = cli("export", str(db), "--no-redact", "-o", str(out), *flags)
     assert done.returncode == 0, done.stderr
     return out
-
-
-def _count(db: Path) -> tuple[object, ...]:
-    return rows(
-        db,
-        "SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM frames), "
-        "(SELECT count(*) FROM stderr_lines), (SELECT count(*) FROM events)",
-    )[0]
 
 
 def test_the_same_export_imported_twice_is_skipped_with_a_note(tmp_path: Path) -> None:
@@ -33,7 +23,7 @@ def test_the_same_export_imported_twice_is_skipped_with_a_note(tmp_path: Path) -
     target = tmp_path / "t.db"
     first = cli("import", str(export), str(target))
     assert first.returncode == 0 and first.stderr == b"", first.stderr
-    once = _count(target)
+    once = table_counts(target)
     again = cli("import", str(export), str(target))
     assert again.returncode == 0, again.stderr
     notes = again.stderr.decode().splitlines()
@@ -45,11 +35,11 @@ def test_the_same_export_imported_twice_is_skipped_with_a_note(tmp_path: Path) -
     assert "imported 0 connection(s) (none), 2 skipped (duplicates), 0 frame(s)" in (
         again.stdout.decode()
     )
-    assert _count(target) == once  # nothing duplicated
+    assert table_counts(target) == once  # nothing duplicated
     forced = cli("import", "--allow-duplicates", str(export), str(target))
     assert forced.returncode == 0 and forced.stderr == b""
     assert "(1->3, 2->4)" in forced.stdout.decode()
-    assert _count(target)[0] == 4
+    assert table_counts(target)[0] == 4
 
 
 def test_a_connection_recorded_here_is_recognised_in_its_own_export(tmp_path: Path) -> None:
@@ -62,7 +52,7 @@ def test_a_connection_recorded_here_is_recognised_in_its_own_export(tmp_path: Pa
     done = cli("import", str(export), str(db))
     assert done.returncode == 0, done.stderr
     assert b"already in" in done.stderr and b"as connection 2" in done.stderr
-    assert _count(db)[0] == 2
+    assert table_counts(db)[0] == 2
     stored = rows(db, "SELECT id, digest FROM connections ORDER BY id")
     conn = sqlite3.connect(db)
     try:
@@ -85,6 +75,6 @@ def test_different_content_is_not_a_duplicate(tmp_path: Path) -> None:
     assert cli("import", str(export), str(target)).returncode == 0
     done = cli("import", str(changed), str(target))
     assert done.returncode == 0 and done.stderr == b"", done.stderr
-    assert _count(target)[0] == 2
+    assert table_counts(target)[0] == 2
     digests = rows(target, "SELECT digest FROM connections ORDER BY id")
     assert digests[0] != digests[1] and all(d[0] for d in digests)

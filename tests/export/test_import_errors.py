@@ -11,9 +11,7 @@ import pytest
 
 from acp_proxy.record.export import ExportFormatError, import_export
 from acp_proxy.record.schema import connect
-from tests.export.helpers import cli, one_line_error, record, rows
-
-INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+from tests.export.helpers import INIT, cli, one_line_error, record, table_counts
 
 
 @pytest.fixture
@@ -23,14 +21,6 @@ def good_export(tmp_path: Path) -> bytes:
     done = cli("export", str(db), "--no-redact")
     assert done.returncode == 0
     return done.stdout
-
-
-def _counts(db: Path) -> tuple[object, ...]:
-    return rows(
-        db,
-        "SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM frames), "
-        "(SELECT count(*) FROM stderr_lines), (SELECT count(*) FROM events)",
-    )[0]
 
 
 def _more_frames(end: bytes) -> bytes:
@@ -90,7 +80,7 @@ def test_bad_files_import_nothing(tmp_path: Path, good_export: bytes) -> None:
     """Every kind of bad file, through the library on a real recording file."""
     target = tmp_path / "target.db"
     record(target, b"{}\n")
-    before = _counts(target)
+    before = table_counts(target)
     db = connect(target, create=True)
     try:
         for name, (data, message) in _bad_files(good_export).items():
@@ -98,24 +88,24 @@ def test_bad_files_import_nothing(tmp_path: Path, good_export: bytes) -> None:
                 import_export(io.BytesIO(data), db)
             assert message in str(info.value), (name, str(info.value))
             assert "\n" not in str(info.value)
-            assert _counts(target) == before, name
+            assert table_counts(target) == before, name
         import_export(io.BytesIO(good_export), db)  # the good file still imports
     finally:
         db.close()
-    assert _counts(target) != before
+    assert table_counts(target) != before
 
 
 @pytest.mark.parametrize("case", ["not an export", "truncated mid-line"])
 def test_cli_reports_bad_files_in_one_line(tmp_path: Path, good_export: bytes, case: str) -> None:
     target = tmp_path / "target.db"
     record(target, b"{}\n")
-    before = _counts(target)
+    before = table_counts(target)
     data, message = _bad_files(good_export)[case]
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(data)
     line = one_line_error(cli("import", str(bad), str(target)))
     assert line.startswith(f"Error: {bad}: ") and message in line
-    assert _counts(target) == before
+    assert table_counts(target) == before
 
 
 def test_failed_import_does_not_leave_a_new_database(tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.export.helpers import cli, one_line_error, record, rows
-
-INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+from tests.export.helpers import INIT, cli, one_line_error, record, rows
 
 
 @pytest.fixture

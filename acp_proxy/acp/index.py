@@ -22,8 +22,12 @@ from orjson import loads as _loads
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, entity_key
 from acp_proxy.wire.frame import Direction
-from acp_proxy.wire.jsonrpc import Kind, Message
+from acp_proxy.wire.jsonrpc import Kind, Message, elide_long_strings
 from acp_proxy.wire.surrogates import classify_encodable
+
+HUGE_FRAME_BYTES = 8 * 1024 * 1024
+"""Frames larger than this are indexed with their long strings elided
+(:func:`~acp_proxy.wire.jsonrpc.elide_long_strings`): the same columns, in flat memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,8 @@ class ConnectionIndexer:
         """
         if self._exchanges.held:
             self._exchanges.tick()
+        if len(raw) > HUGE_FRAME_BYTES:  # index the envelope, never its long strings
+            raw = elide_long_strings(raw)
         try:
             value = _loads(raw)
         except _JSONDecodeError:
@@ -130,6 +136,7 @@ class ConnectionIndexer:
                             eid = key[1] if key is not None else null
                             return ("notification", null, method, sid, variant, entity[0], eid)
                 return ("notification", null, method, sid, null, null, null)
+        value = None  # let it go before the general path parses again (a huge frame: 1x, not 2x)
         columns = self._message(direction, classify_encodable(raw), ref).values()
         if null is None:
             return columns

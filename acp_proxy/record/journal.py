@@ -159,6 +159,13 @@ class Journal:
                 done = data.rfind(b"\n") + 1  # the bytes that complete lines
                 fits = in_memory + len(data) <= HARD_LIMIT_BYTES
                 if fits and not self._over_budget(done):
+                    if in_memory + len(data) > self.queue_bytes:
+                        # a line longer than the memory budget (a huge frame in progress):
+                        # its pieces wait in the spool, not in memory, where there is one
+                        ref = self._spill(data)
+                        if ref is not None:
+                            self._accept(conn, lane, stream, ts, mono, ref, done)
+                            return
                     self._accept(conn, lane, stream, ts, mono, data, done)
                     return
                 ref = self._spill(data)

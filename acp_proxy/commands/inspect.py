@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 import shutil
-import sqlite3
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 import click
 
@@ -20,8 +18,7 @@ from acp_proxy.commands.common import (
     recording,
 )
 from acp_proxy.record.export import escape_strings, escape_surrogates
-from acp_proxy.record.liveness import ConnectionState, connection_state
-from acp_proxy.record.reader import ConnectionRow, get_connection, iter_frames, list_connections
+from acp_proxy.record.reader import ConnectionRow, RecordingReader, get_connection, iter_frames
 from acp_proxy.wire.frame import C2A
 
 
@@ -45,45 +42,12 @@ def _agent_name(cmd: list[str] | None, info: object) -> str:
     return "-"
 
 
-class _Liveness(NamedTuple):
-    last_seen_at: float | None
-    end_reason: str | None
-    host: str | None
-
-
-def _liveness_columns(db: sqlite3.Connection) -> dict[int, _Liveness]:
-    """Per connection id: the schema-3 columns that say whether and how it ended."""
-    have = {str(r[1]) for r in db.execute("PRAGMA table_info(connections)")}
-    wanted = [c if c in have else "NULL" for c in ("last_seen_at", "end_reason", "host")]
-    query = f"SELECT id, {', '.join(wanted)} FROM connections"
-    return {int(r[0]): _Liveness(r[1], r[2], r[3]) for r in db.execute(query)}
-
-
-def _number(value: object) -> float | None:
-    """A stored REAL as a finite float, else None (an imported file may hold anything)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _state(row: ConnectionRow, live: _Liveness | None, now: float) -> ConnectionState:
-    live = live or _Liveness(None, None, None)
-    exit_status = row.exit_status if isinstance(row.exit_status, int) else None
-    return connection_state(
-        ended_at=_number(row.ended_at),
-        last_seen_at=_number(live.last_seen_at),
-        exit_status=exit_status,
-        end_reason=live.end_reason if isinstance(live.end_reason, str) else None,
-        now=now,
-    )
-
-
-def _duration(row: ConnectionRow, state: ConnectionState, now: float) -> float | None:
-    started = _number(row.started_at)
-    end = now if state.state == "running" else _number(state.ended_at)
-    if started is None or end is None:
+def _duration(row: ConnectionRow, now: float) -> float | None:
+    """Start to end; to now while running; None when either end cannot be known."""
+    end = now if row.state == "running" else row.state_ended_at
+    if end is None or not math.isfinite(row.started_at):
         return None
-    return end - started
+    return end - row.started_at
 
 
 @click.command("ls")
@@ -108,22 +72,17 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
 
     now = time.time()
     with recording(recording_path) as db:
-        rows = list_connections(db)
-        live = _liveness_columns(db)
-        states = [_state(r, live.get(r.id), now) for r in rows]
+        rows = RecordingReader(db).connections(now=now)
         if as_json:
-            for r, st in zip(rows, states, strict=True):
-                extra = live.get(r.id) or _Liveness(None, None, None)
+            for r in rows:
                 obj = {k: getattr(r, k) for k in r.__slots__}
-                obj.update(extra._asdict())
-                obj["state"] = st.state
-                obj["ended"] = st.reason
+                obj["ended"] = obj.pop("state_reason")
                 click.echo(orjson.dumps(escape_strings(obj), default=str).decode())
             return
         if not rows:
             click.echo(f"{recording_path}: no connections recorded yet")
             return
-        with_host = any(v.host for v in live.values())
+        with_host = any(r.host for r in rows)
         header = [
             "#",
             "started",
@@ -140,20 +99,19 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
             "dropped",
         ]
         table = []
-        for r, st in zip(rows, states, strict=True):
-            host = (live.get(r.id) or _Liveness(None, None, None)).host
+        for r in rows:
             table.append(
                 [
                     str(r.id),
                     fmt_time(r.started_at),
-                    fmt_duration(_duration(r, st, now)),
-                    st.reason,
+                    fmt_duration(_duration(r, now)),
+                    r.state_reason,
                     str(r.transport),
                     str(r.protocol_version or "-"),
                     _cell(_agent_name(r.agent_command, r.agent_info), 40),
                     _cell(_who(r.client_info) or "-", 30),
                     _cell(r.label or "-", 24),
-                    *([_cell(host or "-", 24)] if with_host else []),
+                    *([_cell(r.host or "-", 24)] if with_host else []),
                     str(r.frame_count),
                     fmt_bytes(r.byte_count),
                     str(r.frames_dropped),
@@ -198,14 +156,9 @@ def dump_command(
             get_connection(db, connection_id)
         stderr_rows: list[tuple[int, int, int, bytes]] = []
         if with_stderr:
-            query = "SELECT connection_id, seq, mono_ns, raw FROM stderr_lines"
-            args: list[object] = []
-            if connection_id is not None:
-                query += " WHERE connection_id = ?"
-                args.append(connection_id)
             stderr_rows = [
-                (r[0], r[1], r[2], bytes(r[3]))
-                for r in db.execute(query + " ORDER BY connection_id, seq", args)
+                (line.connection_id, line.seq, line.mono_ns, line.raw)
+                for line in RecordingReader(db).stderr_lines(connection_id)
             ]
         current = None
         t0 = 0

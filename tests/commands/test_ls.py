@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -51,9 +52,13 @@ def test_ls_shows_client_and_label_so_rows_differ(db_path: Path) -> None:
     assert [r["label"] for r in rows] == ["window 1", "window 2", "-"]
     assert all(r["client"] == "Zed 0.190.1" for r in rows)
     assert all(r["ended"] == "exit 0" for r in rows)
-    assert "host" not in rows[0]  # no host recorded: no column
+    host = rows[0]["host"]  # the recorder writes the host it runs on
+    assert host == socket.gethostname()[:24] and all(r["host"] == host for r in rows)
     _update(db_path, "UPDATE connections SET host = 'build-box' WHERE id = 2")
-    assert [r["host"] for r in _ls(db_path)] == ["-", "build-box", "-"]
+    _update(db_path, "UPDATE connections SET host = NULL WHERE id = 3")
+    assert [r["host"] for r in _ls(db_path)] == [host, "build-box", "-"]
+    _update(db_path, "UPDATE connections SET host = NULL")
+    assert "host" not in _ls(db_path)[0]  # no host known: no column
 
 
 def test_ls_says_how_a_connection_ended_never_running_without_a_recorder(
@@ -63,17 +68,23 @@ def test_ls_says_how_a_connection_ended_never_running_without_a_recorder(
         _record(db_path)
     now = time.time()
     # 1: a proxy killed before it closed its row, no heartbeat at all
-    _update(db_path, "UPDATE connections SET ended_at = NULL, exit_status = NULL WHERE id = 1")
+    _update(
+        db_path,
+        "UPDATE connections SET ended_at = NULL, exit_status = NULL, end_reason = NULL, "
+        "last_seen_at = NULL WHERE id = 1",
+    )
     # 2: the same, with a heartbeat long gone stale
     _update(
         db_path,
-        "UPDATE connections SET ended_at = NULL, exit_status = NULL, last_seen_at = ? WHERE id = 2",
+        "UPDATE connections SET ended_at = NULL, exit_status = NULL, end_reason = NULL, "
+        "last_seen_at = ? WHERE id = 2",
         (now - 3600,),
     )
     # 3: a recorder still beating: running
     _update(
         db_path,
-        "UPDATE connections SET ended_at = NULL, exit_status = NULL, last_seen_at = ? WHERE id = 3",
+        "UPDATE connections SET ended_at = NULL, exit_status = NULL, end_reason = NULL, "
+        "last_seen_at = ? WHERE id = 3",
         (now + 600,),
     )
     # 4: closed by the recorder after the proxy died
@@ -97,7 +108,7 @@ def test_readers_survive_any_stored_value(db_path: Path) -> None:
     _update(
         db_path,
         "UPDATE connections SET started_at = -1e308, ended_at = 1e308, exit_status = 'x', "
-        "last_seen_at = 'x' WHERE id = 1",
+        "last_seen_at = 'x', end_reason = NULL WHERE id = 1",
     )
     _update(db_path, "UPDATE connections SET started_at = 'soon' WHERE id = 2")
     shown = run_proxy(["show", str(db_path)])  # fmt_time of commands/common.py

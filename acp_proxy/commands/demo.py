@@ -20,7 +20,7 @@ import click
 
 from acp_proxy.commands.common import OptionConflict, fmt_exit, recording
 from acp_proxy.demo.client import ClientError, run_scenario
-from acp_proxy.record.reader import list_connections, open_recording
+from acp_proxy.record.reader import RecordingReader, list_connections, open_recording
 from acp_proxy.record.schema import RecordingError, connect
 
 DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
@@ -97,36 +97,24 @@ def _summary(db_path: Path, first_id: int) -> None:
         ids = [r.id for r in rows]
         if not ids:
             raise click.ClickException(f"nothing was recorded in {db_path}")
-        marks = ",".join("?" * len(ids))
+        reader = RecordingReader(db)
         click.echo(f"\nRecorded into {db_path}:")
         for r in rows:
-            per_dir = dict(
-                db.execute(
-                    "SELECT direction, count(*) FROM frames WHERE connection_id = ? "
-                    "GROUP BY direction",
-                    (r.id,),
-                ).fetchall()
-            )
+            per_dir = reader.direction_counts(r.id)
             click.echo(
                 f"  connection {r.id}  {r.label or '-':<14} protocol v{r.protocol_version or '?'}"
                 f"  {r.frame_count} frames ({per_dir.get('c2a', 0)} client->agent,"
                 f" {per_dir.get('a2c', 0)} agent->client)  exit {fmt_exit(r.exit_status)}"
             )
         methods: Counter[str] = Counter()
-        for method, count in db.execute(
-            f"SELECT method, count(*) FROM frames WHERE connection_id IN ({marks}) "
-            "AND method IS NOT NULL AND kind IN ('request', 'notification') GROUP BY method",
-            ids,
-        ):
-            methods[method] += count
+        for m in reader.method_counts(ids):
+            sent = m["requests"] + m["notifications"]
+            if sent and not str(m["method"]).startswith("("):
+                methods[m["method"]] += sent
         _wrapped("methods:", [f"{m} x{n}" for m, n in sorted(methods.items())])
-        variants = db.execute(
-            f"SELECT update_kind, count(*) FROM frames WHERE connection_id IN ({marks}) "
-            "AND update_kind IS NOT NULL GROUP BY update_kind ORDER BY update_kind",
-            ids,
-        ).fetchall()
+        variants = sorted((u["variant"], u["count"]) for u in reader.update_counts(ids))
         _wrapped("updates:", [f"{k} x{n}" for k, n in variants])
-        click.echo(f"  stderr:   {_stderr(db, ids)} lines of the agent's log, recorded too")
+        click.echo(f"  stderr:   {reader.stderr_count(ids)} lines of the agent's log, recorded too")
     _next_steps(db_path, ids[0], ids[-1])
 
 
@@ -139,14 +127,6 @@ def _wrapped(title: str, items: list[str]) -> None:
         break_on_hyphens=False,
     )
     click.echo(text)
-
-
-def _stderr(db: sqlite3.Connection, ids: list[int]) -> int:
-    marks = ",".join("?" * len(ids))
-    (n,) = db.execute(
-        f"SELECT count(*) FROM stderr_lines WHERE connection_id IN ({marks})", ids
-    ).fetchone()
-    return int(n)
 
 
 def _next_steps(db_path: Path, first_id: int, last_id: int) -> None:

@@ -28,6 +28,7 @@ def insert_frames(
     connection_id: int | None = None,
     index: bool = False,
     start_ts: float = 0.0,
+    first_seq: int = 1,
 ) -> int:
     """Write ``frames`` as one connection of the recording ``db``; return the connection id.
 
@@ -47,7 +48,7 @@ def insert_frames(
             cid = connection_id
             if cid is None:
                 cid = insert_connection(conn, **dict(connection or {}))
-            _insert_frames(conn, cid, frames, index=index, start_ts=start_ts)
+            _insert_frames(conn, cid, frames, index=index, start_ts=start_ts, first_seq=first_seq)
         except BaseException:
             if began:
                 conn.execute("ROLLBACK")

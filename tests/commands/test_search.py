@@ -15,6 +15,7 @@ import pytest
 
 from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
 from tests.conftest import proxy_exe, run_proxy
+from tests.helpers import insert_frames
 
 S2 = "s2"
 
@@ -214,13 +215,8 @@ def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> No
     assert run_proxy(["reindex", str(path)]).returncode == 0
     assert search(path, "world")[0] == 1
     assert [h["seq"] for h in search(path, "Hello")[1]["hits"]] == [5]
-    with sqlite3.connect(path) as conn:  # the recorder appends the next chunk
-        raw = chunk("rld, again")[1]
-        conn.execute(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-            "VALUES (1, 6, 0, 6000, 'a2c', ?, ?)",
-            (raw, len(raw)),
-        )
+    # the recorder appends the next chunk
+    insert_frames(path, [chunk("rld, again")], connection_id=1, first_seq=6)
     assert run_proxy(["reindex", str(path)]).returncode == 0
     (hit,) = search(path, "world")[1]["hits"]
     assert (hit["seq"], hit["last_seq"], hit["frames"]) == (5, 6, 2)

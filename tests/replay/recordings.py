@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from acp_proxy.record.schema import connect
+from acp_proxy.record.edit import NewFrame
+from tests.helpers import insert_frames
 
 REPO = Path(__file__).resolve().parents[2]
 V1_LOAD = REPO / "recordings" / "v1-load.jsonl"
@@ -75,24 +76,19 @@ def write_export(path: Path, connections: list[tuple[int, Frames]]) -> Path:
 def write_db(path: Path, frames: Frames, protocol_version: int = 1) -> Path:
     """A SQLite recording of one connection, written row by row (index columns left empty,
     as a recorder that could not index a frame leaves them)."""
-    db = connect(path, create=True)
-    try:
-        db.execute(
-            "INSERT INTO connections (id, started_at, transport, protocol_version) "
-            "VALUES (1, 1767225600.0, 'stdio', ?)",
-            (protocol_version,),
-        )
-        db.executemany(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
-            "VALUES (1, ?, ?, ?, ?, ?, ?)",
-            [
-                (seq, 1767225600.0 + seq / 1000, seq * 1_000_000, d, raw, len(raw))
-                for seq, (d, raw) in enumerate(frames, 1)
-            ],
-        )
-        db.commit()
-    finally:
-        db.close()
+    insert_frames(
+        path,
+        [
+            NewFrame(d, raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1_000_000)
+            for seq, (d, raw) in enumerate(frames, 1)
+        ],
+        connection={
+            "id": 1,
+            "started_at": 1767225600.0,
+            "transport": "stdio",
+            "protocol_version": protocol_version,
+        },
+    )
     return path
 
 

@@ -44,7 +44,6 @@ MIGRATIONS: list[str] = [
         ts REAL NOT NULL,                  -- wall clock, unix seconds
         mono_ns INTEGER NOT NULL,          -- monotonic clock, nanoseconds
         direction TEXT NOT NULL,           -- c2a (client to agent) | a2c (agent to client)
-        raw BLOB NOT NULL,                 -- exactly the bytes that crossed, terminator included
         size INTEGER NOT NULL,
         binary INTEGER NOT NULL DEFAULT 0, -- 1: a WebSocket binary message
         kind TEXT,                         -- request | response | notification | batch | invalid
@@ -54,6 +53,11 @@ MIGRATIONS: list[str] = [
         update_kind TEXT,                  -- params.update.sessionUpdate
         entity_type TEXT,
         entity_id TEXT,
+        -- exactly the bytes that crossed, terminator included. The last column (files made
+        -- before it moved here have it after direction; every query names its columns): a
+        -- huge frame is inserted as zeroblob(n) and written in pieces, and SQLite builds
+        -- a row around a zeroblob without materialising it only when it ends the row.
+        raw BLOB NOT NULL,
         UNIQUE (connection_id, seq)
     );
     CREATE INDEX frames_method ON frames (method);

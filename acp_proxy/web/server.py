@@ -4,7 +4,9 @@ Endpoints (all GET): ``/`` the page, ``/static/*`` its assets (shipped in the pa
 CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (keyset pages),
 ``/api/frames/{id}`` (one frame, exact bytes), ``/api/frames/{id}/raw`` (download),
 ``/api/connections/{id}/findings``, ``/api/connections/{id}/sessions/{sid}`` (the
-reconstructed conversation) and ``/api/live`` (WebSocket: the server polls the database by
+reconstructed conversation), ``/api/connections/{id}/timeline`` (waterfall, turns and
+per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON lines) and
+``/api/live`` (WebSocket: the server polls the database by
 frame id every ``poll_interval`` seconds and pushes new frames).
 
 Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
@@ -349,6 +351,47 @@ async def api_findings(request: web.Request) -> web.StreamResponse:
     return _json(await _blocking(work))
 
 
+async def api_timeline(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    connection_id = _path_int(request, "connection_id")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            _require_connection(reader, connection_id)
+            return views.timeline(path, reader, connection_id)
+
+    return _json(await _blocking(work))
+
+
+async def api_export(request: web.Request) -> web.StreamResponse:
+    """The frames the filter selects, one JSON object a line (``acp-proxy export``'s frame
+    records, with the frame id), streamed a page at a time."""
+    path = request.app[DB_KEY]
+    flt = _filter_from(request.query)
+
+    def page(after: int) -> tuple[bytes, int | None]:
+        with store.read_connection(path) as reader:
+            if flt.connection_id is not None:
+                _require_connection(reader, flt.connection_id)
+            return store.export_page(reader, flt, after_id=after)
+
+    body, after = await _blocking(functools.partial(page, 0))
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "application/x-ndjson",
+            "Content-Disposition": 'attachment; filename="frames.jsonl"',
+            **SECURITY_HEADERS,
+        }
+    )
+    await response.prepare(request)
+    await response.write(body)
+    while after is not None:
+        body, after = await _blocking(functools.partial(page, after))
+        await response.write(body)
+    await response.write_eof()
+    return response
+
+
 async def api_session(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
     connection_id = _path_int(request, "connection_id")
@@ -502,6 +545,8 @@ def make_app(
     app.router.add_get("/api/frames/{frame_id}/raw", api_frame_raw)
     app.router.add_get("/api/connections/{connection_id}/findings", api_findings)
     app.router.add_get("/api/connections/{connection_id}/sessions/{session_id}", api_session)
+    app.router.add_get("/api/connections/{connection_id}/timeline", api_timeline)
+    app.router.add_get("/api/export.jsonl", api_export)
     app.router.add_get("/api/live", api_live)
     return app
 

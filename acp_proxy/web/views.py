@@ -1,4 +1,5 @@
-"""Derived views for the inspector: the reconstructed session and the conformance findings.
+"""Derived views for the inspector: the reconstructed session, the conformance findings and
+the timeline (waterfall, turns and performance figures of one connection).
 
 The session timeline comes from :class:`acp_proxy.acp.model.ConnectionModel`, findings from
 :class:`acp_proxy.record.analyze.ConnectionCheck` (the code ``acp-proxy check`` runs), both
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.acp.model import ConnectionModel
+from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
 from acp_proxy.record.reader import RecordingReader
+from acp_proxy.wire.jsonrpc import parse_json
 
 _cache_lock = threading.Lock()
 _CACHE_MAX = 64
@@ -239,4 +242,56 @@ def _finding_json(finding: Any) -> dict[str, Any]:
     if isinstance(seqs, int):
         seqs = [seqs]
     data["seqs"] = [s for s in seqs if isinstance(s, int)]
+    return data
+
+
+_timelines: OrderedDict[tuple[str, int], tuple[int, dict[str, Any]]] = OrderedDict()
+_TIMELINES_MAX = 4
+
+
+def timeline(path: Path, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
+    """The waterfall of one connection (:class:`~acp_proxy.acp.waterfall.WaterfallBuilder`)
+    with frame ids for the sequence numbers it names (links to the frames).
+
+    Built from the index columns; only responses, ``initialize`` and state updates are
+    parsed. Kept per connection until it grows.
+    """
+    key = (str(path.resolve()), connection_id)
+    max_seq = reader.max_seq(connection_id)
+    with _cache_lock:
+        hit = _timelines.get(key)
+    if hit is not None and hit[0] == max_seq:
+        return hit[1]
+    builder = WaterfallBuilder()
+    for f in reader.frames(connection_id=connection_id):
+        payload = None
+        if needs_payload(f.kind, f.method, f.update_kind):
+            payload, _ = parse_json(f.raw)
+        builder.feed(
+            f.seq,
+            f.direction,
+            f.kind,
+            f.rpc_id,
+            f.method,
+            f.session_id,
+            f.update_kind,
+            f.mono_ns,
+            payload,
+        )
+    data = builder.to_json()
+    seqs: set[int] = set()
+    for bar in [*data["bars"], *data["performance"]["slowest"]]:
+        seqs.update(s for s in (bar["startSeq"], bar["endSeq"]) if isinstance(s, int))
+    for turn in data["turns"]:
+        seqs.update(
+            s
+            for s in (turn["startSeq"], turn["endSeq"], turn["firstChunkSeq"])
+            if isinstance(s, int)
+        )
+    data["connectionId"] = connection_id
+    data["seqToId"] = {str(q): fid for q, fid in reader.frame_ids(connection_id, seqs).items()}
+    with _cache_lock:
+        _timelines[key] = (max_seq, data)
+        while len(_timelines) > _TIMELINES_MAX:
+            _timelines.popitem(last=False)
     return data

@@ -12,7 +12,9 @@ a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
 
 from __future__ import annotations
 
+import copy
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,54 @@ _CACHE_MAX = 64
 class _SessionModel:
     model: Any
     last_seq: int = 0
+    plans: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """Every state a plan went through: (seq of the update, the plan entity as JSON then)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanAtTurn:
+    """A plan as it stood at the end of one turn (the session view shows one per turn)."""
+
+    seq: int
+    turn: int | None
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.data, "firstSeq": self.seq, "turn": self.turn, "atTurnEnd": True}
+
+
+def _position(item: Any) -> int:
+    seq = item.seq if hasattr(item, "seq") else getattr(item, "first_seq", None)
+    return seq if isinstance(seq, int) else 0
+
+
+def _plans_per_turn(
+    items: list[Any], plans: list[tuple[int, dict[str, Any]]], turn_starts: list[int]
+) -> list[Any]:
+    """``items`` with each plan entity replaced by its state at the end of every turn that
+    changed it, placed where that turn first changed it (not one card with the last state)."""
+    if not plans:
+        return items
+    per_turn: dict[tuple[str, int | None], tuple[int, dict[str, Any]]] = {}
+    for seq, data in plans:
+        turn = bisect_right(turn_starts, seq) - 1 if turn_starts else None
+        key = (str(data.get("id")), None if turn is None or turn < 0 else turn)
+        first = per_turn[key][0] if key in per_turn else seq
+        per_turn[key] = (first, data)  # the last state in the turn, at its first change
+    cards = sorted(
+        (_PlanAtTurn(first, key[1], data) for key, (first, data) in per_turn.items()),
+        key=lambda c: c.seq,
+    )
+    rest = [it for it in items if not (it.item == "entity" and it.type == "plan")]
+    out: list[Any] = []
+    i = 0
+    for it in rest:
+        while i < len(cards) and cards[i].seq <= _position(it):
+            out.append(cards[i])
+            i += 1
+        out.append(it)
+    out.extend(cards[i:])
+    return out
 
 
 _session_models: OrderedDict[tuple[str, int, str], _SessionModel] = OrderedDict()
@@ -77,11 +127,18 @@ def session_view(
     ):
         model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
         entry.last_seq = f.seq
+        if b'"plan' in f.raw:
+            tl = model.sessions.get(session_id)
+            for it in tl.items if tl is not None else ():
+                if it.item == "entity" and it.type == "plan" and it.last_seq == f.seq:
+                    entry.plans.append((f.seq, copy.deepcopy(it.to_json())))
     timeline = model.sessions.get(session_id)
+    turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
+    turns.sort(key=lambda t: t.start_seq or 0)
     items = list(timeline.items) if timeline is not None else []
+    items = _plans_per_turn(items, entry.plans, [t.start_seq or 0 for t in turns])
     offset = max(0, offset)
     page = items[offset : offset + max(1, limit)]
-    turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
     data: dict[str, Any] = {
         "connectionId": connection_id,
         "protocolVersion": model.protocol_version,

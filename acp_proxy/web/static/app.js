@@ -135,12 +135,14 @@
     try {
       const data = await api("/api/connections");
       state.connections = data.connections;
+      state.loadError = null;
       renderConnections();
       fillSessionSelect();
       fetchMissingFindings();
       if (state.view === "session") updateScope();
     } catch (e) {
       setStatus(e.message, true);
+      state.loadError = e.message;
       // The recording cannot be read (damaged, replaced, removed): say so where the
       // connections were, instead of leaving an empty or stale list.
       $("connections").replaceChildren(h("li", { class: "load-error", role: "alert" }, e.message));
@@ -869,8 +871,10 @@
     if (it.type === "plan") {
       const plan = f.plan || {};
       const entries = Array.isArray(plan.entries) ? plan.entries : null;
-      return h("div", { class: "item" },
-        h("div", { class: "who" }, "Plan", it.id ? h("span", { class: "muted" }, it.id) : null, ...marks(it), link),
+      return h("div", { class: "item plan", dataset: { turn: it.turn === null || it.turn === undefined ? "" : String(it.turn + 1) } },
+        h("div", { class: "who" }, "Plan", it.id ? h("span", { class: "muted" }, it.id) : null,
+          it.atTurnEnd && it.turn !== null && it.turn !== undefined ? h("span", { class: "badge muted", title: "the plan as it stood when this turn ended" }, `at the end of turn ${it.turn + 1}`) : null,
+          ...marks(it), link),
         entries ? h("ol", { class: "plan-entries" }, entries.map((e) => h("li", {},
           h("span", { class: `status-${e.status}` }, `[${e.status || "?"}] `), e.content || JSON.stringify(e),
           e.priority ? h("span", { class: "muted" }, ` (${e.priority})`) : null)))
@@ -903,6 +907,7 @@
           h("div", { class: "who" }, `Unknown update ${it.variant || ""}`, h("span", { class: "muted" }, "kept as raw JSON"), ...marks(it), link),
           jsonPre(p));
       case "rpc": {
+        if (it.method === "session/request_permission") return renderPermission(it, link, key);
         const outcome = it.error !== undefined ? h("span", { class: "status-failed" }, `error ${JSON.stringify(it.error)}`)
           : it.answered ? h("span", { class: "status-completed" }, `ok ${ms(it.latencyMs)}`) : h("span", { class: "status-pending" }, "no response");
         return h("div", { class: "item rpc" },
@@ -911,13 +916,39 @@
       }
       case "invalid":
         return h("div", { class: "item invalid" }, h("div", { class: "who" }, "Invalid frame", it.reason ? h("span", {}, it.reason) : null, link), h("pre", {}, String(p)));
-      case "usage_update":
-        return h("div", { class: "item small" }, h("div", { class: "who" }, "usage", link), JSON.stringify(p));
+      case "usage_update": {
+        const cost = p.cost && typeof p.cost === "object" && p.cost.amount !== undefined ? `${p.cost.amount} ${p.cost.currency || ""}`.trim() : null;
+        return h("div", { class: "item small usage" }, h("div", { class: "who" }, "Usage", link),
+          h("span", { class: "usage-tokens" }, `${p.used !== undefined ? p.used : "?"}/${p.size !== undefined ? p.size : "?"} tokens`),
+          cost ? h("span", { class: "usage-cost" }, ` · cost ${cost}`) : null);
+      }
       default:
         return h("div", { class: "item small" },
           h("div", { class: "who" }, it.kind === "notification" ? `notification ${it.method || ""}` : String(it.kind || it.item).replace(/_/g, " "), ...marks(it), link),
           folded(key, "details", jsonPre(p)));
     }
+  }
+
+  // A permission prompt: what was asked, the options, the one chosen (or cancelled).
+  function renderPermission(it, link, key) {
+    const params = it.params || {};
+    const call = params.toolCall || {};
+    const options = Array.isArray(params.options) ? params.options : [];
+    const out = it.result && it.result.outcome ? it.result.outcome : null;
+    let chosen;
+    if (it.error !== undefined) chosen = h("span", { class: "status-failed" }, `error ${JSON.stringify(it.error)}`);
+    else if (!it.answered) chosen = h("span", { class: "status-pending" }, "not answered");
+    else if (out && out.outcome === "cancelled") chosen = h("span", { class: "status-failed" }, "cancelled");
+    else if (out && out.outcome === "selected") {
+      const opt = options.find((o) => o.optionId === out.optionId);
+      chosen = h("span", { class: "status-completed" }, `chose “${opt ? opt.name : out.optionId}”${opt && opt.kind ? ` (${opt.kind})` : ""}`);
+    } else chosen = h("span", {}, JSON.stringify(it.result));
+    return h("div", { class: "item permission" },
+      h("div", { class: "who" }, "Permission request", h("span", { class: "muted" }, `id ${it.id}`), chosen,
+        it.latencyMs !== undefined && it.latencyMs !== null ? h("span", { class: "muted" }, `after ${ms(it.latencyMs)}`) : null, ...marks(it), link),
+      h("div", { class: "text" }, call.title || call.toolCallId || "(no tool call title)"),
+      options.length ? h("div", { class: "muted" }, "options: " + options.map((o) => `${o.name || o.optionId}${o.kind ? ` [${o.kind}]` : ""}`).join(", ")) : null,
+      folded(key, "params / result", jsonPre({ params: it.params, result: it.result, error: it.error })));
   }
 
   function renderSession() {
@@ -972,7 +1003,14 @@
     return h("label", { class: "picker" }, "Session ", sel);
   }
 
+  function showLoadError(box) {
+    if (!state.loadError) return false;
+    box.replaceChildren(h("p", { class: "warnline", role: "alert" }, state.loadError));
+    return true;
+  }
+
   async function loadSession() {
+    if (showLoadError($("session-body"))) return;
     if (state.connection === null || !state.session || !state.connections.some((c) => c.id === state.connection && c.sessions.some((s) => s.session_id === state.session))) {
       const first = state.connections.length ? firstSession() : null;
       if (first && !(state.connection !== null && state.session)) {
@@ -995,7 +1033,7 @@
       sessionData = data;
       renderSession();
     } catch (e) {
-      if (gen === sessionGen) $("session-body").replaceChildren(h("p", { class: "warnline" }, e.message));
+      if (gen === sessionGen) $("session-body").replaceChildren(h("p", { class: "warnline", role: "alert" }, e.message));
     }
   }
 
@@ -1040,6 +1078,7 @@
   let timelineGen = 0;
   async function loadTimeline() {
     const body = $("timeline-body");
+    if (showLoadError(body)) return;
     const cid = state.connection !== null ? state.connection : (state.connections[0] && state.connections[0].id);
     if (cid === undefined || cid === null) { body.replaceChildren(h("p", { class: "muted" }, "No connections yet.")); return; }
     const gen = ++timelineGen;

@@ -1152,7 +1152,7 @@
     $("timeline-body").replaceChildren(
       h("h3", {}, `Connection ${data.connectionId} · ${ms(data.spanMs)} from first to last frame`),
       h("p", { class: "muted" }, "Bars run from a request to its response (blue: client → agent, purple: agent → client, red: error); turns span prompt to end (v1: the prompt's response, v2: idle); the green tick is the first chunk. Click a bar for its frames."),
-      wf, note, h("h3", {}, "Performance"), methods, h("h3", {}, "Turns"), turns, h("h3", {}, "Slowest exchanges"), slow);
+      ...[wf, note].filter(Boolean), h("h3", {}, "Performance"), methods, h("h3", {}, "Turns"), turns, h("h3", {}, "Slowest exchanges"), slow);
   }
 
   // ---- live push -------------------------------------------------------------------------------
@@ -1250,6 +1250,7 @@
     $("f-update").value = state.filter.update;
     $("f-text").value = state.filter.q;
     fillSessionSelect();
+    $("view-frames").classList.toggle("one-conn", state.connection !== null);
     $("f-follow").checked = state.follow;
     renderConnections();
     updateScope();

@@ -388,16 +388,51 @@
     });
   }
 
-  function renderRows() {
+  function rowsFragment(rows) {
     const frag = document.createDocumentFragment();
-    for (const run of groupsOf(displayRows())) {
+    for (const run of groupsOf(rows)) {
       if (run.length === 1) { frag.append(rowFor(run[0])); continue; }
       frag.append(groupRow(run));
       const open = expanded.has(run[0].id);
       for (const r of run) frag.append(rowFor(r, { child: true, hidden: !open }));
     }
-    $("frame-rows").replaceChildren(frag);
+    return frag;
+  }
+  function renderRows() {
+    $("frame-rows").replaceChildren(rowsFragment(displayRows()));
     markPair();
+  }
+  // A page added at one end: only its rows are built, unless sorting or a chunk run that
+  // crosses the page boundary needs the whole list redrawn.
+  function addPage(frames, atStart) {
+    const rowsEl = $("frame-rows");
+    const edge = atStart ? list.rows[0] : list.rows[list.rows.length - 1];
+    const touching = atStart ? frames[frames.length - 1] : frames[0];
+    if (state.sort || !edge || sameRun(atStart ? touching : edge, atStart ? edge : touching)) {
+      list.rows = atStart ? frames.concat(list.rows) : list.rows.concat(frames);
+      return false;
+    }
+    list.rows = atStart ? frames.concat(list.rows) : list.rows.concat(frames);
+    if (atStart) rowsEl.prepend(rowsFragment(frames)); else rowsEl.append(rowsFragment(frames));
+    return true;
+  }
+  // Rows beyond the cap leave the DOM from the far end (whole runs, so no run is cut).
+  function trimRows(fromStart) {
+    const over = list.rows.length - CAP;
+    if (over <= 0) return false;
+    const gone = fromStart ? list.rows.splice(0, over) : list.rows.splice(list.rows.length - over, over);
+    if (state.sort) return true;
+    for (const r of gone) {
+      const el = $(`fr-${r.id}`);
+      if (el) el.remove();
+      const grp = $(`grp-${r.id}`);
+      if (grp) grp.remove();
+    }
+    // a run cut in two keeps a stale group row: redraw in that rare case
+    const edge = fromStart ? list.rows[0] : list.rows[list.rows.length - 1];
+    const edgeEl = edge && $(`fr-${edge.id}`);
+    if (edgeEl && edgeEl.classList.contains("child")) renderRows();
+    return true;
   }
 
   function renderSortHeads() {
@@ -506,16 +541,12 @@
       if (gen !== list.gen) return;
       const box = $("frame-list");
       const height = box.scrollHeight;
-      list.rows = page.frames.concat(list.rows);
+      const top = box.scrollTop;
+      const added = addPage(page.frames, true);
       list.hasBefore = page.has_more_before;
-      const over = list.rows.length - CAP;
-      if (over > 0) {
-        list.rows.splice(list.rows.length - over, over);
-        list.hasAfter = true;
-        subscribe();
-      }
-      renderRows();
-      box.scrollTop += box.scrollHeight - height; // keep what the user sees in place
+      if (trimRows(false)) { list.hasAfter = true; subscribe(); }
+      if (!added) renderRows();
+      box.scrollTop = top + (box.scrollHeight - height); // keep what the user sees in place
     } catch (e) { setStatus(e.message, true); }
     finally { if (gen === list.gen) list.loading = false; updateFoot(); }
   }
@@ -524,17 +555,13 @@
     if (!frames.length) return;
     const box = $("frame-list");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < ROW_H * 2;
-    list.rows = list.rows.concat(frames);
-    const over = list.rows.length - CAP;
-    const height = box.scrollHeight;
     const top = box.scrollTop;
-    if (over > 0) {
-      list.rows.splice(0, over);
-      list.hasBefore = true;
-    }
-    renderRows();
-    if (over > 0) box.scrollTop = Math.max(0, top - (height - box.scrollHeight));
-    else box.scrollTop = top;
+    const added = addPage(frames, false);
+    if (!added) renderRows();
+    const height = box.scrollHeight;
+    const trimmed = trimRows(true);
+    if (trimmed) { list.hasBefore = true; if (state.sort) renderRows(); }
+    box.scrollTop = trimmed ? Math.max(0, top - (height - box.scrollHeight)) : top;
     if (state.follow && atBottom) box.scrollTop = box.scrollHeight;
   }
 

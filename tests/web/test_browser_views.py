@@ -192,7 +192,8 @@ def test_waterfall_and_performance_panel(page: Page, rich_db: Path) -> None:
         p.wait_for_selector("#waterfall .wf-row.turn")
         turns = p.locator("#waterfall .wf-row.turn")
         assert turns.count() == 3
-        assert "turn 1 · end_turn" in turns.nth(0).inner_text()
+        assert "turn 1 · end_turn · 1st chunk 20ms" in turns.nth(0).inner_text()
+        assert "turn 3 · error -32603" in turns.nth(2).inner_text()
         assert "90ms" in turns.nth(0).inner_text()  # prompt at 10ms, idle at 100ms (v2)
         assert "10.00ms" in turns.nth(2).inner_text() or "10ms" in turns.nth(2).inner_text()
         # The permission prompt is drawn inside turn 1, nested.

@@ -1146,7 +1146,7 @@
       const end = t.endMs === null ? data.spanMs : t.endMs;
       const tick = t.firstChunkMs !== null ? h("span", { class: "wf-tick", title: `first chunk after ${ms(t.firstChunkMs)}`, dataset: { left: pct(t.startMs + t.firstChunkMs), width: "" } }) : null;
       const group = [h("div", { class: "wf-row turn", dataset: { turn: String(t.index) } },
-        h("span", { class: "wf-name", title: `turn in session ${t.sessionId}` }, `turn ${t.index + 1} · ${t.stopReason || (t.endSeq === null ? "open" : "ended")}`),
+        h("span", { class: "wf-name", title: `turn in session ${t.sessionId}` }, `turn ${t.index + 1} · ${t.stopReason || (t.error ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended")}${t.firstChunkMs !== null ? ` · 1st chunk ${ms(t.firstChunkMs)}` : ""}`),
         h("span", { class: "wf-track" }, h("span", { class: "wf-bar turn", title: `${t.origin} turn: ${t.durationMs === null ? "not ended" : ms(t.durationMs)}`, dataset: { left: pct(t.startMs), width: pct(end - t.startMs) } }), tick),
         h("span", { class: "wf-ms" }, t.durationMs === null ? "open" : ms(t.durationMs)))];
       for (const i of t.bars) { inTurn.add(i); group.push(barRow(data.bars[i], data.bars[i].method !== "session/prompt")); }

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.wire.jsonrpc import parse_json
 from tests.web.helpers import rich_frames
 
 
-def build() -> dict:  # type: ignore[type-arg]
+def feed_all(frames: list[tuple[int, str, bytes]]) -> dict:  # type: ignore[type-arg]
+    """Index ``(ms, direction, raw)`` frames as the recorder does and build the waterfall."""
     builder = WaterfallBuilder()
     indexer = ConnectionIndexer()
-    for seq, (ms, direction, raw) in enumerate(rich_frames(), start=1):
+    for seq, (ms, direction, raw) in enumerate(frames, start=1):
         cols = indexer.index(direction, raw)  # type: ignore[arg-type]
-        payload = (
-            parse_json(raw)[0] if needs_payload(cols.kind, cols.method, cols.update_kind) else None
-        )
+        wanted = needs_payload(cols.kind, cols.method, cols.update_kind)
         builder.feed(
             seq,
             direction,  # type: ignore[arg-type]
@@ -25,9 +26,13 @@ def build() -> dict:  # type: ignore[type-arg]
             cols.session_id,
             cols.update_kind,
             ms * 1_000_000,
-            payload,
+            parse_json(raw)[0] if wanted else None,
         )
     return builder.to_json()
+
+
+def build() -> dict:  # type: ignore[type-arg]
+    return feed_all(rich_frames())
 
 
 def test_turns_end_at_idle_in_v2_and_nest_the_agent_requests() -> None:
@@ -58,3 +63,40 @@ def test_performance_per_method_and_slowest() -> None:
     assert prompt["p95Ms"] == 10.0 and prompt["p99Ms"] == 10.0
     assert perf["turns"]["count"] == 3 and perf["turns"]["p50Ms"] == 90.0
     assert perf["slowest"][0]["method"] == "session/request_permission"
+
+
+def test_v1_turns_end_at_the_prompt_response() -> None:
+    def msg(obj: dict) -> bytes:  # type: ignore[type-arg]
+        return json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n"
+
+    chunk = msg(
+        {
+            "method": "session/update",
+            "params": {
+                "sessionId": "s1",
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "hi"},
+                },
+            },
+        }
+    )
+    frames = [
+        (0, "c2a", msg({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})),
+        (2, "a2c", msg({"id": 1, "result": {"protocolVersion": 1}})),
+        (
+            10,
+            "c2a",
+            msg({"id": 2, "method": "session/prompt", "params": {"sessionId": "s1", "prompt": []}}),
+        ),
+        (25, "a2c", chunk),
+        (26, "a2c", chunk),
+        (60, "a2c", msg({"id": 2, "result": {"stopReason": "end_turn"}})),
+    ]
+    (turn,) = feed_all(frames)["turns"]
+    assert (turn["startMs"], turn["endMs"], turn["durationMs"]) == (10.0, 60.0, 50.0)
+    assert (turn["stopReason"], turn["firstChunkMs"], turn["firstChunkSeq"]) == (
+        "end_turn",
+        15.0,
+        4,
+    )

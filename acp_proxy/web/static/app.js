@@ -1001,7 +1001,7 @@
     const turns = (data.turns || []).slice(-8);
     const turnCount = data.turnCount || 0;
     const turnLine = turnCount ? h("div", { class: "turns muted" },
-      `${turnCount} turn(s)${turnCount > turns.length ? `, last ${turns.length}` : ""}: ` + turns.map((t) => `${t.stopReason || (t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
+      `${turnCount} turn(s)${turnCount > turns.length ? `, last ${turns.length}` : ""}: ` + turns.map((t) => `${t.stopReason || (t.error && t.error.code !== undefined ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
     const items = h("div", { class: "items" }, s.items.map((it, i) => it.item === "entity" ? renderEntity(it, data, i) : renderEvent(it, data, i)));
     const total = data.totalItems || s.items.length;
     const more = total > s.items.length ? h("p", {},

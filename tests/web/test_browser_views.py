@@ -270,6 +270,9 @@ def test_readable_at_900_pixels(browser: Any, rich_db: Path) -> None:  # noqa: F
             p.wait_for_selector("#frame-rows .frow")
             assert p.evaluate("document.documentElement.scrollWidth") <= 900
             assert _clipped(p) == []
+            # the method column names the method: the narrow preview starts at the text
+            prompt = frame_id(rich_db, "method = 'session/prompt' AND kind = 'request'")
+            assert p.inner_text(f"#fr-{prompt} .c-preview") == '"Can you fix the failing test?"'
             p.screenshot(path=str(_artifact("18-narrow-900")))
             p.goto(url + "#")  # all connections: the connection column comes back
             p.wait_for_selector("#frame-rows .frow .c-conn")

@@ -325,7 +325,16 @@
     h("span", { class: "c-rpc", title: fr.rpc_id || "" }, fr.rpc_id === null ? "" : fr.rpc_id),
     h("span", { class: "c-pair", title: pair }, pairMissing ? h("span", { class: "missing" }, pair) : pair),
     h("span", { class: "c-size", title: `${fr.size} bytes` }, bytes(fr.size)),
-    h("span", { class: `c-preview${fr.error ? " err" : ""}`, title: fr.label || "" }, (fr.label || fr.preview).slice(0, 300)));
+    h("span", { class: `c-preview${fr.error ? " err" : ""}`, title: fr.label || "" }, previewParts(fr)));
+  }
+  // The preview, its leading method / variant apart: a narrow window hides that part, which
+  // the method column already shows.
+  function previewParts(fr) {
+    const label = (fr.label || fr.preview).slice(0, 300);
+    if (fr.kind === "response" || !fr.method) return label;
+    const prefix = fr.update_kind && label.startsWith(`${fr.method} · ${fr.update_kind}`) ? `${fr.method} · ${fr.update_kind}` : fr.method;
+    if (!label.startsWith(prefix) || label.length === prefix.length) return label;
+    return [h("span", { class: "p-what" }, prefix), label.slice(prefix.length)];
   }
 
   // A run of chunks of one message (same connection, session, variant and message id, one

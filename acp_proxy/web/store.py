@@ -39,6 +39,7 @@ __all__ = [
     "distinct_values",
     "frame_detail",
     "frame_raw",
+    "frame_summary_json",
     "list_connections",
     "list_frames",
     "open_checked",
@@ -255,6 +256,12 @@ def list_frames(
         "has_more_after": has_after,
         "max_id": reader.max_frame_id(),
     }
+
+
+def frame_summary_json(reader: RecordingReader, frame_id: int) -> dict[str, Any] | None:
+    """One frame as a list row shows it (the shape of :func:`list_frames`' frames)."""
+    f = reader.frame_summary(frame_id, head=PREVIEW_BYTES)
+    return None if f is None else _summary(reader, f)
 
 
 def frame_detail(reader: RecordingReader, frame_id: int) -> dict[str, Any] | None:

@@ -149,17 +149,31 @@ def _result_label(result: Any) -> str:
         return "result" if result is None else f"result {orjson.dumps(result).decode()[:60]}"
     if not result:
         return "result {}"
+    return "result " + _members(result, 4)
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _members(obj: dict[str, Any], most: int) -> str:
+    """``key=value`` for scalar members, ``key={...}`` one level down, ``key`` otherwise."""
     parts: list[str] = []
-    for key, value in result.items():
-        if isinstance(value, (str, int, float, bool)) and not isinstance(value, bool):
-            parts.append(f"{key}={value}")
-        elif isinstance(value, bool):
-            parts.append(f"{key}={'true' if value else 'false'}")
+    for key, value in obj.items():
+        shown = _scalar(value)
+        if shown is not None:
+            parts.append(f"{key}={shown}")
+        elif isinstance(value, dict) and value and most > 1:
+            parts.append(f"{key}={{{_members(value, 2)}}}")
         else:
             parts.append(key)
-        if len(parts) == 4:
+        if len(parts) == most:
             break
-    return "result " + " ".join(parts)
+    return " ".join(parts)
 
 
 def _join(label: str, text: str | None) -> str:

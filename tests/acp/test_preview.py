@@ -50,6 +50,9 @@ def test_chunk_prompt_error_and_result() -> None:
     b = raw({"id": 3, "result": {"stopReason": "end_turn"}})
     p = frame_preview(b, len(b), kind="response", method="session/prompt", update_kind=None)
     assert p.label == "result stopReason=end_turn"
+    b = raw({"id": 0, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}})
+    p = frame_preview(b, len(b), kind="response", method=None, update_kind=None)
+    assert p.label == "result outcome={outcome=selected optionId=allow}"
 
 
 def test_long_text_is_shortened_and_a_cut_frame_still_reads() -> None:

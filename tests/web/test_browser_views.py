@@ -132,6 +132,16 @@ def test_detail_is_cleared_when_the_connection_changes(page: Page, rich_db: Path
         assert p.locator("#raw-text").count() == 0
         assert "connection 1" not in p.inner_text("#detail")
         page.shot("13-detail-cleared")
+        # The same through a session of another connection, then back to the frames.
+        p.goto(url + "#c=1")
+        p.click("#frame-rows .frow >> nth=2")
+        p.wait_for_selector("#raw-text")
+        p.click("#connections li.conn >> nth=1 >> .sess button")
+        p.wait_for_selector(".s-head")
+        p.keyboard.press("1")
+        p.wait_for_selector("#frame-rows .frow")
+        p.wait_for_selector("#detail-empty")
+        assert p.locator("#raw-text").count() == 0
 
 
 def test_json_tree_copy_export_and_findings(page: Page, recording: Path) -> None:

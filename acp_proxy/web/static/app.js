@@ -228,6 +228,7 @@
     applyRoute();
   }
   function selectSession(cid, sid) {
+    if (cid !== state.connection) { state.frame = null; clearDetail(); }
     state.connection = cid;
     state.session = sid;
     state.view = "session";

@@ -12,6 +12,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "dump": "acp_proxy.commands.inspect:dump_command",
     "show": "acp_proxy.commands.show:show_command",
     "check": "acp_proxy.commands.check:check_command",
+    "diff": "acp_proxy.commands.diff:diff_command",
+    "search": "acp_proxy.commands.search:search_command",
     "stats": "acp_proxy.commands.stats:stats_command",
     "export": "acp_proxy.commands.transfer:export_command",
     "import": "acp_proxy.commands.transfer:import_command",

@@ -16,6 +16,7 @@ import click
 import orjson
 
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
+from acp_proxy.commands import check_report
 from acp_proxy.commands.common import RECORDING_PATH, recording
 from acp_proxy.record.analyze import ConnectionReport, check_connection
 from acp_proxy.record.reader import RecordingReader
@@ -37,7 +38,15 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     required=False,
 )
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for tools.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "junit", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Report format: text, JSON, JUnit XML or SARIF 2.1.0 (docs/check.md).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option(
     "--min-tier",
     type=click.Choice(["info", "warning", "error"]),
@@ -56,6 +65,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
 def check_command(
     recording_path: Path | None,
     connection_id: int | None,
+    output_format: str,
     as_json: bool,
     min_tier: str,
     max_per_rule: int,
@@ -70,10 +80,12 @@ def check_command(
       acp-proxy check session.db
       acp-proxy check session.db --connection 2 --min-tier warning
       acp-proxy check session.db --json > check-report.json
+      acp-proxy check session.db --format sarif > check.sarif
+      acp-proxy check session.db --format junit > check-junit.xml
       acp-proxy check --rules
     """
     if list_rules:
-        _print_rules(as_json)
+        _print_rules(as_json or output_format == "json")
         return
     if recording_path is None:
         raise click.UsageError("missing argument DB (the recording to check)")
@@ -89,7 +101,10 @@ def check_command(
             reports.append(check_connection(reader, row, max_per_rule=max_per_rule))
     totals: dict[str, int] = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
     frames = sum(r.frames for r in reports)
-    if as_json:
+    if output_format in ("junit", "sarif"):
+        render = check_report.junit_xml if output_format == "junit" else check_report.sarif_json
+        click.echo(render(reports, recording_path, min_tier))
+    elif as_json or output_format == "json":
         doc: dict[str, Any] = {
             "recording": str(recording_path),
             "connections": [

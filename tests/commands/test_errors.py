@@ -45,6 +45,8 @@ def one_line(done: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
         ["web", "{d}", "--listen", "127.0.0.1:0"],
         ["replay", "{d}"],
         ["import", "{f}", "{d}"],
+        ["diff", "{d}", "{d}"],
+        ["search", "{d}", "text"],
     ],
     ids=lambda args: args[0],
 )

@@ -1,0 +1,472 @@
+"""Aligning two connections' frames and saying what changed (``acp-proxy diff``; pure).
+
+Each frame is reduced to its *signature*: (direction, JSON-RPC kind, method, update
+variant). JSON-RPC ids, sessionIds and timestamps are not part of it, so two runs of the same
+conversation align even though every id differs. The two signature sequences are aligned
+with a longest common subsequence (:func:`align`); frames of B that are not in it were
+*added*, frames of A *removed*, and aligned frames whose JSON differs (after dropping the
+ignored members, :func:`normalise`) are *changed*, with each changed member as a path and
+old → new values.
+
+Memory: the alignment holds only the signatures (small integers) of both connections and,
+for the LCS, one bit row per frame of B over the frames of A after the common prefix and
+suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it the
+alignment falls back to a linear greedy walk (:func:`greedy_pairs`, look-ahead
+:data:`GREEDY_WINDOW`) and says so in :attr:`Alignment.note`. The frames' bytes are compared
+as they are streamed (:func:`compare_aligned`), never held.
+
+Timing: the latency of every request/response exchange (paired with
+:class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) and the duration of every
+turn (``session/prompt`` to the ``idle`` state update of its session in v2, to the prompt's
+response in v1) are measured on both sides; an aligned exchange or turn that became slower by
+more than a threshold is a :class:`TimingRegression`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from acp_proxy.acp.exchanges import Exchanges
+from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
+from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.jsonrpc import parse_json
+
+LCS_CELLS = 20_000 * 20_000
+"""Largest (frames of A) x (frames of B), after trimming the common ends, aligned by LCS."""
+
+GREEDY_WINDOW = 200
+"""How far the greedy fallback looks ahead for a frame's counterpart."""
+
+ID_KEYS = frozenset(
+    {"sessionId", "messageId", "toolCallId", "terminalId", "planId", "compactionId", "requestId"}
+)
+"""Members ignored at any depth: ids that legitimately differ between two runs."""
+
+TIMESTAMP_KEYS = frozenset(
+    {"timestamp", "createdAt", "updatedAt", "startedAt", "endedAt", "completedAt"}
+)
+"""Timestamp members, ignored at any depth (frame times are never compared either)."""
+
+Signature = tuple[Direction, str | None, str | None, str | None]
+"""(direction, kind, method, update variant)."""
+
+
+def describe_signature(sig: Signature) -> str:
+    """``c2a request session/prompt`` / ``a2c notification session/update [plan]``."""
+    direction, kind, method, update = sig
+    text = f"{direction} {kind or '?'}"
+    if method:
+        text += f" {method}"
+    if update:
+        text += f" [{update}]"
+    return text
+
+
+@dataclass(slots=True)
+class ConnectionSketch:
+    """One connection as the alignment sees it: signatures, frame numbers and latencies.
+
+    Feed frames in order with :meth:`add`, then :meth:`finish`. Memory: a few integers per
+    frame (signatures are interned in a :class:`Signatures` table shared by both sides; the
+    content keys are 8-byte hashes), never the frames themselves.
+    """
+
+    table: Signatures
+    ignores: Sequence[tuple[str, ...]] = ()
+    """Ignore paths for :attr:`content` (as in :func:`normalise`)."""
+    sigs: list[int] = field(default_factory=list)
+    content: array[int] = field(default_factory=lambda: array("q"))
+    """One :func:`content_key` per frame, when :meth:`add` is given the frame's bytes."""
+    seqs: list[int] = field(default_factory=list)
+    frame_ids: list[int] = field(default_factory=list)
+    latency_ns: dict[int, int] = field(default_factory=dict)
+    """Frame index of a request -> nanoseconds until its response."""
+    turn_ns: dict[int, int] = field(default_factory=dict)
+    """Frame index of a ``session/prompt`` -> nanoseconds until its turn ended: the
+    ``state_update`` ``idle`` of its session (v2), else the prompt's response (v1)."""
+    _exchanges: Exchanges[tuple[int, int], tuple[int, int]] = field(default_factory=Exchanges)
+    _open_turns: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _prompts: list[int] = field(default_factory=list)
+    _stateful: set[str] = field(default_factory=set)  # sessions that send state_update (v2)
+
+    def add(
+        self,
+        *,
+        seq: int,
+        frame_id: int,
+        direction: Direction,
+        kind: str | None,
+        method: str | None,
+        update_kind: str | None,
+        rpc_id: str | None,
+        mono_ns: int,
+        raw: bytes | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        index = len(self.sigs)
+        sig = self.table.intern((direction, kind, method, update_kind))
+        self.sigs.append(sig)
+        if raw is not None:
+            self.content.append(content_key(sig, raw, self.ignores))
+        self.seqs.append(seq)
+        self.frame_ids.append(frame_id)
+        if session_id is not None:
+            self._turn(index, direction, kind, method, update_kind, session_id, mono_ns, raw)
+        ex = self._exchanges
+        if ex.held:
+            ex.tick()
+        if rpc_id is None:
+            return
+        if kind == "request":
+            early = ex.request(direction, rpc_id, (index, mono_ns))
+            if early is not None:
+                self.latency_ns[index] = max(0, early[1] - mono_ns)
+        elif kind == "response":
+            req = ex.answer(direction, rpc_id)
+            if req is not None:
+                self.latency_ns[req[0]] = mono_ns - req[1]
+            else:
+                ex.hold_early(direction, rpc_id, (index, mono_ns))
+
+    def _turn(
+        self,
+        index: int,
+        direction: Direction,
+        kind: str | None,
+        method: str | None,
+        update_kind: str | None,
+        session_id: str,
+        mono_ns: int,
+        raw: bytes | None,
+    ) -> None:
+        if direction == "c2a" and kind == "request" and method == "session/prompt":
+            self._open_turns[session_id] = (index, mono_ns)
+            self._prompts.append(index)
+        elif direction == "a2c" and update_kind == "state_update":
+            self._stateful.add(session_id)
+            start = self._open_turns.get(session_id)
+            if start is not None and raw is not None and _is_idle(raw):
+                del self._open_turns[session_id]
+                self.turn_ns[start[0]] = mono_ns - start[1]
+
+    def finish(self) -> None:
+        """End of the connection: v1 turns end with the prompt's response."""
+        for index in self._prompts:
+            if index not in self.turn_ns and index in self.latency_ns:
+                self.turn_ns[index] = self.latency_ns[index]
+        for session_id, (index, _ns) in self._open_turns.items():
+            if session_id in self._stateful:  # a v2 turn never ended: no duration
+                self.turn_ns.pop(index, None)
+        self._exchanges.clear()
+        self._open_turns.clear()
+        self._prompts.clear()
+
+    def __len__(self) -> int:
+        return len(self.sigs)
+
+    def signature(self, index: int) -> Signature:
+        return self.table.sigs[self.sigs[index]]
+
+
+@dataclass(slots=True)
+class Signatures:
+    """Interning table: each distinct signature gets a small integer."""
+
+    ids: dict[Signature, int] = field(default_factory=dict)
+    sigs: list[Signature] = field(default_factory=list)
+
+    def intern(self, sig: Signature) -> int:
+        number = self.ids.get(sig)
+        if number is None:
+            number = self.ids[sig] = len(self.sigs)
+            self.sigs.append(sig)
+        return number
+
+
+Tag = Literal["equal", "delete", "insert"]
+Opcode = tuple[Tag, int, int, int, int]
+"""(tag, a_start, a_end, b_start, b_end), like :mod:`difflib`'s opcodes (no ``replace``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """The aligned runs of two signature sequences; ``note`` says when LCS was not used."""
+
+    opcodes: list[Opcode]
+    exact: bool = True
+    note: str | None = None
+
+
+def lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """A longest common subsequence of ``a`` and ``b`` as index pairs, in order.
+
+    Bit-parallel (one Python integer of ``len(a)`` bits per element of ``b``), so the time is
+    about ``len(a) * len(b) / 64`` word operations and the memory ``len(a) * len(b)`` bits.
+    """
+    n, m = len(a), len(b)
+    if not n or not m:
+        return []
+    masks: dict[int, int] = {}
+    for i, symbol in enumerate(a):
+        masks[symbol] = masks.get(symbol, 0) | (1 << i)
+    full = (1 << n) - 1
+    v = full
+    rows = [v]
+    for symbol in b:
+        u = v & masks.get(symbol, 0)
+        v = ((v + u) | (v - u)) & full
+        rows.append(v)
+
+    def length(j: int, i: int) -> int:  # LCS of a[:i] and b[:j]
+        return i - (rows[j] & ((1 << i) - 1)).bit_count()
+
+    out: list[tuple[int, int]] = []
+    i, j = n, m
+    while i > 0 and j > 0:
+        if a[i - 1] == b[j - 1]:
+            i -= 1
+            j -= 1
+            out.append((i, j))
+        elif length(j - 1, i) >= length(j, i - 1):
+            j -= 1
+        else:
+            i -= 1
+    out.reverse()
+    return out
+
+
+def greedy_pairs(
+    a: Sequence[int], b: Sequence[int], window: int = GREEDY_WINDOW
+) -> list[tuple[int, int]]:
+    """A linear-time common subsequence: walk both, re-synchronising within ``window``."""
+    out: list[tuple[int, int]] = []
+    i, j, n, m = 0, 0, len(a), len(b)
+    while i < n and j < m:
+        if a[i] == b[j]:
+            out.append((i, j))
+            i += 1
+            j += 1
+            continue
+        in_b = next((k for k in range(j + 1, min(m, j + window)) if b[k] == a[i]), None)
+        in_a = next((k for k in range(i + 1, min(n, i + window)) if a[k] == b[j]), None)
+        if in_b is None and in_a is None:
+            i += 1
+            j += 1
+        elif in_a is None or (in_b is not None and in_b - j <= in_a - i):
+            assert in_b is not None
+            j = in_b
+        else:
+            i = in_a
+    return out
+
+
+def align_pairs(
+    a: Sequence[int], b: Sequence[int], max_cells: int = LCS_CELLS
+) -> tuple[list[tuple[int, int]], str | None]:
+    """Matched index pairs of two sequences: common ends, then LCS (greedy past ``max_cells``).
+
+    The second item is ``None``, or a note saying the alignment was greedy.
+    """
+    n, m = len(a), len(b)
+    head = 0
+    while head < n and head < m and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
+        tail += 1
+    mid_a, mid_b = a[head : n - tail], b[head : m - tail]
+    note = None
+    if len(mid_a) * len(mid_b) <= max_cells:
+        middle = lcs_pairs(mid_a, mid_b)
+    else:
+        note = (
+            f"the differing middle is {len(mid_a)} x {len(mid_b)} frames, past the LCS limit "
+            f"of {max_cells:,} cells: aligned greedily (linear; may report more changes than "
+            "an exact alignment)"
+        )
+        middle = greedy_pairs(mid_a, mid_b)
+    pairs = [(k, k) for k in range(head)]
+    pairs += [(i + head, j + head) for i, j in middle]
+    pairs += [(n - tail + k, m - tail + k) for k in range(tail)]
+    return pairs, note
+
+
+def align(
+    a: Sequence[int],
+    b: Sequence[int],
+    *,
+    a_content: Sequence[int] | None = None,
+    b_content: Sequence[int] | None = None,
+    max_cells: int = LCS_CELLS,
+) -> Alignment:
+    """Align two signature sequences into opcodes.
+
+    With ``a_content``/``b_content`` (one :func:`content_key` per frame), frames that are
+    equal (after normalising) are aligned first, and only the frames left between them are
+    aligned by signature: so among several frames of one signature (a run of message chunks)
+    the equal ones pair up and the one that differs is *changed* or *added*, not whichever
+    the signature LCS happened to pick.
+    """
+    if a_content is None or b_content is None:
+        by_signature, note = align_pairs(a, b, max_cells)
+        return Alignment(opcodes_from_pairs(by_signature, len(a), len(b)), note is None, note)
+    anchors, note = align_pairs(a_content, b_content, max_cells)
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    for pi, pj in [*anchors, (len(a), len(b))]:
+        if pi > i and pj > j:  # a gap on both sides: align it by signature
+            gap, gap_note = align_pairs(a[i:pi], b[j:pj], max_cells)
+            note = note or gap_note
+            pairs += [(i + gi, j + gj) for gi, gj in gap]
+        if pi < len(a) and pj < len(b):
+            pairs.append((pi, pj))
+        i, j = pi + 1, pj + 1
+    return Alignment(opcodes_from_pairs(pairs, len(a), len(b)), note is None, note)
+
+
+def content_key(signature: int, raw: bytes, ignores: Sequence[tuple[str, ...]] = ()) -> int:
+    """A hash of a frame's signature and normalised JSON (:func:`normalise`): equal frames of
+    two runs (ids, sessionIds and timestamps aside) get equal keys."""
+    value, problem = parse_json(raw)
+    if problem is not None:
+        return hash((signature, raw))
+    text = orjson.dumps(normalise(value, ignores), option=orjson.OPT_SORT_KEYS)
+    return hash((signature, text))
+
+
+def opcodes_from_pairs(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Opcode]:
+    """Runs of equal / deleted (in A only) / inserted (in B only) frames."""
+    out: list[Opcode] = []
+    i = j = 0
+
+    def push(tag: Tag, i1: int, i2: int, j1: int, j2: int) -> None:
+        if out and out[-1][0] == tag and out[-1][2] == i1 and out[-1][4] == j1:
+            prev = out[-1]
+            out[-1] = (tag, prev[1], i2, prev[3], j2)
+        else:
+            out.append((tag, i1, i2, j1, j2))
+
+    for pi, pj in [*pairs, (n, m)]:
+        if pi > i:
+            push("delete", i, pi, j, j)
+        if pj > j:
+            push("insert", pi, pi, j, pj)
+        if pi < n and pj < m:
+            push("equal", pi, pi + 1, pj, pj + 1)
+        i, j = pi + 1, pj + 1
+    return out
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _strip(v) for k, v in value.items() if k not in ID_KEYS and k not in TIMESTAMP_KEYS
+        }
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def normalise(message: Any, ignores: Sequence[tuple[str, ...]] = ()) -> Any:
+    """A message without its JSON-RPC id, ids and timestamps (:data:`ID_KEYS`) and ``ignores``."""
+    if isinstance(message, dict):
+        message = {k: v for k, v in message.items() if k != "id"}
+    return _strip(remove_paths(message, list(ignores)))
+
+
+def changed_members(
+    raw_a: bytes, raw_b: bytes, ignores: Sequence[tuple[str, ...]] = ()
+) -> list[Difference]:
+    """How two aligned frames differ (``recorded`` = A, ``live`` = B); ``[]`` when equal."""
+    if raw_a == raw_b:
+        return []
+    a, problem_a = parse_json(raw_a)
+    b, problem_b = parse_json(raw_b)
+    if problem_a is not None or problem_b is not None:
+        text_a = raw_a.decode("utf-8", "replace")
+        text_b = raw_b.decode("utf-8", "replace")
+        return [] if text_a == text_b else [Difference("(bytes)", text_a, text_b)]
+    return diff_values(normalise(a, ignores), normalise(b, ignores))
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """An aligned pair of frames whose JSON differs (indexes into both sketches)."""
+
+    a: int
+    b: int
+    members: list[Difference]
+
+
+def compare_aligned(
+    alignment: Alignment,
+    frames_a: Iterator[bytes],
+    frames_b: Iterator[bytes],
+    ignores: Sequence[tuple[str, ...]] = (),
+) -> Iterator[Change]:
+    """Stream both connections' raw frames (in order) and yield the aligned pairs that differ."""
+    for tag, i1, i2, j1, j2 in alignment.opcodes:
+        if tag == "delete":
+            for _ in range(i2 - i1):
+                next(frames_a)
+        elif tag == "insert":
+            for _ in range(j2 - j1):
+                next(frames_b)
+        else:
+            for k in range(i2 - i1):
+                members = changed_members(next(frames_a), next(frames_b), ignores)
+                if members:
+                    yield Change(i1 + k, j1 + k, members)
+
+
+def _is_idle(raw: bytes) -> bool:
+    value, problem = parse_json(raw)
+    if problem is not None or not isinstance(value, dict):
+        return False
+    params = value.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return isinstance(update, dict) and update.get("state") == "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class TimingRegression:
+    """An aligned exchange (``what`` = exchange) or turn (``turn``) that got slower."""
+
+    a: int
+    b: int
+    method: str | None
+    a_ns: int
+    b_ns: int
+    what: Literal["exchange", "turn"] = "exchange"
+
+
+def timing_regressions(
+    alignment: Alignment, a: ConnectionSketch, b: ConnectionSketch, threshold_ns: int
+) -> list[TimingRegression]:
+    """Aligned requests whose response (prompts: whose turn's end) came more than
+    ``threshold_ns`` later in B than in A.
+
+    A ``session/prompt`` is judged by its turn when both sides have a turn duration; a v2
+    prompt's own response (it only acknowledges the prompt) is not judged then.
+    """
+    out: list[TimingRegression] = []
+    for tag, i1, i2, j1, _j2 in alignment.opcodes:
+        if tag != "equal":
+            continue
+        for k in range(i2 - i1):
+            i, j = i1 + k, j1 + k
+            method = a.signature(i)[2]
+            ta, tb = a.turn_ns.get(i), b.turn_ns.get(j)
+            if ta is not None and tb is not None:
+                if tb - ta > threshold_ns:
+                    out.append(TimingRegression(i, j, method, ta, tb, "turn"))
+                continue
+            la, lb = a.latency_ns.get(i), b.latency_ns.get(j)
+            if la is not None and lb is not None and lb - la > threshold_ns:
+                out.append(TimingRegression(i, j, method, la, lb))
+    return out

@@ -1,0 +1,154 @@
+"""``acp-proxy diff A B``: what changed between two recorded connections (exit 1 if anything).
+
+A thin layer over :mod:`acp_proxy.record.compare` (which streams both connections through
+the pure alignment of :mod:`acp_proxy.acp.diff`): options, and the text output.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from acp_proxy.acp.diff import describe_signature
+from acp_proxy.acp.jsonpaths import Difference, parse_path, short
+from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording
+from acp_proxy.record.compare import Comparison, compare_connections, pick_connection
+from acp_proxy.record.schema import RecordingError
+
+
+def _member_text(d: Difference) -> str:
+    if d.missing == "recorded":
+        return f"{d.path}: added {short(d.live)}"
+    if d.missing == "live":
+        return f"{d.path}: removed (was {short(d.recorded)})"
+    return f"{d.path}: {short(d.recorded)} → {short(d.live)}"
+
+
+@click.command("diff")
+@click.argument("a_path", type=RECORDING_PATH, metavar="A")
+@click.argument("b_path", type=RECORDING_PATH, metavar="B")
+@click.option(
+    "--connection",
+    "-c",
+    "connections",
+    type=int,
+    multiple=True,
+    help="The connection of A, then of B (one value: the same id in both). "
+    "Default: the first connection of each.",
+)
+@click.option(
+    "--ignore",
+    "ignores",
+    multiple=True,
+    metavar="PATH",
+    help="Also ignore this member (dotted path as in replay: `params.cwd`, "
+    "`update.content.*.text`; relative to params unless it starts with "
+    "params/result/error). Repeatable.",
+)
+@click.option(
+    "--timing-threshold",
+    type=click.FloatRange(min=0),
+    default=1000.0,
+    show_default=True,
+    metavar="MS",
+    help="Report an aligned exchange (a turn for session/prompt) that got slower by more "
+    "than MS milliseconds.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def diff_command(
+    a_path: Path,
+    b_path: Path,
+    connections: tuple[int, ...],
+    ignores: tuple[str, ...],
+    timing_threshold: float,
+    as_json: bool,
+) -> None:
+    """Compare two recorded connections; exit 1 when they differ, 0 when equal.
+
+    \b
+    Equal frames are aligned first, then the rest by (direction, kind, method, update
+    variant), each with a longest common subsequence; JSON-RPC ids, sessionIds, entity
+    ids (messageId, toolCallId...) and timestamps are ignored. Prints the frames only B
+    has (added), only A has (removed), aligned frames whose JSON differs (changed,
+    member by member), and exchanges and turns (prompt to idle in v2, to the prompt's
+    response in v1) that got slower than --timing-threshold. A and B may be the same file
+    with two --connection values. Without --connection: the first connection of each.
+    Past 20k x 20k differing frames the alignment is greedy (linear) and says so.
+    Examples:
+      acp-proxy diff yesterday.db today.db
+      acp-proxy diff session.db session.db -c 1 -c 2 --ignore prompt.*.text
+      acp-proxy diff a.db b.db --json | jq .summary
+    """
+    if len(connections) > 2:
+        raise click.UsageError("--connection at most twice (one for A, one for B)")
+    try:
+        paths = [parse_path(p) for p in ignores]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    wanted_a = connections[0] if connections else None
+    wanted_b = connections[-1] if connections else None
+    with recording(a_path) as db_a, recording(b_path) as db_b:
+        ids = []
+        for db, wanted, path in ((db_a, wanted_a, a_path), (db_b, wanted_b, b_path)):
+            try:
+                ids.append(pick_connection(db, wanted))
+            except RecordingError as exc:
+                raise click.ClickException(f"{path}: {exc}") from None
+        result = compare_connections(
+            db_a,
+            ids[0],
+            db_b,
+            ids[1],
+            ignores=paths,
+            threshold_ns=int(timing_threshold * 1_000_000),
+        )
+    if as_json:
+        doc = result.to_json(str(a_path), str(b_path))
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _print_text(a_path, b_path, result)
+    if result.differ:
+        sys.exit(1)
+
+
+def _print_text(a_path: Path, b_path: Path, result: Comparison) -> None:
+    a, b = result.a, result.b
+    click.echo(
+        f"--- {a_path} connection {result.a_connection} ({len(a)} frames)\n"
+        f"+++ {b_path} connection {result.b_connection} ({len(b)} frames)"
+    )
+    if result.alignment.note:
+        click.echo(f"note: {result.alignment.note}")
+    by_a = {c.a: c for c in result.changes}
+    removed = added = 0
+    for tag, i1, i2, j1, j2 in result.alignment.opcodes:
+        if tag == "delete":
+            for i in range(i1, i2):
+                removed += 1
+                click.echo(f"- removed  #{a.seqs[i]}  {describe_signature(a.signature(i))}")
+        elif tag == "insert":
+            for j in range(j1, j2):
+                added += 1
+                click.echo(f"+ added    #{b.seqs[j]}  {describe_signature(b.signature(j))}")
+        else:
+            for i in range(i1, i2):
+                change = by_a.get(i)
+                if change is None:
+                    continue
+                what = describe_signature(a.signature(i))
+                click.echo(f"~ changed  #{a.seqs[i]} → #{b.seqs[change.b]}  {what}")
+                for d in change.members:
+                    click.echo(f"      {_member_text(d)}")
+    for t in result.slower:
+        click.echo(
+            f"! slower   #{a.seqs[t.a]} → #{b.seqs[t.b]}  {t.what} {t.method}: "
+            f"{fmt_duration(t.a_ns / 1e9)} → {fmt_duration(t.b_ns / 1e9)}"
+        )
+    verdict = "differ" if result.differ else "equal"
+    click.echo(
+        f"summary: {added} added, {removed} removed, {len(result.changes)} changed, "
+        f"{len(result.slower)} slower: {verdict}"
+    )

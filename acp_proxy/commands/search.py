@@ -1,0 +1,84 @@
+"""``acp-proxy search DB TEXT``: find text in every connection and session of a recording.
+
+A thin layer over :mod:`acp_proxy.record.search` (the FTS5 index, kept in the recording and
+brought up to date before each search; in memory for a read-only file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from acp_proxy.commands.common import RECORDING_ARG
+from acp_proxy.console import warn
+from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.search import open_search_index
+
+
+@click.command("search")
+@RECORDING_ARG
+@click.argument("text")
+@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@click.option("--session", "-s", "session_id", help="Only this sessionId.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Show at most this many hits.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def search_command(
+    recording_path: Path,
+    text: str,
+    connection_id: int | None,
+    session_id: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Search message text, prompts, tool output, methods and errors; exit 1 if nothing matches.
+
+    \b
+    Every word of TEXT must occur (whole words, case-insensitive; no query syntax).
+    Consecutive chunks of one message are searched as one text; a hit names its
+    connection, frame (#seq as in `acp-proxy dump`, and the frame id) and session.
+    The index is kept in the recording (tables search_docs*, derived and rebuilt when
+    needed); a read-only recording is indexed in memory for the search instead.
+    Examples:
+      acp-proxy search session.db "README"
+      acp-proxy search session.db "Internal error" --connection 2 --json
+    """
+    if not text.strip():
+        raise click.BadParameter("nothing to search for", param_hint="TEXT")
+    try:
+        index = open_search_index(recording_path)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        if not index.in_file:
+            warn(f"{recording_path} is read-only: indexed in memory for this search (not saved)")
+        hits = index.search(text, connection_id=connection_id, session_id=session_id, limit=limit)
+    finally:
+        index.close()
+    if as_json:
+        doc = {
+            "recording": str(recording_path),
+            "query": text,
+            "index": "file" if index.in_file else "memory",
+            "hits": [h.to_json() for h in hits],
+        }
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    else:
+        for h in hits:
+            where = f"#{h.seq}" if h.frames == 1 else f"#{h.seq}-#{h.last_seq} ({h.frames} frames)"
+            what = " ".join(x for x in (h.method, f"[{h.variant}]" if h.variant else None) if x)
+            session = f" [{h.session_id}]" if h.session_id else ""
+            click.echo(
+                f"connection {h.connection_id} {where} frame {h.frame_id}{session} {h.field}"
+                f" {what}: {h.snippet}"
+            )
+        click.echo(f"{len(hits)} hit(s){' (limit reached)' if len(hits) == limit else ''}")
+    if not hits:
+        raise SystemExit(1)

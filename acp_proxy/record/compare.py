@@ -1,0 +1,194 @@
+"""Comparing two recorded connections: ``acp-proxy diff`` and the inspector's diff view.
+
+The I/O half of :mod:`acp_proxy.acp.diff`: each connection is streamed twice, never held
+(once for the signatures and latencies the alignment needs, once to compare the aligned
+frames' JSON pair by pair), so memory is bounded by the alignment's limit, not by the
+frames' bytes. :meth:`Comparison.to_json` is the one JSON shape of a diff.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_proxy.acp.diff import (
+    LCS_CELLS,
+    Alignment,
+    Change,
+    ConnectionSketch,
+    Signatures,
+    TimingRegression,
+    align,
+    compare_aligned,
+    describe_signature,
+    timing_regressions,
+)
+from acp_proxy.acp.jsonpaths import Difference
+from acp_proxy.record.reader import FrameRow, get_connection, iter_frames, list_connections
+from acp_proxy.record.schema import RecordingError
+
+
+def _frames(db: sqlite3.Connection, connection_id: int) -> Iterator[FrameRow]:
+    """The one place this module reads frames: one connection, in order, streamed."""
+    return iter_frames(db, connection_id=connection_id)
+
+
+def pick_connection(db: sqlite3.Connection, wanted: int | None) -> int:
+    """``wanted`` if the recording has it, else its first connection (:class:`RecordingError`)."""
+    if wanted is not None:
+        return get_connection(db, wanted).id
+    connections = list_connections(db)
+    if not connections:
+        raise RecordingError("no connections recorded")
+    return connections[0].id
+
+
+def sketch_connection(
+    db: sqlite3.Connection,
+    connection_id: int,
+    table: Signatures,
+    ignores: Sequence[tuple[str, ...]] = (),
+) -> ConnectionSketch:
+    """One connection's signatures, content keys, frame numbers and latencies (streamed)."""
+    sketch = ConnectionSketch(table, ignores)
+    for f in _frames(db, connection_id):
+        sketch.add(
+            seq=f.seq,
+            frame_id=f.id,
+            direction=f.direction,
+            kind=f.kind,
+            method=f.method,
+            update_kind=f.update_kind,
+            rpc_id=f.rpc_id,
+            mono_ns=f.mono_ns,
+            raw=f.raw,
+            session_id=f.session_id,
+        )
+    sketch.finish()
+    return sketch
+
+
+def member_json(d: Difference) -> dict[str, Any]:
+    """``{"path", "old", "new"}``; ``old`` or ``new`` left out where the member is missing."""
+    out: dict[str, Any] = {"path": d.path}
+    if d.missing != "recorded":
+        out["old"] = d.recorded
+    if d.missing != "live":
+        out["new"] = d.live
+    return out
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Two connections aligned: what was added, removed, changed and got slower."""
+
+    a_connection: int
+    b_connection: int
+    a: ConnectionSketch
+    b: ConnectionSketch
+    alignment: Alignment
+    changes: list[Change] = field(default_factory=list)
+    slower: list[TimingRegression] = field(default_factory=list)
+
+    @property
+    def removed(self) -> list[int]:
+        """Frame indexes of A that B does not have."""
+        return [
+            i
+            for tag, i1, i2, _, _ in self.alignment.opcodes
+            if tag == "delete"
+            for i in range(i1, i2)
+        ]
+
+    @property
+    def added(self) -> list[int]:
+        """Frame indexes of B that A does not have."""
+        return [
+            j
+            for tag, _, _, j1, j2 in self.alignment.opcodes
+            if tag == "insert"
+            for j in range(j1, j2)
+        ]
+
+    @property
+    def differ(self) -> bool:
+        return bool(self.changes or self.slower) or any(
+            tag != "equal" for tag, *_ in self.alignment.opcodes
+        )
+
+    def frame_json(self, side: ConnectionSketch, index: int) -> dict[str, Any]:
+        return {
+            "seq": side.seqs[index],
+            "frame": side.frame_ids[index],
+            "what": describe_signature(side.signature(index)),
+        }
+
+    def to_json(self, a_recording: str, b_recording: str) -> dict[str, Any]:
+        """The diff as one JSON document (``acp-proxy diff --json``)."""
+        a, b = self.a, self.b
+        removed, added = self.removed, self.added
+        return {
+            "a": {"recording": a_recording, "connection": self.a_connection, "frames": len(a)},
+            "b": {"recording": b_recording, "connection": self.b_connection, "frames": len(b)},
+            "alignment": {
+                "exact": self.alignment.exact,
+                "lcs_cells_limit": LCS_CELLS,
+                "note": self.alignment.note,
+            },
+            "removed": [self.frame_json(a, i) for i in removed],
+            "added": [self.frame_json(b, j) for j in added],
+            "changed": [
+                {
+                    "a": self.frame_json(a, c.a),
+                    "b": self.frame_json(b, c.b),
+                    "members": [member_json(d) for d in c.members],
+                }
+                for c in self.changes
+            ],
+            "timing": [
+                {
+                    "what": t.what,
+                    "method": t.method,
+                    "a": self.frame_json(a, t.a),
+                    "b": self.frame_json(b, t.b),
+                    "a_ms": t.a_ns / 1e6,
+                    "b_ms": t.b_ns / 1e6,
+                }
+                for t in self.slower
+            ],
+            "summary": {
+                "removed": len(removed),
+                "added": len(added),
+                "changed": len(self.changes),
+                "slower": len(self.slower),
+                "equal": not self.differ,
+            },
+        }
+
+
+def compare_connections(
+    db_a: sqlite3.Connection,
+    a_connection: int,
+    db_b: sqlite3.Connection,
+    b_connection: int,
+    *,
+    ignores: Sequence[tuple[str, ...]] = (),
+    threshold_ns: int = 1_000_000_000,
+) -> Comparison:
+    """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b``."""
+    table = Signatures()
+    a = sketch_connection(db_a, a_connection, table, ignores)
+    b = sketch_connection(db_b, b_connection, table, ignores)
+    alignment = align(a.sigs, b.sigs, a_content=a.content, b_content=b.content)
+    changes = list(
+        compare_aligned(
+            alignment,
+            (f.raw for f in _frames(db_a, a_connection)),
+            (f.raw for f in _frames(db_b, b_connection)),
+            ignores,
+        )
+    )
+    slower = timing_regressions(alignment, a, b, threshold_ns)
+    return Comparison(a_connection, b_connection, a, b, alignment, changes, slower)

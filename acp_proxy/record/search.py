@@ -1,0 +1,493 @@
+"""Full-text search over a recording: an SQLite FTS5 index kept with sqlite-utils.
+
+The index is derived from the frames' raw bytes and can be thrown away and rebuilt at any
+time. It lives in the recording file itself, in two tables of its own:
+
+- ``search_docs``: one row per searchable document, with an FTS5 table
+  (``search_docs_fts``, created and kept in sync by sqlite-utils' ``enable_fts`` triggers)
+  over its ``text`` and ``method``. A document is one frame, except that a run of
+  consecutive message chunks of one session (``agent_message_chunk``,
+  ``user_message_chunk``, ``agent_thought_chunk``... of the same message) is joined into one
+  document, so a word split across chunks is still found; the hit names the run's first
+  frame and its last.
+- ``search_state``: the id (and connection, seq, CRC-32) of the last frame indexed.
+  :meth:`SearchIndex.update` indexes only frames with a larger id, so a search of a growing
+  (even live) recording costs only the new frames. If that frame is gone or is another
+  frame now (frames removed, ids reused) the index is rebuilt.
+
+What is indexed: message and prompt text, tool calls (title, content, output), other
+updates and results by their string values, error responses as ``error CODE message``, and
+every method name. A **read-only** recording (no write permission on it or its directory)
+is never written to: an up-to-date index saved in it is used as it is, otherwise the index
+is built in memory for that search and dropped (:attr:`SearchIndex.in_file` is False).
+
+:func:`open_search_index` is the entry point for the CLI and for the inspector's text
+filter (the same index).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import sqlite_utils
+
+from acp_proxy.record.reader import FrameRow, iter_frames
+from acp_proxy.record.schema import RecordingError, check_readable, connect
+from acp_proxy.wire.jsonrpc import parse_json
+
+DOCS = "search_docs"
+STATE = "search_state"
+TEXT_CAP = 64 * 1024
+"""Characters of text kept per document (the rest of a huge frame or message is not indexed)."""
+
+_SKIP_KEYS = frozenset(
+    {
+        "jsonrpc",
+        "type",
+        "sessionUpdate",
+        "sessionId",
+        "messageId",
+        "toolCallId",
+        "terminalId",
+        "planId",
+        "compactionId",
+    }
+)
+_TOOL_VARIANTS = frozenset(
+    {
+        "tool_call",
+        "tool_call_update",
+        "tool_call_content_chunk",
+        "terminal_update",
+        "terminal_output_chunk",
+    }
+)
+_JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_thought_chunk"})
+
+
+def _frames_after(db: sqlite3.Connection, after_id: int) -> Iterator[FrameRow]:
+    """The one place this module reads frames: every frame with a larger id, streamed."""
+    return iter_frames(db, after_id=after_id)
+
+
+def _strings(value: Any, out: list[str], budget: list[int]) -> None:
+    if budget[0] <= 0:
+        return
+    if isinstance(value, str):
+        out.append(value)
+        budget[0] -= len(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _SKIP_KEYS:
+                _strings(item, out, budget)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out, budget)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def strings_of(value: Any) -> str:
+    """Every string (and number) in a JSON value, ids and type tags left out, space-joined."""
+    out: list[str] = []
+    _strings(value, out, [TEXT_CAP])
+    return " ".join(out)[:TEXT_CAP]
+
+
+def document_of(frame: FrameRow) -> tuple[str, str]:
+    """(field, text) of one frame: what a person would search it for."""
+    if frame.binary:
+        return "raw", frame.raw[:4096].decode("utf-8", "replace")
+    value, problem = parse_json(frame.raw)
+    if problem is not None or not isinstance(value, dict):
+        return "raw", frame.raw[:4096].decode("utf-8", "replace")
+    error = value.get("error")
+    if isinstance(error, dict):
+        code, message = error.get("code"), error.get("message")
+        return "error", f"error {code} {message if isinstance(message, str) else ''} " + (
+            strings_of(error.get("data"))
+        )
+    params = value.get("params")
+    if frame.method == "session/update" and isinstance(params, dict):
+        update = params.get("update")
+        variant = frame.update_kind or ""
+        if variant in _JOINED_CHUNKS and isinstance(update, dict):
+            content = update.get("content")
+            text = content.get("text") if isinstance(content, dict) else None
+            return "message", text if isinstance(text, str) else strings_of(content)
+        if variant in _TOOL_VARIANTS:
+            return "tool", strings_of(update)
+        return "update", strings_of(update)
+    if frame.method == "session/prompt" and frame.kind == "request" and isinstance(params, dict):
+        return "prompt", strings_of(params.get("prompt"))
+    if "result" in value:
+        return "result", strings_of(value.get("result"))
+    return frame.kind or "frame", strings_of(params)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: the frame (first of a joined run), its session and a snippet."""
+
+    connection_id: int
+    session_id: str | None
+    frame_id: int
+    seq: int
+    last_seq: int
+    frames: int
+    field: str
+    method: str | None
+    variant: str | None
+    snippet: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "connection": self.connection_id,
+            "session": self.session_id,
+            "frame": self.frame_id,
+            "seq": self.seq,
+            "last_seq": self.last_seq,
+            "frames": self.frames,
+            "field": self.field,
+            "method": self.method,
+            "variant": self.variant,
+            "snippet": self.snippet,
+        }
+
+
+@dataclass(slots=True)
+class _Run:
+    """A run of message chunks being joined into one document (written when it ends)."""
+
+    doc_id: int | None  # None: not written yet
+    connection_id: int
+    session_id: str | None
+    frame_id: int
+    seq: int
+    method: str | None
+    variant: str
+    entity_id: str | None
+    last_frame_id: int
+    last_seq: int
+    frames: int
+    length: int
+    pieces: list[str] = field(default_factory=list)
+
+
+class SearchIndex:
+    """The FTS5 index of one recording: :meth:`update` it, then :meth:`search` it.
+
+    ``source`` is the recording (frames are read from it); ``store`` is where the index
+    tables live: the same file, or an in-memory database for a read-only recording.
+    """
+
+    def __init__(self, source: sqlite3.Connection, store: sqlite_utils.Database, *, in_file: bool):
+        self.source = source
+        self.store = store
+        self.in_file = in_file
+        self._runs: dict[tuple[int, str | None], _Run | None] = {}
+        self._ensure_tables()
+
+    def _ensure_tables(self) -> None:
+        db = self.store
+        if DOCS in db.table_names():
+            return
+        docs, state = db.table(DOCS), db.table(STATE)
+        docs.create(
+            {
+                "id": int,
+                "connection_id": int,
+                "session_id": str,
+                "frame_id": int,
+                "seq": int,
+                "last_frame_id": int,
+                "last_seq": int,
+                "frames": int,
+                "field": str,
+                "method": str,
+                "variant": str,
+                "entity_id": str,
+                "text": str,
+            },
+            pk="id",
+        )
+        docs.create_index(["connection_id", "session_id", "last_frame_id"])
+        docs.enable_fts(["text", "method"], create_triggers=True)
+        state.create(
+            {
+                "id": int,
+                "last_frame_id": int,
+                "last_connection_id": int,
+                "last_seq": int,
+                "last_crc": int,
+            },
+            pk="id",
+        )
+        state.insert({"id": 1, "last_frame_id": 0})
+
+    def _state(self) -> tuple[int, tuple[int, int, int] | None]:
+        """(last frame indexed, its (connection, seq, CRC-32 of its bytes) then)."""
+        row = self.store.execute(
+            f"SELECT last_frame_id, last_connection_id, last_seq, last_crc FROM {STATE} "
+            "WHERE id = 1"
+        ).fetchone()
+        if not row or not row[0]:
+            return 0, None
+        return int(row[0]), (row[1], row[2], row[3])
+
+    def _stale(self, last: int, where: tuple[int, int, int] | None) -> bool:
+        """Whether the frame indexed last is gone or is another frame now (ids were reused)."""
+        if not last:
+            return False
+        row = self.source.execute(
+            "SELECT connection_id, seq, raw FROM frames WHERE id = ?", [last]
+        ).fetchone()
+        return row is None or (row[0], row[1], zlib.crc32(row[2])) != where
+
+    def _newest(self) -> int:
+        return int(self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
+
+    def up_to_date(self) -> bool:
+        """Whether every frame of the recording is indexed (two reads, no lock)."""
+        last, where = self._state()
+        return self._newest() == last and not self._stale(last, where)
+
+    def update(self) -> int:
+        """Index the frames added since the last update; return how many were indexed.
+
+        Up to date: two reads, no lock. Otherwise one write transaction on the index's
+        database (state re-read inside it, so concurrent searches never index a frame twice).
+        If the frame indexed last is gone or is another frame now, the index is rebuilt.
+        """
+        if self.up_to_date():
+            return 0
+        db = self.store
+        count = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            last, where = self._state()
+            if self._stale(last, where):
+                db.execute(f"DELETE FROM {DOCS}")
+                self._runs.clear()
+                last = 0
+            for frame in _frames_after(self.source, last):
+                self._index(frame)
+                if frame.id > last:
+                    last = frame.id
+                    where = (frame.connection_id, frame.seq, zlib.crc32(frame.raw))
+                count += 1
+            self._flush_all()
+            if count and where is not None:
+                db.execute(
+                    f"UPDATE {STATE} SET last_frame_id = ?, last_connection_id = ?, last_seq = ?, "
+                    "last_crc = ? WHERE id = 1",
+                    [last, *where],
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._runs.clear()
+            raise
+        return count
+
+    def _open_run(self, key: tuple[int, str | None]) -> _Run | None:
+        """The message run a chunk of ``key`` (connection, session) may continue."""
+        if key in self._runs:
+            return self._runs[key]
+        row = self.store.execute(
+            f"SELECT id, frame_id, seq, method, variant, entity_id, last_frame_id, last_seq, "
+            f"frames, length(text), field FROM {DOCS} "
+            "WHERE connection_id = ? AND session_id IS ? ORDER BY last_frame_id DESC LIMIT 1",
+            [key[0], key[1]],
+        ).fetchone()
+        run = None
+        if row and row[10] == "message":
+            run = _Run(row[0], key[0], key[1], *row[1:10])
+        self._runs[key] = run
+        return run
+
+    def _flush(self, run: _Run) -> None:
+        text = "".join(run.pieces)
+        run.pieces.clear()
+        if run.doc_id is None:
+            cur = self.store.execute(
+                f"INSERT INTO {DOCS} (connection_id, session_id, frame_id, seq, last_frame_id, "
+                "last_seq, frames, field, method, variant, entity_id, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'message', ?, ?, ?, ?)",
+                [
+                    run.connection_id,
+                    run.session_id,
+                    run.frame_id,
+                    run.seq,
+                    run.last_frame_id,
+                    run.last_seq,
+                    run.frames,
+                    run.method,
+                    run.variant,
+                    run.entity_id,
+                    text,
+                ],
+            )
+            run.doc_id = int(cur.lastrowid or 0)
+        else:
+            self.store.execute(
+                f"UPDATE {DOCS} SET text = text || ?, last_frame_id = ?, last_seq = ?, "
+                "frames = ? WHERE id = ? AND last_frame_id != ?",
+                [text, run.last_frame_id, run.last_seq, run.frames, run.doc_id, run.last_frame_id],
+            )
+
+    def _close_run(self, key: tuple[int, str | None]) -> None:
+        run = self._runs.pop(key, None)
+        if run is not None:
+            self._flush(run)
+
+    def _flush_all(self) -> None:
+        for run in self._runs.values():
+            if run is not None:
+                self._flush(run)
+
+    def _index(self, frame: FrameRow) -> None:
+        field, text = document_of(frame)
+        key = (frame.connection_id, frame.session_id)
+        variant = frame.update_kind
+        if field == "message" and variant is not None:
+            run = self._open_run(key)
+            if run is not None and run.variant == variant and run.entity_id == frame.entity_id:
+                extra = text[: max(0, TEXT_CAP - run.length)]
+                run.length += len(extra)
+                run.pieces.append(extra)
+                run.last_frame_id, run.last_seq = frame.id, frame.seq
+                run.frames += 1
+                return
+            self._close_run(key)
+            self._runs[key] = _Run(
+                None,
+                frame.connection_id,
+                frame.session_id,
+                frame.id,
+                frame.seq,
+                frame.method,
+                variant,
+                frame.entity_id,
+                frame.id,
+                frame.seq,
+                1,
+                len(text),
+                [text],
+            )
+            return
+        if frame.session_id is not None:
+            self._close_run(key)
+            self._runs[key] = None
+        self.store.execute(
+            f"INSERT INTO {DOCS} (connection_id, session_id, frame_id, seq, last_frame_id, "
+            "last_seq, frames, field, method, variant, entity_id, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+            [
+                frame.connection_id,
+                frame.session_id,
+                frame.id,
+                frame.seq,
+                frame.id,
+                frame.seq,
+                field,
+                frame.method,
+                variant,
+                frame.entity_id,
+                text,
+            ],
+        )
+
+    def search(
+        self,
+        text: str,
+        *,
+        connection_id: int | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+    ) -> list[Hit]:
+        """Documents matching every word of ``text`` (FTS5, quoted: no query syntax), in order."""
+        query = self.store.quote_fts(text)
+        where = [f"{DOCS}_fts MATCH ?"]
+        args: list[Any] = [query]
+        if connection_id is not None:
+            where.append("d.connection_id = ?")
+            args.append(connection_id)
+        if session_id is not None:
+            where.append("d.session_id = ?")
+            args.append(session_id)
+        args.append(limit)
+        rows = self.store.execute(
+            f"SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
+            f"d.field, d.method, d.variant, "
+            f"snippet({DOCS}_fts, 0, '[', ']', '…', 16) "
+            f"FROM {DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
+            args,
+        ).fetchall()
+        return [Hit(*row) for row in rows]
+
+    def close(self) -> None:
+        if not self.in_file:
+            self.store.close()
+        self.source.close()
+
+
+def writable(path: Path) -> bool:
+    """Whether the index may be written into the recording (the file and its directory)."""
+    return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """Open a recording we may not write; a WAL file in a read-only directory is opened
+    ``immutable`` (SQLite cannot create its ``-shm`` there, so ``mode=ro`` alone fails)."""
+    try:
+        return connect(path, create=False, readonly=True)
+    except RecordingError as exc:
+        if "readonly" not in str(exc) and "read-only" not in str(exc):
+            raise
+    uri = "file:" + quote(str(path.resolve())) + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        check_readable(conn)
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"{path} is not a usable acp-proxy recording: {exc}") from None
+    return conn
+
+
+def open_search_index(path: str | Path) -> SearchIndex:
+    """The recording's search index, brought up to date (in memory if the file is read-only).
+
+    Raises :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
+    """
+    p = Path(path)
+    if writable(p):
+        conn = connect(p, create=False)
+        try:
+            index = SearchIndex(conn, sqlite_utils.Database(conn), in_file=True)
+            index.update()
+            return index
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "readonly" not in str(exc):
+                raise
+    conn = _open_readonly(p)
+    saved = sqlite_utils.Database(conn)
+    if DOCS in saved.table_names() and STATE in saved.table_names():
+        index = SearchIndex(conn, saved, in_file=True)
+        if index.up_to_date():  # an index saved before the file became read-only
+            return index
+    index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
+    try:
+        index.update()
+    except BaseException:
+        index.close()
+        raise
+    return index

@@ -1,0 +1,252 @@
+"""``acp-proxy search`` through the real executable: what is found, where, and the index."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
+from tests.conftest import proxy_exe, run_proxy
+
+S2 = "s2"
+
+
+def chunk(text: str, sid: str = SID, variant: str = "agent_message_chunk") -> Any:
+    return A(up(variant, sid=sid, content={"type": "text", "text": text}))
+
+
+def connection_one() -> list[Any]:
+    return [
+        *v1_prelude(),
+        C(rq(2, "session/prompt", sessionId=SID, prompt=[{"type": "text", "text": "Say hi"}])),
+        chunk("Hello wo"),  # a word split across two chunks of one message: #6, #7
+        chunk("rld and good morning"),
+        A(up("tool_call", toolCallId="t1", title="grep TODO", kind="search", status="pending")),
+        A(
+            up(
+                "tool_call_update",
+                toolCallId="t1",
+                status="completed",
+                content=[
+                    {"type": "content", "content": {"type": "text", "text": "found 42 matches"}}
+                ],
+            )
+        ),
+        chunk("a second message after the tool"),  # #10: a new message, not joined
+        A(ok(2, stopReason="end_turn")),
+        C(rq(3, "session/new", cwd="/work", mcpServers=[])),
+        A(ok(3, sessionId=S2)),
+        C(
+            rq(4, "session/prompt", sessionId=S2, prompt=[{"type": "text", "text": "crash now"}])
+        ),  # #14
+        A(er(4, -32603, "Internal error: the agent fell over")),  # #15
+    ]
+
+
+def connection_two() -> list[Any]:
+    return [*v1_prelude(), chunk("Hello again world")]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "rec.db"
+    write_recording(path, [connection_one(), connection_two()], protocol_version=1)
+    done = run_proxy(["reindex", str(path)])
+    assert done.returncode == 0, done.stderr.decode()
+    return path
+
+
+def search(db: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    done = run_proxy(["search", str(db), *args, "--json"])
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return done.returncode, orjson.loads(done.stdout)
+
+
+def test_a_word_split_across_chunks_is_found_in_every_connection(db: Path) -> None:
+    code, doc = search(db, "world")
+    assert code == 0
+    assert doc["index"] == "file"
+    first, second = doc["hits"]
+    assert (first["connection"], first["seq"], first["last_seq"], first["frames"]) == (1, 6, 7, 2)
+    assert first["session"] == SID and first["field"] == "message"
+    assert first["variant"] == "agent_message_chunk"
+    assert first["snippet"] == "Hello [world] and good morning"
+    assert (second["connection"], second["seq"], second["frames"]) == (2, 5, 1)
+    assert isinstance(first["frame"], int) and second["frame"] > first["frame"]
+
+
+def test_tool_output_errors_methods_and_prompts(db: Path) -> None:
+    (tool,) = search(db, "42 matches")[1]["hits"]
+    assert (tool["seq"], tool["field"], tool["variant"]) == (9, "tool", "tool_call_update")
+    (error,) = search(db, "fell over")[1]["hits"]
+    assert (error["seq"], error["field"], error["session"]) == (15, "error", S2)
+    assert "-32603" in error["snippet"]
+    methods = search(db, "session/prompt")[1]["hits"]
+    assert {(h["seq"], h["field"]) for h in methods} >= {(5, "prompt"), (14, "prompt")}
+    (prompt,) = search(db, "crash")[1]["hits"]
+    assert prompt["seq"] == 14 and prompt["field"] == "prompt"
+    # a new message after the tool call is its own document
+    (second,) = search(db, "second message")[1]["hits"]
+    assert (second["seq"], second["frames"]) == (10, 1)
+
+
+def test_filters_limit_and_no_hits(db: Path) -> None:
+    assert [h["connection"] for h in search(db, "world", "--connection", "2")[1]["hits"]] == [2]
+    assert {h["session"] for h in search(db, "prompt", "--session", S2)[1]["hits"]} == {S2}
+    assert len(search(db, "session", "--limit", "2")[1]["hits"]) == 2
+    code, doc = search(db, "xylophone")
+    assert code == 1 and doc["hits"] == []
+    text = run_proxy(["search", str(db), "world"])
+    assert text.returncode == 0
+    lines = text.stdout.decode().splitlines()
+    assert lines[0].startswith("connection 1 #6-#7 (2 frames) frame ")
+    assert lines[0].endswith(
+        "[s1] message session/update [agent_message_chunk]: Hello [world] and good morning"
+    )
+    assert lines[-1] == "2 hit(s)"
+
+
+def tables(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_the_index_is_kept_in_the_recording_and_updated_incrementally(db: Path) -> None:
+    assert not any(t.startswith("search_") for t in tables(db))
+    search(db, "world")
+    assert {"search_docs", "search_docs_fts", "search_state"} <= tables(db)
+    with sqlite3.connect(db) as conn:
+        docs = conn.execute("SELECT count(*) FROM search_docs").fetchone()[0]
+        (last,) = conn.execute("SELECT last_frame_id FROM search_state").fetchone()
+        assert last == conn.execute("SELECT max(id) FROM frames").fetchone()[0]
+    search(db, "world")  # nothing new: nothing indexed twice
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] == docs
+    # a third connection arrives (as a live recorder would add it): only it is indexed
+    export = run_proxy(["export", str(db), "--connection", "2"])
+    assert export.returncode == 0, export.stderr.decode()
+    imported = run_proxy(["import", "--allow-duplicates", "-", str(db)], stdin=export.stdout)
+    assert imported.returncode == 0, imported.stderr.decode()
+    hits = search(db, "again")[1]["hits"]
+    assert [h["connection"] for h in hits] == [2, 3]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] == docs + 5
+
+
+def as_nobody() -> list[str]:
+    """Run as an unprivileged user when we are root (root may write a read-only file)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a file read-only")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def read_only_copy(db: Path, tmp_path: Path) -> Path:
+    """A copy of ``db`` in a directory nobody may write (the caller restores it)."""
+    ro_dir = tmp_path / "ro"
+    ro_dir.mkdir()
+    ro = ro_dir / "rec.db"
+    shutil.copy(db, ro)
+    ro.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    ro_dir.chmod(0o555)
+    tmp_path.chmod(0o755)
+    for parent in tmp_path.parents:
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o005)
+    return ro
+
+
+def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
+    db: Path, tmp_path: Path
+) -> None:
+    ro = read_only_copy(db, tmp_path)
+    ro_dir = ro.parent
+    before = ro.read_bytes()
+    try:
+        done = subprocess.run(
+            [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        ro_dir.chmod(0o755)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr.decode() == (
+        f"acp-proxy: {ro} is read-only: indexed in memory for this search (not saved)\n"
+    )
+    doc = orjson.loads(done.stdout)
+    assert doc["index"] == "memory" and len(doc["hits"]) == 2
+    assert ro.read_bytes() == before
+    assert sorted(p.name for p in ro_dir.iterdir()) == ["rec.db"]
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    not_db = tmp_path / "x.db"
+    not_db.write_bytes(b"hello")
+    done = run_proxy(["search", str(not_db), "world"])
+    assert done.returncode == 1
+    assert len(done.stderr.decode().strip().splitlines()) == 1
+    assert done.stderr.startswith(b"Error: ")
+    empty = run_proxy(["search", str(not_db), "  "])
+    assert empty.returncode == 2 and b"nothing to search for" in empty.stderr
+
+
+def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> None:
+    """A live recording: a search sees the first chunk, the next search the whole message."""
+    path = tmp_path / "live.db"
+    write_recording(path, [[*v1_prelude(), chunk("Hello wo")]], protocol_version=1)
+    assert run_proxy(["reindex", str(path)]).returncode == 0
+    assert search(path, "world")[0] == 1
+    assert [h["seq"] for h in search(path, "Hello")[1]["hits"]] == [5]
+    with sqlite3.connect(path) as conn:  # the recorder appends the next chunk
+        raw = chunk("rld, again")[1]
+        conn.execute(
+            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size) "
+            "VALUES (1, 6, 0, 6000, 'a2c', ?, ?)",
+            (raw, len(raw)),
+        )
+    assert run_proxy(["reindex", str(path)]).returncode == 0
+    (hit,) = search(path, "world")[1]["hits"]
+    assert (hit["seq"], hit["last_seq"], hit["frames"]) == (5, 6, 2)
+    assert hit["snippet"] == "Hello [world], again"
+
+
+def test_frames_replaced_in_place_rebuild_the_index(db: Path) -> None:
+    assert search(db, "again")[0] == 0
+    with sqlite3.connect(db) as conn:  # the last frame is replaced, its id reused
+        (last,) = conn.execute("SELECT max(id) FROM frames").fetchone()
+        raw = chunk("Goodbye cruel world")[1]
+        conn.execute("UPDATE frames SET raw = ?, size = ? WHERE id = ?", (raw, len(raw), last))
+    code, doc = search(db, "again")
+    assert code == 1 and doc["hits"] == []
+    (hit,) = search(db, "goodbye")[1]["hits"]
+    assert hit["frame"] == last
+
+
+def test_an_index_saved_before_the_file_became_read_only_is_used(db: Path, tmp_path: Path) -> None:
+    search(db, "world")  # indexed and saved while writable
+    ro = read_only_copy(db, tmp_path)
+    before = ro.read_bytes()
+    try:
+        done = subprocess.run(
+            [*as_nobody(), *proxy_exe(), "search", str(ro), "world", "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        ro.parent.chmod(0o755)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+    doc = orjson.loads(done.stdout)
+    assert doc["index"] == "file" and len(doc["hits"]) == 2
+    assert ro.read_bytes() == before

@@ -1,5 +1,7 @@
-"""Derived views for the inspector: the reconstructed session, the conformance findings and
-the timeline (waterfall, turns and performance figures of one connection).
+"""Derived views for the inspector: the reconstructed session, the conformance findings,
+the timeline (waterfall, turns and performance figures of one connection), the side-by-side
+diff of two connections (:mod:`acp_proxy.record.compare`, what ``acp-proxy diff`` runs) and
+the text filter through the search index (:mod:`acp_proxy.record.search`).
 
 The session timeline comes from :class:`acp_proxy.acp.model.ConnectionModel`, findings from
 :class:`acp_proxy.record.analyze.ConnectionCheck` (the code ``acp-proxy check`` runs), both
@@ -13,6 +15,7 @@ a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
 from __future__ import annotations
 
 import copy
+import sqlite3
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
@@ -20,10 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlite_utils
+
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
+from acp_proxy.record.compare import compare_connections, member_json
 from acp_proxy.record.reader import RecordingReader
+from acp_proxy.record.schema import connect
+from acp_proxy.record.search import DOCS as SEARCH_DOCS
+from acp_proxy.record.search import STATE as SEARCH_STATE
+from acp_proxy.record.search import SearchIndex
+from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
 
 _cache_lock = threading.Lock()
@@ -352,3 +363,128 @@ def timeline(path: Path, reader: RecordingReader, connection_id: int) -> dict[st
         while len(_timelines) > _TIMELINES_MAX:
             _timelines.popitem(last=False)
     return data
+
+
+DIFF_ROWS = 3000
+"""Aligned rows the side-by-side diff sends at most (the summary covers them all)."""
+
+
+def diff(path: Path, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
+    """Two connections of the recording side by side: :func:`acp_proxy.record.compare.
+    compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
+    each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
+    """
+    result = compare_connections(reader.db, a, reader.db, b)
+    data = result.to_json(str(path), str(path))
+    changed = {(c.a, c.b): [member_json(d) for d in c.members] for c in result.changes}
+    slower = {(t.a, t.b): (t.a_ns / 1e6, t.b_ns / 1e6) for t in result.slower}
+    rows: list[dict[str, Any]] = []
+    total = 0
+    for tag, i1, i2, j1, j2 in result.alignment.opcodes:
+        if tag == "delete":
+            pairs: list[tuple[int | None, int | None]] = [(i, None) for i in range(i1, i2)]
+        elif tag == "insert":
+            pairs = [(None, j) for j in range(j1, j2)]
+        else:
+            pairs = [(i1 + k, j1 + k) for k in range(i2 - i1)]
+        for i, j in pairs:
+            total += 1
+            if len(rows) >= DIFF_ROWS:
+                continue
+            row: dict[str, Any] = {
+                "a": None if i is None else result.frame_json(result.a, i),
+                "b": None if j is None else result.frame_json(result.b, j),
+            }
+            if i is None:
+                row["tag"] = "added"
+            elif j is None:
+                row["tag"] = "removed"
+            elif (i, j) in changed:
+                row["tag"] = "changed"
+                row["members"] = changed[(i, j)]
+            else:
+                row["tag"] = "equal"
+            if i is not None and j is not None and (i, j) in slower:
+                row["slower"] = slower[(i, j)]
+            rows.append(row)
+    data["rows"] = rows
+    data["rowsTotal"] = total
+    return data
+
+
+@dataclass
+class _HeldIndex:
+    index: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_indexes: OrderedDict[str, _HeldIndex] = OrderedDict()
+_INDEXES_MAX = 2
+
+
+def _held_index(path: Path) -> _HeldIndex:
+    """The search index the inspector reads for ``path``, without writing the recording.
+
+    An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
+    otherwise the inspector keeps its own copy of the same index in memory
+    (:class:`acp_proxy.record.search.SearchIndex` over an in-memory database), brought up to
+    date with each search: only frames recorded since are indexed.
+    """
+    key = str(path.resolve())
+    with _cache_lock:
+        held = _indexes.get(key)
+        if held is not None:
+            _indexes.move_to_end(key)
+            return held
+    source = connect(path, create=False, readonly=True)
+    saved = sqlite_utils.Database(source)
+    index: Any = None
+    if SEARCH_DOCS in saved.table_names() and SEARCH_STATE in saved.table_names():
+        index = SearchIndex(source, saved, in_file=True)
+        if not index.up_to_date():
+            index = None
+    if index is None:
+        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        index = SearchIndex(source, memory, in_file=False)
+    held = _HeldIndex(index)
+    with _cache_lock:
+        _indexes[key] = held
+        while len(_indexes) > _INDEXES_MAX:
+            _, old = _indexes.popitem(last=False)
+            with old.lock:
+                old.index.close()
+    return held
+
+
+def search(
+    path: Path,
+    reader: RecordingReader,
+    text: str,
+    *,
+    connection_id: int | None,
+    session_id: str | None,
+    limit: int = 200,
+) -> dict[str, Any]:
+    """The inspector's text filter through the search index ``acp-proxy search`` uses
+    (messages joined across chunks, tool output, methods, errors): each hit with its frame's
+    list summary, so the frame list can show it."""
+    held = _held_index(path)
+    with held.lock:
+        if held.index.in_file and not held.index.up_to_date():
+            # the saved index fell behind (frames recorded since): keep a copy in memory
+            with _cache_lock:
+                _indexes.pop(str(path.resolve()), None)
+            held.index.close()
+            return search(
+                path, reader, text, connection_id=connection_id, session_id=session_id, limit=limit
+            )
+        held.index.update()
+        hits = held.index.search(
+            text, connection_id=connection_id, session_id=session_id, limit=limit
+        )
+    out = []
+    for hit in hits:
+        item = hit.to_json()
+        item["summary"] = store.frame_summary_json(reader, hit.frame_id)
+        out.append(item)
+    return {"hits": out, "limit": limit, "more": len(hits) >= limit}

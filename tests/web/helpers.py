@@ -408,3 +408,22 @@ def make_rich_db(path: Path) -> None:
         connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
         index=True,
     )
+
+
+def make_diff_db(path: Path) -> None:
+    """Connection 1: the rich conversation; connection 2: the same with one chunk's text
+    changed and the usage update gone."""
+    now = time.time()
+    base = rich_frames()
+    changed = []
+    for ms, d, raw in base:
+        if b"usage_update" in raw:
+            continue
+        changed.append((ms, d, raw.replace(b"Echo: looking ", b"Echo: checking ")))
+    for frames in (base, changed):
+        insert_frames(
+            path,
+            [NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
+            connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
+            index=True,
+        )

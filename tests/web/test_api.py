@@ -673,3 +673,21 @@ async def test_timeline_endpoint(aiohttp_client: Any, rich_db: Path) -> None:
         assert str(turn["startSeq"]) in data["seqToId"]
     await get_json(client, "/api/connections/99/timeline", status=404)
     await get_json(client, "/api/connections/x/timeline", status=404)
+
+
+async def test_diff_and_search_endpoints(aiohttp_client: Any, rich_db: Path) -> None:
+    before = rich_db.read_bytes()
+    client = await aiohttp_client(make_app(rich_db))
+    data = await get_json(client, "/api/diff?a=1&b=2")
+    assert data["summary"]["removed"] == 22 and data["rowsTotal"] == 26
+    assert [r["tag"] for r in data["rows"][:4]] == ["equal"] * 4
+    await get_json(client, "/api/diff?a=1", status=400)
+    await get_json(client, "/api/diff?a=1&b=9", status=404)
+    found = await get_json(client, "/api/search?q=failing+test&connection=1")
+    assert found["hits"] and all(h["connection"] == 1 for h in found["hits"])
+    assert all(h["summary"]["id"] == h["frame"] for h in found["hits"])
+    again = await get_json(client, "/api/search?q=failing+test&connection=1")
+    assert again["hits"] == found["hits"]  # the held index answers the same
+    await get_json(client, "/api/search?q=", status=400)
+    await get_json(client, "/api/search?q=x&connection=9", status=404)
+    assert rich_db.read_bytes() == before  # no index written into the recording

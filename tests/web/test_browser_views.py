@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.helpers import RICH_SESSION, rows, web_server
+from tests.web.helpers import RICH_SESSION, make_diff_db, rows, web_server
 from tests.web.test_browser import CHROMIUM, TIMEOUT_MS, Page, browser  # noqa: F401
 
 pytestmark = [
@@ -350,3 +350,49 @@ def test_a_damaged_recording_is_an_error_in_every_view(
             assert "not a usable acp-proxy recording" in text, (view, text[:300])
         page.shot("21-damaged-recording")
     page.errors = [e for e in page.errors if "503" not in e]
+
+
+def test_diff_side_by_side(page: Page, tmp_path: Path) -> None:
+    db = tmp_path / "diff.db"
+    make_diff_db(db)
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url + "#view=diff")
+        p.wait_for_selector("#diff-table")
+        assert p.inner_text("#diff-summary").startswith("0 added · 1 removed · 1 changed")
+        removed = p.locator("tr.diff-row.removed")
+        assert removed.count() == 1
+        assert "usage_update" in removed.inner_text()
+        changed = p.locator("tr.diff-row.changed")
+        assert changed.count() == 1
+        members = p.inner_text("tr.diff-members")
+        assert '"Echo: looking "' in members and '"Echo: checking "' in members
+        assert p.locator("tr.diff-row.equal").count() == 24
+        page.shot("22-diff")
+        # each side links to its frame
+        changed.locator("td.diff-cell >> nth=1 >> button").click()
+        fid = rows(
+            db, "SELECT id FROM frames WHERE connection_id = 2 AND instr(raw, 'checking') > 0"
+        )[0][0]
+        page.wait_js("id => document.querySelector(`#fr-${id}.selected`) !== null", fid)
+
+
+def test_text_filter_through_the_search_index(page: Page, rich_db: Path) -> None:
+    before = rich_db.read_bytes()
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#c=1")
+        p.wait_for_selector("#frame-rows .frow")
+        p.check("#f-words")
+        p.fill("#f-text", "looking test")  # words of one message, split across chunks
+        p.press("#f-text", "Enter")
+        page.wait_js("() => document.querySelectorAll('#frame-rows .frow').length === 1")
+        first_chunk = frame_id(rich_db, "instr(raw, 'Echo: looking') > 0")
+        assert p.locator(f"#fr-{first_chunk}").count() == 1
+        assert "[looking]" in p.inner_text(f"#fr-{first_chunk} .c-preview")
+        assert "3 frames" in p.inner_text(f"#fr-{first_chunk} .c-preview")
+        page.shot("23-search-filter")
+        # the byte filter is still there: unticked, the same words match no raw frame
+        p.uncheck("#f-words")
+        page.wait_js("() => document.querySelectorAll('#frame-rows .frow').length === 0")
+    assert rich_db.read_bytes() == before  # the inspector wrote nothing into the recording

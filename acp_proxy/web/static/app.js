@@ -8,7 +8,7 @@
   const PAGE = 200;
   const CAP = 3000; // rows kept in the DOM; the far end is dropped as you scroll
   const $ = (id) => document.getElementById(id);
-  const VIEWS = ["frames", "session", "findings", "timeline"];
+  const VIEWS = ["frames", "session", "findings", "timeline", "diff"];
 
   // ---- tiny DOM helper: strings become text nodes, never markup -------------------------
   function h(tag, attrs, ...children) {
@@ -44,7 +44,9 @@
     view: "frames",
     connection: null, // number | null
     session: null, // string | null
-    filter: { direction: "", method: "", update: "", session: "", q: "" },
+    filter: { direction: "", method: "", update: "", session: "", q: "", words: false },
+    diffA: null, // connection ids compared in the diff view
+    diffB: null,
     follow: false,
     frame: null, // selected frame id
     connections: [],
@@ -71,8 +73,10 @@
     state.session = p.get("s") || null;
     state.filter = {
       direction: p.get("dir") || "", method: p.get("m") || "", update: p.get("u") || "",
-      session: p.get("fs") || "", q: p.get("q") || "",
+      session: p.get("fs") || "", q: p.get("q") || "", words: p.get("w") === "1",
     };
+    state.diffA = p.get("da") ? Number(p.get("da")) : null;
+    state.diffB = p.get("db") ? Number(p.get("db")) : null;
     state.frame = p.get("f") ? Number(p.get("f")) : null;
     state.finding = p.get("fi") || null;
   }
@@ -87,6 +91,9 @@
     if (f.update) p.set("u", f.update);
     if (f.session) p.set("fs", f.session);
     if (f.q) p.set("q", f.q);
+    if (f.words) p.set("w", "1");
+    if (state.view === "diff" && state.diffA !== null) p.set("da", String(state.diffA));
+    if (state.view === "diff" && state.diffB !== null) p.set("db", String(state.diffB));
     if (state.frame) p.set("f", String(state.frame));
     if (state.view === "findings" && state.finding) p.set("fi", state.finding);
     const hash = "#" + p.toString();
@@ -483,6 +490,7 @@
     list.newCount = 0;
     $("frame-rows").replaceChildren();
     updateFoot();
+    if (searching()) { await searchList(gen); return; }
     let page;
     try {
       if (opts && opts.around) {
@@ -526,6 +534,43 @@
     subscribe();
     maybeLoadMore();
   }
+
+  // The text filter through the search index (words in messages, tool output, methods,
+  // errors, as `acp-proxy search` finds them), instead of a byte search of the raw frames.
+  async function searchList(gen) {
+    const p = new URLSearchParams({ q: state.filter.q, limit: "500" });
+    if (state.connection !== null) p.set("connection", String(state.connection));
+    if (state.filter.session) p.set("session", state.filter.session);
+    let data;
+    try { data = await api("/api/search?" + p.toString()); }
+    catch (e) {
+      if (gen === list.gen) {
+        list.loading = false;
+        setStatus(e.message, true);
+        $("frame-rows").replaceChildren(h("div", { class: "load-error", role: "alert" }, e.message));
+        updateFoot();
+      }
+      return;
+    }
+    if (gen !== list.gen) return;
+    setStatus(data.more ? `first ${data.limit} hits` : `${data.hits.length} hit(s) in the search index`);
+    list.loading = false;
+    list.hasBefore = false;
+    list.hasAfter = false;
+    const seen = new Set();
+    list.rows = [];
+    for (const hit of data.hits) {
+      const fr = hit.summary;
+      if (!fr || seen.has(fr.id)) continue;
+      seen.add(fr.id);
+      list.rows.push({ ...fr, label: `${hit.snippet}${hit.frames > 1 ? ` (${hit.frames} frames, #${hit.seq}–#${hit.last_seq})` : ""}` });
+    }
+    renderRows();
+    $("frame-list").scrollTop = 0;
+    updateFoot();
+  }
+
+  function searching() { return state.filter.words && !!state.filter.q; }
 
   async function loadAfter() {
     if (list.loading || !list.hasAfter || !list.rows.length) return;
@@ -835,7 +880,7 @@
   }
   function openFrameInList(id) {
     state.view = "frames";
-    state.filter = { direction: "", method: "", update: "", session: "", q: "" };
+    state.filter = { direction: "", method: "", update: "", session: "", q: "", words: false };
     state.frame = id;
     writeHash();
     applyRoute({ around: id });
@@ -1192,6 +1237,53 @@
       ...[wf, note].filter(Boolean), h("h3", {}, "Performance"), methods, h("h3", {}, "Turns"), turns, h("h3", {}, "Slowest exchanges"), slow);
   }
 
+  // ---- diff: two connections side by side (the alignment `acp-proxy diff` makes) -------------
+  let diffGen = 0;
+  async function loadDiff() {
+    const body = $("diff-body");
+    if (showLoadError(body)) return;
+    const ids = state.connections.map((c) => c.id);
+    if (ids.length < 2) { body.replaceChildren(h("p", { class: "muted" }, "A diff needs two connections; this recording has " + ids.length + ".")); return; }
+    if (!ids.includes(state.diffA)) state.diffA = state.connection !== null && ids.includes(state.connection) ? state.connection : ids[0];
+    if (!ids.includes(state.diffB) || state.diffB === state.diffA) state.diffB = ids.find((x) => x !== state.diffA);
+    const gen = ++diffGen;
+    const pick = (which) => {
+      const sel = h("select", { id: `diff-${which}`, "aria-label": `connection ${which.toUpperCase()}` },
+        state.connections.map((c) => h("option", { value: String(c.id) }, `#${c.id} ${c.agent || ""} (${c.frame_count} frames)`)));
+      sel.value = String(which === "a" ? state.diffA : state.diffB);
+      sel.addEventListener("change", () => { if (which === "a") state.diffA = Number(sel.value); else state.diffB = Number(sel.value); loadDiff(); });
+      return sel;
+    };
+    const head = h("div", { class: "diff-pick" }, h("label", {}, "A ", pick("a")), h("label", {}, "B ", pick("b")));
+    body.replaceChildren(head, h("p", { class: "muted" }, "aligning…"));
+    let data;
+    try { data = await api(`/api/diff?a=${state.diffA}&b=${state.diffB}`); }
+    catch (e) { if (gen === diffGen) body.replaceChildren(head, h("p", { class: "warnline", role: "alert" }, e.message)); return; }
+    if (gen !== diffGen) return;
+    const s = data.summary;
+    const summary = h("p", { id: "diff-summary" }, s.equal ? "The two connections are the same (ids, sessionIds and timestamps ignored)."
+      : `${s.added} added · ${s.removed} removed · ${s.changed} changed · ${s.slower} slower`,
+      data.alignment.note ? h("span", { class: "muted" }, ` · ${data.alignment.note}`) : null);
+    const cell = (f, side) => {
+      if (!f) return h("td", { class: "diff-cell empty" });
+      return h("td", { class: "diff-cell" },
+        h("button", { type: "button", class: "link", title: "open this frame", on: { click: () => openFrameInList(f.frame) } }, `#${f.seq}`), " ", f.what);
+    };
+    const rows = data.rows.map((r) => {
+      const members = r.members ? h("tr", { class: "diff-members" }, h("td", { colspan: "3" },
+        h("ul", {}, r.members.map((m) => h("li", {}, h("span", { class: "j-key" }, m.path), ": ",
+          "old" in m ? h("span", { class: "diff-old" }, JSON.stringify(m.old)) : h("span", { class: "muted" }, "(missing)"), " → ",
+          "new" in m ? h("span", { class: "diff-new" }, JSON.stringify(m.new)) : h("span", { class: "muted" }, "(missing)")))))) : null;
+      const mark = { equal: "", changed: "~", removed: "−", added: "+" }[r.tag];
+      return [h("tr", { class: `diff-row ${r.tag}` }, cell(r.a, "a"), h("td", { class: "diff-mark", title: r.tag }, mark + (r.slower ? " slower" : "")), cell(r.b, "b")), members];
+    }).flat().filter(Boolean);
+    const table = h("table", { class: "diff", id: "diff-table" },
+      h("thead", {}, h("tr", {}, h("th", {}, `A · connection ${data.a.connection} (${data.a.frames} frames)`), h("th", {}, ""), h("th", {}, `B · connection ${data.b.connection} (${data.b.frames} frames)`))),
+      h("tbody", {}, rows));
+    const more = data.rowsTotal > data.rows.length ? h("p", { class: "muted" }, `showing ${data.rows.length} of ${data.rowsTotal} aligned rows; acp-proxy diff prints them all`) : null;
+    body.replaceChildren(...[head, summary, table, more].filter(Boolean));
+  }
+
   // ---- live push -------------------------------------------------------------------------------
   let ws = null;
   let wsRetry = 500;
@@ -1218,7 +1310,7 @@
   }
   function subscribe() {
     if (!ws || ws.readyState !== WebSocket.OPEN) return;
-    const tail = state.view === "frames" && !list.hasAfter && !list.loading;
+    const tail = state.view === "frames" && !list.hasAfter && !list.loading && !searching();
     const after = list.rows.length ? list.rows[list.rows.length - 1].id : state.maxId;
     ws.send(JSON.stringify({ follow: tail, after_id: tail ? after : null, filter: filterForLive() }));
   }
@@ -1234,7 +1326,7 @@
   }
   function onLive(msg) {
     if (msg.type === "frames") {
-      if (state.view === "frames" && !list.hasAfter) {
+      if (state.view === "frames" && !list.hasAfter && !searching()) {
         const last = list.rows.length ? list.rows[list.rows.length - 1].id : 0;
         appendRows(msg.frames.filter((f) => f.id > last));
       }
@@ -1286,6 +1378,7 @@
     $("f-method").value = state.filter.method;
     $("f-update").value = state.filter.update;
     $("f-text").value = state.filter.q;
+    $("f-words").checked = state.filter.words;
     fillSessionSelect();
     $("view-frames").classList.toggle("one-conn", state.connection !== null);
     $("f-follow").checked = state.follow;
@@ -1300,6 +1393,7 @@
       if (state.view === "session") loadSession();
       if (state.view === "findings") loadFindings();
       if (state.view === "timeline") loadTimeline();
+      if (state.view === "diff") loadDiff();
     }
   }
 
@@ -1319,12 +1413,13 @@
       state.filter.update = $("f-update").value;
       state.filter.session = $("f-session").value;
       state.filter.q = $("f-text").value;
+      state.filter.words = $("f-words").checked;
       state.frame = null;
       clearDetail();
       writeHash(true);
       reloadList(state.follow ? { end: true } : {});
     };
-    for (const id of ["f-direction", "f-method", "f-update", "f-session"]) $(id).addEventListener("change", onFilter);
+    for (const id of ["f-direction", "f-method", "f-update", "f-session", "f-words"]) $(id).addEventListener("change", onFilter);
     $("f-text").addEventListener("input", () => { clearTimeout(textTimer); textTimer = setTimeout(onFilter, 250); });
     $("filters").addEventListener("submit", (e) => { e.preventDefault(); clearTimeout(textTimer); onFilter(); });
     $("f-follow").addEventListener("change", () => setFollow($("f-follow").checked));
@@ -1361,6 +1456,7 @@
       case "2": switchView("session"); break;
       case "3": switchView("findings"); break;
       case "4": switchView("timeline"); break;
+      case "5": switchView("diff"); break;
       case "Enter": if (frames && state.frame !== null) { const el = visibleRow(state.frame); if (el && el.classList.contains("group")) toggleRun(Number(el.dataset.group)); } else return; break;
       case "/": if (frames) { $("f-text").focus(); $("f-text").select(); } break;
       case "?": $("help").open ? $("help").close() : $("help").showModal(); break;

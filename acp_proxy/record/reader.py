@@ -621,14 +621,33 @@ class RecordingReader:
         return running
 
     def frame_page(
-        self, flt: FrameFilter, *, after_id: int, before_id: int | None, limit: int, preview: int
+        self,
+        flt: FrameFilter,
+        *,
+        after_id: int,
+        before_id: int | None,
+        limit: int,
+        preview: int,
+        by_time: bool = False,
     ) -> tuple[list[FrameSummary], bool]:
         """Up to ``limit`` frames in id order after ``after_id`` (or before ``before_id``).
 
+        With ``by_time`` the order is ``(ts, id)`` (frames of several connections in the
+        order they were recorded) and the cursor frame's place in that order is the key.
         Returns the frames and whether more exist in the direction read (keyset pages).
         """
         clauses, args = _filter_where(flt)
-        if before_id is not None:
+        key = "id"
+        if by_time:
+            key = "ts, id"
+            cursor = before_id if before_id is not None else after_id
+            compare = "<" if before_id is not None else ">"
+            at = self.db.execute("SELECT ts FROM frames WHERE id = ?", (cursor,)).fetchone()
+            if at is not None:  # no such frame: the first (or last) page
+                clauses.append(f"(ts, id) {compare} (?, ?)")
+                args.extend([at[0], cursor])
+            order = "DESC" if before_id is not None else "ASC"
+        elif before_id is not None:
             clauses.append("id < ?")
             args.append(before_id)
             order = "DESC"
@@ -636,9 +655,10 @@ class RecordingReader:
             clauses.append("id > ?")
             args.append(after_id)
             order = "ASC"
+        order_by = ", ".join(f"{c.strip()} {order}" for c in key.split(","))
         rows = self.db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses)} "
-            f"ORDER BY id {order} LIMIT ?",
+            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses) or '1'} "
+            f"ORDER BY {order_by} LIMIT ?",
             [preview, *args, limit + 1],
         ).fetchall()
         more = len(rows) > limit
@@ -648,16 +668,24 @@ class RecordingReader:
         return [self._summary(r) for r in rows], more
 
     def frame_exists(
-        self, flt: FrameFilter, *, after_id: int | None = None, before_id: int | None = None
+        self,
+        flt: FrameFilter,
+        *,
+        after_id: int | None = None,
+        before_id: int | None = None,
+        by_time: bool = False,
     ) -> bool:
-        """Whether a frame matching ``flt`` exists after ``after_id`` / before ``before_id``."""
+        """Whether a frame matching ``flt`` exists after ``after_id`` / before ``before_id``
+        (in ``(ts, id)`` order with ``by_time``, as :meth:`frame_page`)."""
         clauses, args = _filter_where(flt)
-        if after_id is not None:
-            clauses.append("id > ?")
-            args.append(after_id)
-        if before_id is not None:
-            clauses.append("id < ?")
-            args.append(before_id)
+        for cursor, compare in ((after_id, ">"), (before_id, "<")):
+            if cursor is None:
+                continue
+            if by_time:
+                clauses.append(f"(ts, id) {compare} (SELECT ts, id FROM frames WHERE id = ?)")
+            else:
+                clauses.append(f"id {compare} ?")
+            args.append(cursor)
         where = " AND ".join(clauses) or "1"
         return (
             self.db.execute(f"SELECT 1 FROM frames WHERE {where} LIMIT 1", args).fetchone()

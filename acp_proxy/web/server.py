@@ -4,7 +4,10 @@ Endpoints (all GET): ``/`` the page, ``/static/*`` its assets (shipped in the pa
 CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (keyset pages),
 ``/api/frames/{id}`` (one frame, exact bytes), ``/api/frames/{id}/raw`` (download),
 ``/api/connections/{id}/findings``, ``/api/connections/{id}/sessions/{sid}`` (the
-reconstructed conversation) and ``/api/live`` (WebSocket: the server polls the database by
+reconstructed conversation), ``/api/connections/{id}/timeline`` (waterfall, turns and
+per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON lines),
+``/api/diff?a=&b=`` (two connections aligned side by side), ``/api/search?q=`` (the search
+index) and ``/api/live`` (WebSocket: the server polls the database by
 frame id every ``poll_interval`` seconds and pushes new frames).
 
 Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
@@ -350,6 +353,85 @@ async def api_findings(request: web.Request) -> web.StreamResponse:
     return _json(await _blocking(work))
 
 
+async def api_timeline(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    connection_id = _path_int(request, "connection_id")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            _require_connection(reader, connection_id)
+            return views.timeline(path, reader, connection_id)
+
+    return _json(await _blocking(work))
+
+
+async def api_export(request: web.Request) -> web.StreamResponse:
+    """The frames the filter selects, one JSON object a line (``acp-proxy export``'s frame
+    records, with the frame id), streamed a page at a time."""
+    path = request.app[DB_KEY]
+    flt = _filter_from(request.query)
+
+    def page(after: int) -> tuple[bytes, int | None]:
+        with store.read_connection(path) as reader:
+            if flt.connection_id is not None:
+                _require_connection(reader, flt.connection_id)
+            return store.export_page(reader, flt, after_id=after)
+
+    body, after = await _blocking(functools.partial(page, 0))
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "application/x-ndjson",
+            "Content-Disposition": 'attachment; filename="frames.jsonl"',
+            **SECURITY_HEADERS,
+        }
+    )
+    await response.prepare(request)
+    await response.write(body)
+    while after is not None:
+        body, after = await _blocking(functools.partial(page, after))
+        await response.write(body)
+    await response.write_eof()
+    return response
+
+
+async def api_diff(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    a = _int_arg(request, "a")
+    b = _int_arg(request, "b")
+    if a is None or b is None:
+        raise ValueError("a and b (the two connection ids) are required")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            _require_connection(reader, a)
+            _require_connection(reader, b)
+            return views.diff(path, reader, a, b)
+
+    return _json(await _blocking(work))
+
+
+async def api_search(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    text = request.query.get("q", "").strip()
+    if not text:
+        raise ValueError("q (the words to find) is required")
+    connection_id = _int_arg(request, "connection")
+    session_id = request.query.get("session") or None
+    limit = _int_arg(request, "limit", 200) or 200
+    if not 1 <= limit <= store.MAX_LIMIT:
+        raise ValueError(f"limit must be between 1 and {store.MAX_LIMIT}")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            if connection_id is not None:
+                _require_connection(reader, connection_id)
+            return views.search(
+                path, reader, text, connection_id=connection_id, session_id=session_id, limit=limit
+            )
+
+    return _json(await _blocking(work))
+
+
 async def api_session(request: web.Request) -> web.StreamResponse:
     path = request.app[DB_KEY]
     connection_id = _path_int(request, "connection_id")
@@ -503,6 +585,10 @@ def make_app(
     app.router.add_get("/api/frames/{frame_id}/raw", api_frame_raw)
     app.router.add_get("/api/connections/{connection_id}/findings", api_findings)
     app.router.add_get("/api/connections/{connection_id}/sessions/{session_id}", api_session)
+    app.router.add_get("/api/connections/{connection_id}/timeline", api_timeline)
+    app.router.add_get("/api/export.jsonl", api_export)
+    app.router.add_get("/api/diff", api_diff)
+    app.router.add_get("/api/search", api_search)
     app.router.add_get("/api/live", api_live)
     return app
 

@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from acp_proxy.acp.preview import frame_preview
 from acp_proxy.record.reader import (
     ConnectionRow,
     FrameFilter,
@@ -36,6 +39,7 @@ __all__ = [
     "distinct_values",
     "frame_detail",
     "frame_raw",
+    "frame_summary_json",
     "list_connections",
     "list_frames",
     "open_checked",
@@ -187,6 +191,13 @@ def _summary(reader: RecordingReader, f: FrameSummary) -> dict[str, Any]:
         "truncated": len(f.head) < f.size,
         "pair": None,
     }
+    shown = frame_preview(f.head, f.size, kind=f.kind, method=f.method, update_kind=f.update_kind)
+    item["label"] = shown.label
+    item["text"] = shown.text
+    item["message_id"] = shown.message_id or (
+        f.entity_id if f.entity_type in ("agent_message", "user_message", "agent_thought") else None
+    )
+    item["error"] = shown.error
     if f.kind in ("request", "response") and f.rpc_id is not None:
         item["pair"] = pair_of(reader, f)
     return item
@@ -211,7 +222,7 @@ def list_frames(
     before_id: int | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    """One page of frame summaries in id order.
+    """One page of frame summaries in id order (one connection) or time order (all).
 
     ``after_id``: the page after that id (the default, ``0``, is the first page);
     ``before_id``: the page ending just before that id (a huge value gives the last page).
@@ -219,26 +230,38 @@ def list_frames(
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
     backwards = before_id is not None and after_id is None
+    by_time = flt.connection_id is None  # "All frames": the order they were recorded in
     rows, more = reader.frame_page(
         flt,
         after_id=after_id or 0,
         before_id=before_id if backwards else None,
         limit=limit,
         preview=PREVIEW_BYTES,
+        by_time=by_time,
     )
     frames = [_summary(reader, r) for r in rows]
     if backwards:
         has_before = more
-        has_after = bool(frames) and reader.frame_exists(flt, after_id=frames[-1]["id"])
+        has_after = bool(frames) and reader.frame_exists(
+            flt, after_id=frames[-1]["id"], by_time=by_time
+        )
     else:
         has_after = more
-        has_before = bool(frames) and reader.frame_exists(flt, before_id=frames[0]["id"])
+        has_before = bool(frames) and reader.frame_exists(
+            flt, before_id=frames[0]["id"], by_time=by_time
+        )
     return {
         "frames": frames,
         "has_more_before": has_before,
         "has_more_after": has_after,
         "max_id": reader.max_frame_id(),
     }
+
+
+def frame_summary_json(reader: RecordingReader, frame_id: int) -> dict[str, Any] | None:
+    """One frame as a list row shows it (the shape of :func:`list_frames`' frames)."""
+    f = reader.frame_summary(frame_id, head=PREVIEW_BYTES)
+    return None if f is None else _summary(reader, f)
 
 
 def frame_detail(reader: RecordingReader, frame_id: int) -> dict[str, Any] | None:
@@ -266,6 +289,44 @@ def frame_detail(reader: RecordingReader, frame_id: int) -> dict[str, Any] | Non
     item["base64"] = None if text is not None else base64.b64encode(raw).decode("ascii")
     item["hex"] = None if text is not None else raw[:65536].hex(" ")
     return item
+
+
+EXPORT_PAGE = 1000
+
+
+def export_page(
+    reader: RecordingReader, flt: FrameFilter, *, after_id: int
+) -> tuple[bytes, int | None]:
+    """One page of the filtered frames as JSON lines (``acp-proxy export``'s frame records,
+    plus the frame ``id``) and the cursor of the next page (``None`` after the last)."""
+    by_time = flt.connection_id is None
+    rows, more = reader.frame_page(
+        flt,
+        after_id=after_id,
+        before_id=None,
+        limit=EXPORT_PAGE,
+        preview=2**31 - 1,
+        by_time=by_time,
+    )
+    out = bytearray()
+    for f in rows:
+        record: dict[str, Any] = {
+            "type": "frame",
+            "id": f.id,
+            "connection": f.connection_id,
+            "seq": f.seq,
+            "direction": f.direction,
+            "ts": f.ts,
+            "mono_ns": f.mono_ns,
+        }
+        if f.binary:
+            record["binary"] = True
+        try:
+            record["text"] = f.head.decode("utf-8")
+        except UnicodeDecodeError:
+            record["base64"] = base64.b64encode(f.head).decode("ascii")
+        out += orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    return bytes(out), (rows[-1].id if more and rows else None)
 
 
 def frame_raw(reader: RecordingReader, frame_id: int) -> bytes | None:

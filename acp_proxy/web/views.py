@@ -1,4 +1,7 @@
-"""Derived views for the inspector: the reconstructed session and the conformance findings.
+"""Derived views for the inspector: the reconstructed session, the conformance findings,
+the timeline (waterfall, turns and performance figures of one connection), the side-by-side
+diff of two connections (:mod:`acp_proxy.record.compare`, what ``acp-proxy diff`` runs) and
+the text filter through the search index (:mod:`acp_proxy.record.search`).
 
 The session timeline comes from :class:`acp_proxy.acp.model.ConnectionModel`, findings from
 :class:`acp_proxy.record.analyze.ConnectionCheck` (the code ``acp-proxy check`` runs), both
@@ -11,15 +14,28 @@ a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
 
 from __future__ import annotations
 
+import copy
+import sqlite3
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlite_utils
+
 from acp_proxy.acp.model import ConnectionModel
+from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
+from acp_proxy.record.compare import compare_connections, member_json
 from acp_proxy.record.reader import RecordingReader
+from acp_proxy.record.schema import connect
+from acp_proxy.record.search import DOCS as SEARCH_DOCS
+from acp_proxy.record.search import STATE as SEARCH_STATE
+from acp_proxy.record.search import SearchIndex
+from acp_proxy.web import store
+from acp_proxy.wire.jsonrpc import parse_json
 
 _cache_lock = threading.Lock()
 _CACHE_MAX = 64
@@ -29,6 +45,54 @@ _CACHE_MAX = 64
 class _SessionModel:
     model: Any
     last_seq: int = 0
+    plans: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """Every state a plan went through: (seq of the update, the plan entity as JSON then)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanAtTurn:
+    """A plan as it stood at the end of one turn (the session view shows one per turn)."""
+
+    seq: int
+    turn: int | None
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.data, "firstSeq": self.seq, "turn": self.turn, "atTurnEnd": True}
+
+
+def _position(item: Any) -> int:
+    seq = item.seq if hasattr(item, "seq") else getattr(item, "first_seq", None)
+    return seq if isinstance(seq, int) else 0
+
+
+def _plans_per_turn(
+    items: list[Any], plans: list[tuple[int, dict[str, Any]]], turn_starts: list[int]
+) -> list[Any]:
+    """``items`` with each plan entity replaced by its state at the end of every turn that
+    changed it, placed where that turn first changed it (not one card with the last state)."""
+    if not plans:
+        return items
+    per_turn: dict[tuple[str, int | None], tuple[int, dict[str, Any]]] = {}
+    for seq, data in plans:
+        turn = bisect_right(turn_starts, seq) - 1 if turn_starts else None
+        key = (str(data.get("id")), None if turn is None or turn < 0 else turn)
+        first = per_turn[key][0] if key in per_turn else seq
+        per_turn[key] = (first, data)  # the last state in the turn, at its first change
+    cards = sorted(
+        (_PlanAtTurn(first, key[1], data) for key, (first, data) in per_turn.items()),
+        key=lambda c: c.seq,
+    )
+    rest = [it for it in items if not (it.item == "entity" and it.type == "plan")]
+    out: list[Any] = []
+    i = 0
+    for it in rest:
+        while i < len(cards) and cards[i].seq <= _position(it):
+            out.append(cards[i])
+            i += 1
+        out.append(it)
+    out.extend(cards[i:])
+    return out
 
 
 _session_models: OrderedDict[tuple[str, int, str], _SessionModel] = OrderedDict()
@@ -74,11 +138,18 @@ def session_view(
     ):
         model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
         entry.last_seq = f.seq
+        if b'"plan' in f.raw:
+            tl = model.sessions.get(session_id)
+            for it in tl.items if tl is not None else ():
+                if it.item == "entity" and it.type == "plan" and it.last_seq == f.seq:
+                    entry.plans.append((f.seq, copy.deepcopy(it.to_json())))
     timeline = model.sessions.get(session_id)
+    turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
+    turns.sort(key=lambda t: t.start_seq or 0)
     items = list(timeline.items) if timeline is not None else []
+    items = _plans_per_turn(items, entry.plans, [t.start_seq or 0 for t in turns])
     offset = max(0, offset)
     page = items[offset : offset + max(1, limit)]
-    turns = [t for t in [*model.turns, *model.tracker.unfinished()] if t.session_id == session_id]
     data: dict[str, Any] = {
         "connectionId": connection_id,
         "protocolVersion": model.protocol_version,
@@ -240,3 +311,180 @@ def _finding_json(finding: Any) -> dict[str, Any]:
         seqs = [seqs]
     data["seqs"] = [s for s in seqs if isinstance(s, int)]
     return data
+
+
+_timelines: OrderedDict[tuple[str, int], tuple[int, dict[str, Any]]] = OrderedDict()
+_TIMELINES_MAX = 4
+
+
+def timeline(path: Path, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
+    """The waterfall of one connection (:class:`~acp_proxy.acp.waterfall.WaterfallBuilder`)
+    with frame ids for the sequence numbers it names (links to the frames).
+
+    Built from the index columns; only responses, ``initialize`` and state updates are
+    parsed. Kept per connection until it grows.
+    """
+    key = (str(path.resolve()), connection_id)
+    max_seq = reader.max_seq(connection_id)
+    with _cache_lock:
+        hit = _timelines.get(key)
+    if hit is not None and hit[0] == max_seq:
+        return hit[1]
+    builder = WaterfallBuilder()
+    for f in reader.frames(connection_id=connection_id):
+        payload = None
+        if needs_payload(f.kind, f.method, f.update_kind):
+            payload, _ = parse_json(f.raw)
+        builder.feed(
+            f.seq,
+            f.direction,
+            f.kind,
+            f.rpc_id,
+            f.method,
+            f.session_id,
+            f.update_kind,
+            f.mono_ns,
+            payload,
+        )
+    data = builder.to_json()
+    seqs: set[int] = set()
+    for bar in [*data["bars"], *data["performance"]["slowest"]]:
+        seqs.update(s for s in (bar["startSeq"], bar["endSeq"]) if isinstance(s, int))
+    for turn in data["turns"]:
+        seqs.update(
+            s
+            for s in (turn["startSeq"], turn["endSeq"], turn["firstChunkSeq"])
+            if isinstance(s, int)
+        )
+    data["connectionId"] = connection_id
+    data["seqToId"] = {str(q): fid for q, fid in reader.frame_ids(connection_id, seqs).items()}
+    with _cache_lock:
+        _timelines[key] = (max_seq, data)
+        while len(_timelines) > _TIMELINES_MAX:
+            _timelines.popitem(last=False)
+    return data
+
+
+DIFF_ROWS = 3000
+"""Aligned rows the side-by-side diff sends at most (the summary covers them all)."""
+
+
+def diff(path: Path, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
+    """Two connections of the recording side by side: :func:`acp_proxy.record.compare.
+    compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
+    each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
+    """
+    result = compare_connections(reader.db, a, reader.db, b)
+    data = result.to_json(str(path), str(path))
+    changed = {(c.a, c.b): [member_json(d) for d in c.members] for c in result.changes}
+    slower = {(t.a, t.b): (t.a_ns / 1e6, t.b_ns / 1e6) for t in result.slower}
+    rows: list[dict[str, Any]] = []
+    total = 0
+    for tag, i1, i2, j1, j2 in result.alignment.opcodes:
+        if tag == "delete":
+            pairs: list[tuple[int | None, int | None]] = [(i, None) for i in range(i1, i2)]
+        elif tag == "insert":
+            pairs = [(None, j) for j in range(j1, j2)]
+        else:
+            pairs = [(i1 + k, j1 + k) for k in range(i2 - i1)]
+        for i, j in pairs:
+            total += 1
+            if len(rows) >= DIFF_ROWS:
+                continue
+            row: dict[str, Any] = {
+                "a": None if i is None else result.frame_json(result.a, i),
+                "b": None if j is None else result.frame_json(result.b, j),
+            }
+            if i is None:
+                row["tag"] = "added"
+            elif j is None:
+                row["tag"] = "removed"
+            elif (i, j) in changed:
+                row["tag"] = "changed"
+                row["members"] = changed[(i, j)]
+            else:
+                row["tag"] = "equal"
+            if i is not None and j is not None and (i, j) in slower:
+                row["slower"] = slower[(i, j)]
+            rows.append(row)
+    data["rows"] = rows
+    data["rowsTotal"] = total
+    return data
+
+
+@dataclass
+class _HeldIndex:
+    index: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_indexes: OrderedDict[str, _HeldIndex] = OrderedDict()
+_INDEXES_MAX = 2
+
+
+def _held_index(path: Path) -> _HeldIndex:
+    """The search index the inspector reads for ``path``, without writing the recording.
+
+    An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
+    otherwise the inspector keeps its own copy of the same index in memory
+    (:class:`acp_proxy.record.search.SearchIndex` over an in-memory database), brought up to
+    date with each search: only frames recorded since are indexed.
+    """
+    key = str(path.resolve())
+    with _cache_lock:
+        held = _indexes.get(key)
+        if held is not None:
+            _indexes.move_to_end(key)
+            return held
+    source = connect(path, create=False, readonly=True)
+    saved = sqlite_utils.Database(source)
+    index: Any = None
+    if SEARCH_DOCS in saved.table_names() and SEARCH_STATE in saved.table_names():
+        index = SearchIndex(source, saved, in_file=True)
+        if not index.up_to_date():
+            index = None
+    if index is None:
+        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        index = SearchIndex(source, memory, in_file=False)
+    held = _HeldIndex(index)
+    with _cache_lock:
+        _indexes[key] = held
+        while len(_indexes) > _INDEXES_MAX:
+            _, old = _indexes.popitem(last=False)
+            with old.lock:
+                old.index.close()
+    return held
+
+
+def search(
+    path: Path,
+    reader: RecordingReader,
+    text: str,
+    *,
+    connection_id: int | None,
+    session_id: str | None,
+    limit: int = 200,
+) -> dict[str, Any]:
+    """The inspector's text filter through the search index ``acp-proxy search`` uses
+    (messages joined across chunks, tool output, methods, errors): each hit with its frame's
+    list summary, so the frame list can show it."""
+    held = _held_index(path)
+    with held.lock:
+        if held.index.in_file and not held.index.up_to_date():
+            # the saved index fell behind (frames recorded since): keep a copy in memory
+            with _cache_lock:
+                _indexes.pop(str(path.resolve()), None)
+            held.index.close()
+            return search(
+                path, reader, text, connection_id=connection_id, session_id=session_id, limit=limit
+            )
+        held.index.update()
+        hits = held.index.search(
+            text, connection_id=connection_id, session_id=session_id, limit=limit
+        )
+    out = []
+    for hit in hits:
+        item = hit.to_json()
+        item["summary"] = store.frame_summary_json(reader, hit.frame_id)
+        out.append(item)
+    return {"hits": out, "limit": limit, "more": len(hits) >= limit}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.web.helpers import make_big_db, record_session
+from tests.web.helpers import make_big_db, make_rich_db, record_session
 
 PROMPTS = ["Please review main.py", "xss please", "bad-utf8 now"]
 
@@ -25,4 +25,12 @@ def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """100,000 frames in two connections, written straight into SQLite."""
     db = tmp_path_factory.mktemp("web-big") / "big.db"
     make_big_db(db, 100_000)
+    return db
+
+
+@pytest.fixture(scope="session")
+def rich_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two connections with known times: turns, plans per turn, a permission prompt."""
+    db = tmp_path_factory.mktemp("web-rich") / "rich.db"
+    make_rich_db(db)
     return db

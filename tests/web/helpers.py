@@ -230,3 +230,200 @@ def wait_until(predicate: Any, timeout: float = 60, what: str = "condition") -> 
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+RICH_SESSION = "sess_rich"
+
+
+def _msg(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _upd(update: dict[str, Any]) -> bytes:
+    return _msg(
+        {"method": "session/update", "params": {"sessionId": RICH_SESSION, "update": update}}
+    )
+
+
+def _plan(*statuses: str) -> bytes:
+    names = ("Read the code", "Write the fix")
+    return _upd(
+        {
+            "sessionUpdate": "plan_update",
+            "plan": {
+                "type": "items",
+                "planId": "plan-rich",
+                "entries": [
+                    {"content": n, "priority": "high", "status": s}
+                    for n, s in zip(names, statuses, strict=True)
+                ],
+            },
+        }
+    )
+
+
+def _chunk(text: str, message: str) -> bytes:
+    return _upd(
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": message,
+            "content": {"type": "text", "text": text},
+        }
+    )
+
+
+def _prompt(rid: int, text: str) -> bytes:
+    return _msg(
+        {
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": RICH_SESSION, "prompt": [{"type": "text", "text": text}]},
+        }
+    )
+
+
+def rich_frames() -> list[tuple[int, str, bytes]]:
+    """A v2 conversation with known times (ms): three turns, a plan that changes between
+    turns, a permission prompt inside turn 1, usage with cost, an unknown update and an
+    error response ``-32603 Internal error`` ending turn 3."""
+    running = _upd({"sessionUpdate": "state_update", "state": "running"})
+    idle = _upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
+    return [
+        (0, "c2a", _msg({"id": 1, "method": "initialize", "params": {"protocolVersion": 2}})),
+        (
+            5,
+            "a2c",
+            _msg({"id": 1, "result": {"protocolVersion": 2, "agentInfo": {"name": "rich"}}}),
+        ),
+        (6, "c2a", _msg({"id": 2, "method": "session/new", "params": {"cwd": "/tmp"}})),
+        (9, "a2c", _msg({"id": 2, "result": {"sessionId": RICH_SESSION}})),
+        # turn 1
+        (10, "c2a", _prompt(3, "Can you fix the failing test?")),
+        (11, "a2c", running),
+        (12, "a2c", _msg({"id": 3, "result": {"messageId": "u1"}})),
+        (
+            13,
+            "a2c",
+            _upd(
+                {
+                    "sessionUpdate": "user_message",
+                    "messageId": "u1",
+                    "content": [{"type": "text", "text": "Can you fix the failing test?"}],
+                }
+            ),
+        ),
+        (30, "a2c", _chunk("Echo: looking ", "a1")),
+        (31, "a2c", _chunk("at the ", "a1")),
+        (32, "a2c", _chunk("test now.", "a1")),
+        (33, "a2c", _plan("in_progress", "pending")),
+        (
+            40,
+            "a2c",
+            _msg(
+                {
+                    "id": 0,
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": RICH_SESSION,
+                        "toolCall": {"toolCallId": "t1", "title": "Write tests/test_x.py"},
+                        "options": [
+                            {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+                            {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
+                        ],
+                    },
+                }
+            ),
+        ),
+        (
+            70,
+            "c2a",
+            _msg({"id": 0, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}),
+        ),
+        (
+            71,
+            "a2c",
+            _upd(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "t1",
+                    "title": "Write tests/test_x.py",
+                    "kind": "edit",
+                    "status": "completed",
+                    "content": [
+                        {"type": "content", "content": {"type": "text", "text": "wrote 3 lines"}}
+                    ],
+                }
+            ),
+        ),
+        (
+            72,
+            "a2c",
+            _upd(
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 1200,
+                    "size": 200000,
+                    "cost": {"amount": 0.02, "currency": "USD"},
+                }
+            ),
+        ),
+        (73, "a2c", _upd({"sessionUpdate": "_vendor_trace", "span": "abc"})),
+        (100, "a2c", idle),
+        # turn 2: the plan moves on
+        (200, "c2a", _prompt(4, "And the second step?")),
+        (201, "a2c", running),
+        (202, "a2c", _msg({"id": 4, "result": {"messageId": "u2"}})),
+        (220, "a2c", _chunk("Done.", "a2")),
+        (230, "a2c", _plan("completed", "completed")),
+        (300, "a2c", idle),
+        # turn 3: refused
+        (400, "c2a", _prompt(5, "fail please")),
+        (
+            410,
+            "a2c",
+            _msg({"id": 5, "error": {"code": -32603, "message": "Internal error"}}),
+        ),
+    ]
+
+
+def make_rich_db(path: Path) -> None:
+    """:func:`rich_frames` as one ended connection, plus a second short connection."""
+    now = time.time()
+    frames = [
+        NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in rich_frames()
+    ]
+    insert_frames(
+        path,
+        frames,
+        connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
+        index=True,
+    )
+    other = [
+        NewFrame(d, raw, ts=now + 0.0005 + ms / 1000, mono_ns=ms * 1_000_000)
+        for ms, d, raw in rich_frames()[:4]
+    ]
+    insert_frames(
+        path,
+        other,
+        connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
+        index=True,
+    )
+
+
+def make_diff_db(path: Path) -> None:
+    """Connection 1: the rich conversation; connection 2: the same with one chunk's text
+    changed and the usage update gone."""
+    now = time.time()
+    base = rich_frames()
+    changed = []
+    for ms, d, raw in base:
+        if b"usage_update" in raw:
+            continue
+        changed.append((ms, d, raw.replace(b"Echo: looking ", b"Echo: checking ")))
+    for frames in (base, changed):
+        insert_frames(
+            path,
+            [NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
+            connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
+            index=True,
+        )

@@ -601,3 +601,93 @@ async def test_findings_are_what_check_reports(client: TestClient, recording: Pa
             {k: v for k, v in f.items() if k not in ("frame_ids",)} for f in page["findings"]
         ] == connection["findings"]
         assert page["summary"] == {t: connection["counts"][t] for t in page["summary"]}
+
+
+async def test_frames_carry_a_preview_and_all_frames_are_in_time_order(
+    aiohttp_client: Any, rich_db: Path
+) -> None:
+    client = await aiohttp_client(make_app(rich_db))
+    data = await get_json(client, "/api/frames?limit=1000")
+    ids = [f["id"] for f in data["frames"]]
+    assert ids == [r[0] for r in rows(rich_db, "SELECT id FROM frames ORDER BY ts, id")]
+    assert ids != sorted(ids)
+    # keyset pages in time order: page by page gives the same order, nothing twice
+    paged: list[int] = []
+    after = 0
+    while True:
+        page = await get_json(client, f"/api/frames?limit=7&after_id={after}")
+        paged += [f["id"] for f in page["frames"]]
+        if not page["has_more_after"]:
+            break
+        after = page["frames"][-1]["id"]
+    assert paged == ids
+    back = await get_json(client, f"/api/frames?limit=7&before_id={ids[10]}")
+    assert [f["id"] for f in back["frames"]] == ids[3:10]
+    assert back["has_more_before"] and back["has_more_after"]
+    one = await get_json(client, "/api/frames?connection=1&limit=1000")
+    labels = {f["label"] for f in one["frames"]}
+    assert "error -32603 Internal error" in labels
+    assert 'session/prompt "Can you fix the failing test?"' in labels
+    chunk = next(f for f in one["frames"] if f["update_kind"] == "agent_message_chunk")
+    assert (chunk["text"], chunk["message_id"]) == ("Echo: looking ", "a1")
+
+
+async def test_export_jsonl_is_the_filtered_frames_with_exact_text(
+    aiohttp_client: Any, recording: Path
+) -> None:
+    client = await aiohttp_client(make_app(recording))
+    resp = await client.get("/api/export.jsonl?connection=1&direction=a2c")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("application/x-ndjson")
+    assert resp.headers["Content-Security-Policy"] == CSP
+    lines = (await resp.read()).splitlines()
+    expected = rows(
+        recording,
+        "SELECT id, seq, raw FROM frames WHERE connection_id = 1 AND direction = 'a2c' ORDER BY id",
+    )
+    assert len(lines) == len(expected)
+    for line, (fid, seq, raw) in zip(lines, expected, strict=True):
+        rec = orjson.loads(line)
+        assert (rec["type"], rec["id"], rec["seq"], rec["connection"]) == ("frame", fid, seq, 1)
+        if "text" in rec:
+            assert rec["text"].encode() == raw
+        else:
+            assert base64.b64decode(rec["base64"]) == raw
+    resp = await client.get("/api/export.jsonl?connection=99")
+    assert resp.status == 404
+
+
+async def test_export_jsonl_streams_more_than_a_page(aiohttp_client: Any, big_db: Path) -> None:
+    client = await aiohttp_client(make_app(big_db))
+    resp = await client.get("/api/export.jsonl?connection=1&kind=request")
+    lines = (await resp.read()).splitlines()
+    assert len(lines) == 25_000 > store.EXPORT_PAGE
+    assert [orjson.loads(x)["seq"] for x in lines[:3]] == [1, 3, 5]
+
+
+async def test_timeline_endpoint(aiohttp_client: Any, rich_db: Path) -> None:
+    client = await aiohttp_client(make_app(rich_db))
+    data = await get_json(client, "/api/connections/1/timeline")
+    assert len(data["turns"]) == 3 and data["spanMs"] == 410.0
+    for turn in data["turns"]:
+        assert str(turn["startSeq"]) in data["seqToId"]
+    await get_json(client, "/api/connections/99/timeline", status=404)
+    await get_json(client, "/api/connections/x/timeline", status=404)
+
+
+async def test_diff_and_search_endpoints(aiohttp_client: Any, rich_db: Path) -> None:
+    before = rich_db.read_bytes()
+    client = await aiohttp_client(make_app(rich_db))
+    data = await get_json(client, "/api/diff?a=1&b=2")
+    assert data["summary"]["removed"] == 22 and data["rowsTotal"] == 26
+    assert [r["tag"] for r in data["rows"][:4]] == ["equal"] * 4
+    await get_json(client, "/api/diff?a=1", status=400)
+    await get_json(client, "/api/diff?a=1&b=9", status=404)
+    found = await get_json(client, "/api/search?q=failing+test&connection=1")
+    assert found["hits"] and all(h["connection"] == 1 for h in found["hits"])
+    assert all(h["summary"]["id"] == h["frame"] for h in found["hits"])
+    again = await get_json(client, "/api/search?q=failing+test&connection=1")
+    assert again["hits"] == found["hits"]  # the held index answers the same
+    await get_json(client, "/api/search?q=", status=400)
+    await get_json(client, "/api/search?q=x&connection=9", status=404)
+    assert rich_db.read_bytes() == before  # no index written into the recording

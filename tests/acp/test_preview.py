@@ -1,0 +1,81 @@
+"""The frame list's preview (acp/preview.py): what a person reads first, also of cut frames."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from acp_proxy.acp.preview import frame_preview
+
+
+def raw(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n"
+
+
+def chunk(text: str) -> bytes:
+    return raw(
+        {
+            "method": "session/update",
+            "params": {
+                "sessionId": "s",
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m1",
+                    "content": {"type": "text", "text": text},
+                },
+            },
+        }
+    )
+
+
+def test_chunk_prompt_error_and_result() -> None:
+    b = chunk("Echo: hello")
+    p = frame_preview(
+        b, len(b), kind="notification", method="session/update", update_kind="agent_message_chunk"
+    )
+    assert p.label == 'session/update · agent_message_chunk "Echo: hello"'
+    assert (p.text, p.message_id, p.error) == ("Echo: hello", "m1", False)
+    b = raw(
+        {
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "Can you help?"}]},
+        }
+    )
+    p = frame_preview(b, len(b), kind="request", method="session/prompt", update_kind=None)
+    assert p.label == 'session/prompt "Can you help?"'
+    b = raw({"id": 3, "error": {"code": -32603, "message": "Internal error"}})
+    p = frame_preview(b, len(b), kind="response", method="session/prompt", update_kind=None)
+    assert (p.label, p.error) == ("error -32603 Internal error", True)
+    b = raw({"id": 3, "result": {"stopReason": "end_turn"}})
+    p = frame_preview(b, len(b), kind="response", method="session/prompt", update_kind=None)
+    assert p.label == "result stopReason=end_turn"
+    b = raw({"id": 0, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}})
+    p = frame_preview(b, len(b), kind="response", method=None, update_kind=None)
+    assert p.label == "result outcome={outcome=selected optionId=allow}"
+
+
+def test_long_text_is_shortened_and_a_cut_frame_still_reads() -> None:
+    b = chunk("word " * 200)
+    p = frame_preview(
+        b, len(b), kind="notification", method="session/update", update_kind="agent_message_chunk"
+    )
+    assert len(p.label) < 200 and p.label.endswith('…"')
+    head = chunk('He said \\"hi\\" and ' + "x" * 500)[:300]  # a list reads 400 bytes at most
+    p = frame_preview(
+        head,
+        1000,
+        kind="notification",
+        method="session/update",
+        update_kind="agent_message_chunk",
+    )
+    assert p.label.startswith('session/update · agent_message_chunk "He said \\"hi\\" and xxx')
+    assert p.message_id == "m1"
+    cut_error = raw({"id": 1, "error": {"code": -1, "message": "boom " + "y" * 900}})[:200]
+    p = frame_preview(cut_error, 1000, kind="response", method=None, update_kind=None)
+    assert p.error and p.label.startswith('error "boom y')
+
+
+def test_invalid_frames_say_so() -> None:
+    p = frame_preview(b"not json\n", 9, kind="invalid", method=None, update_kind=None)
+    assert p.label == 'invalid "not json"'

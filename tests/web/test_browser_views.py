@@ -1,0 +1,398 @@
+"""The inspector's views in a real headless Chromium: folded chunks and previews, sorting,
+the detail drawer (JSON tree, copy, export, findings), the timeline (waterfall and
+performance panel), the session view with plans per turn, a 900 px window and damaged
+recordings. Screenshots go to ``test-artifacts/web/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web.helpers import RICH_SESSION, make_diff_db, rows, web_server
+from tests.web.test_browser import CHROMIUM, TIMEOUT_MS, Page, browser  # noqa: F401
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium"),
+]
+
+
+@pytest.fixture
+def page(browser: Any) -> Any:  # noqa: F811
+    p = Page(browser)
+    yield p
+    p.close()
+    assert not p.dialogs, f"a dialog ran: {p.dialogs}"
+    assert not p.errors, f"page errors: {p.errors}"
+
+
+def frame_id(db: Path, where: str) -> int:
+    return int(rows(db, f"SELECT id FROM frames WHERE connection_id = 1 AND {where}")[0][0])
+
+
+def test_previews_folded_chunks_and_sorting(page: Page, rich_db: Path) -> None:
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#c=1")
+        total = rows(rich_db, "SELECT count(*) FROM frames WHERE connection_id = 1")[0][0]
+        page.wait_rows(total)
+        # Human previews computed by the server, text kept as recorded (no CSS rewriting).
+        prompt = frame_id(rich_db, "method = 'session/prompt' AND kind = 'request'")
+        assert p.inner_text(f"#fr-{prompt} .c-preview") == (
+            'session/prompt "Can you fix the failing test?"'
+        )
+        error = frame_id(rich_db, "instr(raw, '-32603') > 0")
+        assert p.inner_text(f"#fr-{error} .c-preview") == "error -32603 Internal error"
+        # The three chunks of message a1 are one row: count, bytes, joined text.
+        group = p.locator("#frame-rows .frow.group").first
+        assert group.get_attribute("data-count") == "3"
+        assert 'agent_message_chunk \u00d73 "Echo: looking at the test now."' in group.inner_text()
+        sizes = rows(
+            rich_db,
+            "SELECT sum(size) FROM frames WHERE connection_id = 1 AND instr(raw, '\"a1\"') > 0 "
+            "AND update_kind = 'agent_message_chunk'",
+        )[0][0]
+        assert group.locator(".c-size").get_attribute("title") == f"{sizes} bytes in 3 frames"
+        hidden = p.eval_on_selector_all(
+            "#frame-rows .frow.child", "els => els.filter(e => e.hidden).length"
+        )
+        assert hidden == 3  # the chunks of a1; the single chunk of a2 is a plain row
+        page.shot("11-folded-chunks")
+        group.locator("button.fold").click()
+        page.wait_js(
+            "() => document.querySelectorAll('#frame-rows .frow.child:not([hidden])').length === 3"
+        )
+        assert "chunk" in p.inner_text("#frame-rows .frow.child >> nth=0")
+        page.shot("12-unfolded-chunks")
+        # Sorting: by size, ascending then descending, then back to recording order.
+        p.click(".list-head [data-sort=size]")
+        order = p.eval_on_selector_all(
+            "#frame-rows .frow:not(.group)", "els => els.map(e => +e.dataset.id)"
+        )
+        by_size = [
+            r[0]
+            for r in rows(
+                rich_db, "SELECT id FROM frames WHERE connection_id = 1 ORDER BY size, id"
+            )
+        ]
+        assert order == by_size
+        p.click(".list-head [data-sort=size]")
+        order = p.eval_on_selector_all(
+            "#frame-rows .frow:not(.group)", "els => els.map(e => +e.dataset.id)"
+        )
+        assert order == list(reversed(by_size))
+        assert p.get_attribute(".list-head [data-sort=size]", "aria-sort") == "descending"
+        p.click(".list-head [data-sort=size]")
+        order = p.eval_on_selector_all(
+            "#frame-rows .frow:not(.group)", "els => els.map(e => +e.dataset.id)"
+        )
+        assert order == sorted(order)
+
+
+def test_all_frames_are_in_time_order_across_connections(page: Page, rich_db: Path) -> None:
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url)
+        total = rows(rich_db, "SELECT count(*) FROM frames")[0][0]
+        page.wait_rows(total)
+        shown = p.eval_on_selector_all(
+            "#frame-rows .frow:not(.group)", "els => els.map(e => +e.dataset.id)"
+        )
+        assert shown == [r[0] for r in rows(rich_db, "SELECT id FROM frames ORDER BY ts, id")]
+        assert shown != sorted(shown)  # the second connection's frames interleave by time
+
+
+def test_detail_is_cleared_when_the_connection_changes(page: Page, rich_db: Path) -> None:
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#c=1")
+        p.wait_for_selector("#frame-rows .frow")
+        p.click("#frame-rows .frow >> nth=0")
+        p.wait_for_selector("#raw-text")
+        # The drawer resizes by dragging its splitter.
+        before = p.eval_on_selector("#detail", "el => el.getBoundingClientRect().height")
+        box = p.locator("#splitter").bounding_box()
+        assert box is not None
+        p.mouse.move(box["x"] + 50, box["y"] + 2)
+        p.mouse.down()
+        p.mouse.move(box["x"] + 50, box["y"] - 150, steps=5)
+        p.mouse.up()
+        after = p.eval_on_selector("#detail", "el => el.getBoundingClientRect().height")
+        assert after > before + 100
+        # Another connection: the previous connection's frame is no longer shown.
+        p.click("#connections li.conn >> nth=1 >> button >> nth=0")
+        page.wait_js("() => location.hash.includes('c=2')")
+        p.wait_for_selector("#detail-empty")
+        assert p.locator("#raw-text").count() == 0
+        assert "connection 1" not in p.inner_text("#detail")
+        page.shot("13-detail-cleared")
+        # The same through a session of another connection, then back to the frames.
+        p.goto(url + "#c=1")
+        p.click("#frame-rows .frow >> nth=2")
+        p.wait_for_selector("#raw-text")
+        p.click("#connections li.conn >> nth=1 >> .sess button")
+        p.wait_for_selector(".s-head")
+        p.keyboard.press("1")
+        p.wait_for_selector("#frame-rows .frow")
+        p.wait_for_selector("#detail-empty")
+        assert p.locator("#raw-text").count() == 0
+
+
+def test_json_tree_copy_export_and_findings(page: Page, recording: Path) -> None:
+    context = page.page.context
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    with web_server(recording) as url:
+        p = page.page
+        fid, raw = rows(
+            recording,
+            "SELECT id, raw FROM frames WHERE method = 'session/new' AND kind = 'response'",
+        )[0]
+        p.goto(url + f"#c=1&f={fid}")
+        p.wait_for_selector("#json-tree")
+        tree = p.inner_text("#json-tree")
+        assert '"sessionId": "sess_web_1"' in tree.replace('":', '": ').replace('":  ', '": ')
+        assert "answers #" in tree  # the id member names its request and the latency
+        assert "method session/new" in p.inner_text("#acp-chips")
+        p.click("#copy-raw")
+        page.wait_js("() => document.getElementById('status').textContent.includes('copied')")
+        assert p.evaluate("navigator.clipboard.readText()") == raw.decode()
+        p.click("#copy-json")
+        page.wait_js("() => document.getElementById('status').textContent.includes('as JSON')")
+        assert json.loads(p.evaluate("navigator.clipboard.readText()")) == json.loads(raw)
+        page.shot("14-json-tree")
+        # Export: the frames the filter shows, as JSON lines with the exact text.
+        p.select_option("#f-direction", "a2c")
+        href = p.get_attribute("#export", "href")
+        assert href is not None and "direction=a2c" in href and "connection=1" in href
+        assert "?token" not in url  # served without a token on loopback
+        with urllib.request.urlopen(url.rstrip("/") + href) as res:
+            lines = res.read().splitlines()
+        expected = rows(
+            recording,
+            "SELECT id, raw FROM frames WHERE connection_id = 1 AND direction = 'a2c' ORDER BY id",
+        )
+        assert len(lines) == len(expected)
+        for line, (eid, eraw) in zip(lines, expected, strict=True):
+            record = json.loads(line)
+            assert record["id"] == eid
+            assert record.get("text", "").encode() == eraw or "base64" in record
+        # A frame with a finding links to it; the finding links back.
+        bad = next(i for i, r in rows(recording, "SELECT id, raw FROM frames") if b"\xff" in r)
+        p.goto(url + f"#c=1&f={bad}")
+        p.wait_for_selector("#frame-findings")
+        assert "framing.utf8" in p.inner_text("#frame-findings")
+        p.click("#frame-findings button")
+        p.wait_for_selector("tr.pointed")
+        assert "framing.utf8" in p.inner_text("tr.pointed")
+        p.click("tr.pointed td button.link")
+        page.wait_js("id => document.querySelector(`#fr-${id}.selected`) !== null", bad)
+        page.shot("15-finding-round-trip")
+
+
+def test_waterfall_and_performance_panel(page: Page, rich_db: Path) -> None:
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#view=timeline&c=1")
+        p.wait_for_selector("#waterfall .wf-row.turn")
+        turns = p.locator("#waterfall .wf-row.turn")
+        assert turns.count() == 3
+        assert "turn 1 · end_turn · 1st chunk 20ms" in turns.nth(0).inner_text()
+        assert "turn 3 · error -32603" in turns.nth(2).inner_text()
+        assert "90ms" in turns.nth(0).inner_text()  # prompt at 10ms, idle at 100ms (v2)
+        assert "10.00ms" in turns.nth(2).inner_text() or "10ms" in turns.nth(2).inner_text()
+        # The permission prompt is drawn inside turn 1, nested.
+        nested = p.locator("#waterfall .wf-row.nested")
+        assert nested.count() == 1
+        assert "session/request_permission" in nested.inner_text()
+        assert "30ms" in nested.inner_text()
+        names = p.eval_on_selector_all("#waterfall .wf-row", "els => els.map(e => e.innerText)")
+        first_turn = next(i for i, n in enumerate(names) if "turn 1" in n)
+        second_turn = next(i for i, n in enumerate(names) if "turn 2" in n)
+        permission = next(i for i, n in enumerate(names) if "request_permission" in n)
+        assert first_turn < permission < second_turn
+        # The bar is placed on the time axis: 40ms..70ms of a 410ms connection.
+        left = p.eval_on_selector("#waterfall .wf-row.nested .wf-bar", "el => el.style.left")
+        assert left.startswith("9.75")  # 40/410
+        # Time to first chunk: 20ms after the prompt.
+        assert "first chunk after 20ms" in (
+            p.get_attribute("#waterfall .wf-row.turn >> nth=0 >> .wf-tick", "title") or ""
+        )
+        perf = p.inner_text("#perf-methods")
+        row = next(line for line in perf.splitlines() if "session/request_permission" in line)
+        assert "30ms" in row
+        prompt_row = next(line for line in perf.splitlines() if "session/prompt" in line)
+        assert "\t3\t1\t" in prompt_row  # three prompts, one error
+        assert "p95" in perf and "p99" in perf
+        assert "3 turn(s), 3 ended" in p.inner_text("#perf-turns")
+        page.shot("16-timeline")
+        # The slowest exchange links to its frames.
+        p.click("#perf-slowest tbody tr >> nth=0 >> td >> nth=2 >> button")
+        req = frame_id(rich_db, "method = 'session/request_permission' AND kind = 'request'")
+        page.wait_js("id => document.querySelector(`#fr-${id}.selected`) !== null", req)
+
+
+def test_session_view_plans_per_turn(page: Page, rich_db: Path) -> None:
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#view=session")  # no session named: the first one is shown
+        p.wait_for_selector(".item.user")
+        assert RICH_SESSION in p.inner_text(".s-head")
+        assert p.locator("#session-pick option").count() >= 1
+        plans = p.locator(".item.plan")
+        assert plans.count() == 2
+        assert "at the end of turn 1" in plans.nth(0).inner_text()
+        assert "[in_progress] Read the code" in plans.nth(0).inner_text()
+        assert "[pending] Write the fix" in plans.nth(0).inner_text()
+        assert "at the end of turn 2" in plans.nth(1).inner_text()
+        assert "[completed] Write the fix" in plans.nth(1).inner_text()
+        # each plan card sits in its turn: after turn 1's user prompt, before turn 2's
+        order = p.eval_on_selector_all(
+            ".items > .item, .items > .divider", "els => els.map(e => e.className)"
+        )
+        assert order.index("item plan") < [i for i, c in enumerate(order) if "plan" in c][1]
+        permission = p.inner_text(".item.permission")
+        assert "Write tests/test_x.py" in permission
+        assert "chose “Allow once” (allow_once)" in permission
+        assert "1200/200000 tokens" in p.inner_text(".item.usage")
+        assert "cost 0.02 USD" in p.inner_text(".item.usage")
+        assert "_vendor_trace" in p.inner_text(".item.unknown")
+        assert "Can you fix the failing test?" in p.inner_text(".item.user")
+        # frame text as recorded: the refused prompt's error is not rewritten (uppercased)
+        refused = p.locator(".item.rpc", has_text="Internal error")
+        assert '"message":"Internal error"' in refused.inner_text()
+        tool = p.inner_text(".item.tool")
+        assert "completed" in tool and "wrote 3 lines" in tool
+        page.shot("17-session-plans-per-turn")
+
+
+def test_readable_at_900_pixels(browser: Any, rich_db: Path) -> None:  # noqa: F811
+    p = browser.new_page(viewport={"width": 900, "height": 800})
+    p.set_default_timeout(TIMEOUT_MS)
+    try:
+        with web_server(rich_db) as url:
+            p.goto(url + "#c=1")
+            p.wait_for_selector("#frame-rows .frow")
+            assert p.evaluate("document.documentElement.scrollWidth") <= 900
+            assert _clipped(p) == []
+            # the method column names the method: the narrow preview starts at the text
+            prompt = frame_id(rich_db, "method = 'session/prompt' AND kind = 'request'")
+            assert p.inner_text(f"#fr-{prompt} .c-preview") == '"Can you fix the failing test?"'
+            p.screenshot(path=str(_artifact("18-narrow-900")))
+            p.goto(url + "#")  # all connections: the connection column comes back
+            p.wait_for_selector("#frame-rows .frow .c-conn")
+            assert p.evaluate("document.documentElement.scrollWidth") <= 900
+            assert _clipped(p) == []
+            p.screenshot(path=str(_artifact("18-narrow-900-all")))
+            p.goto(url + "#c=1")
+            p.wait_for_selector("#frame-rows .frow")
+            p.click("#frame-rows .frow >> nth=4")
+            p.wait_for_selector("#json-tree")
+            assert p.evaluate("document.documentElement.scrollWidth") <= 900
+            p.screenshot(path=str(_artifact("19-narrow-900-detail")))
+            p.goto(url + "#view=timeline&c=1")
+            p.wait_for_selector("#waterfall")
+            p.screenshot(path=str(_artifact("20-narrow-900-timeline")))
+    finally:
+        p.close()
+
+
+def _clipped(p: Any) -> list[str]:
+    """Cells of the frame list whose text does not fit (preview and method ellipsize by
+    design, so those only have to keep a usable width)."""
+    return list(
+        p.evaluate(
+            """() => {
+              const out = [];
+              const cells = document.querySelectorAll(
+                '.list-head > *, #frame-rows .frow:not([hidden]) > span');
+              for (const c of cells) {
+                if (c.classList.contains('c-preview') || c.classList.contains('c-method')) {
+                  if (c.clientWidth < 80) out.push(c.className + ' too narrow');
+                  continue;
+                }
+                if (c.scrollWidth > c.clientWidth + 1)
+                  out.push(c.className + ': ' + c.textContent);
+              }
+              return out;
+            }"""
+        )
+    )
+
+
+def _artifact(name: str) -> Path:
+    from tests.web.helpers import ARTIFACTS
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / f"{name}.png"
+
+
+def test_a_damaged_recording_is_an_error_in_every_view(
+    page: Page, rich_db: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "soon-damaged.db"
+    db.write_bytes(rich_db.read_bytes())
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url + "#view=timeline&c=1")
+        p.wait_for_selector("#waterfall")
+        db.write_bytes(b"\x00garbage" * 4096)
+        time.sleep(0.3)
+        for view in ("timeline", "frames", "session"):
+            p.goto(url + f"#view={view}&c=1&s={RICH_SESSION}")
+            p.wait_for_selector(f"#view-{view} [role=alert]")
+            text = p.inner_text(f"#view-{view}")
+            assert "not a usable acp-proxy recording" in text, (view, text[:300])
+        page.shot("21-damaged-recording")
+    page.errors = [e for e in page.errors if "503" not in e]
+
+
+def test_diff_side_by_side(page: Page, tmp_path: Path) -> None:
+    db = tmp_path / "diff.db"
+    make_diff_db(db)
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url + "#view=diff")
+        p.wait_for_selector("#diff-table")
+        assert p.inner_text("#diff-summary").startswith("0 added · 1 removed · 1 changed")
+        removed = p.locator("tr.diff-row.removed")
+        assert removed.count() == 1
+        assert "usage_update" in removed.inner_text()
+        changed = p.locator("tr.diff-row.changed")
+        assert changed.count() == 1
+        members = p.inner_text("tr.diff-members")
+        assert '"Echo: looking "' in members and '"Echo: checking "' in members
+        assert p.locator("tr.diff-row.equal").count() == 24
+        page.shot("22-diff")
+        # each side links to its frame
+        changed.locator("td.diff-cell >> nth=1 >> button").click()
+        fid = rows(
+            db, "SELECT id FROM frames WHERE connection_id = 2 AND instr(raw, 'checking') > 0"
+        )[0][0]
+        page.wait_js("id => document.querySelector(`#fr-${id}.selected`) !== null", fid)
+
+
+def test_text_filter_through_the_search_index(page: Page, rich_db: Path) -> None:
+    before = rich_db.read_bytes()
+    with web_server(rich_db) as url:
+        p = page.page
+        p.goto(url + "#c=1")
+        p.wait_for_selector("#frame-rows .frow")
+        p.check("#f-words")
+        p.fill("#f-text", "looking test")  # words of one message, split across chunks
+        p.press("#f-text", "Enter")
+        page.wait_js("() => document.querySelectorAll('#frame-rows .frow').length === 1")
+        first_chunk = frame_id(rich_db, "instr(raw, 'Echo: looking') > 0")
+        assert p.locator(f"#fr-{first_chunk}").count() == 1
+        assert "[looking]" in p.inner_text(f"#fr-{first_chunk} .c-preview")
+        assert "3 frames" in p.inner_text(f"#fr-{first_chunk} .c-preview")
+        page.shot("23-search-filter")
+        # the byte filter is still there: unticked, the same words match no raw frame
+        p.uncheck("#f-words")
+        page.wait_js("() => document.querySelectorAll('#frame-rows .frow').length === 0")
+    assert rich_db.read_bytes() == before  # the inspector wrote nothing into the recording

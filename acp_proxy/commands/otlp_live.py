@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.record.otlp_live import ENDPOINT_ENV, HEADERS_ENV
+from acp_proxy.record.otlp_live import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
 
 
 def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -46,6 +46,7 @@ class LiveExport:
 
     endpoint: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    content: bool = False
 
     @contextmanager
     def for_writer(self) -> Iterator[None]:
@@ -54,7 +55,9 @@ class LiveExport:
         They are taken out of the environment again afterwards, so the agent (started
         later) does not see the collector's headers (often an API key).
         """
-        saved = {name: os.environ.get(name) for name in (ENDPOINT_ENV, HEADERS_ENV)}
+        saved = {name: os.environ.get(name) for name in (ENDPOINT_ENV, HEADERS_ENV, CONTENT_ENV)}
+        if self.content:
+            os.environ[CONTENT_ENV] = "1"
         if self.endpoint is not None:
             os.environ[ENDPOINT_ENV] = self.endpoint
         if self.headers:
@@ -70,12 +73,19 @@ class LiveExport:
 
 
 def otlp_live_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``--otlp-endpoint`` and ``--otlp-header``: the command receives them as ``otlp``
-    (a :class:`LiveExport`), to wrap its ``Recorder(...)`` in ``otlp.for_writer()``."""
+    """``--otlp-endpoint``, ``--otlp-header`` and ``--otlp-content``: the command receives
+    them as ``otlp`` (a :class:`LiveExport`), to wrap its ``Recorder(...)`` in
+    ``otlp.for_writer()``."""
 
     @functools.wraps(command)
-    def run(*args: Any, otlp_endpoint: str | None, otlp_headers: dict[str, str], **kw: Any) -> None:
-        command(*args, otlp=LiveExport(otlp_endpoint, otlp_headers), **kw)
+    def run(
+        *args: Any,
+        otlp_endpoint: str | None,
+        otlp_headers: dict[str, str],
+        otlp_content: bool,
+        **kw: Any,
+    ) -> None:
+        command(*args, otlp=LiveExport(otlp_endpoint, otlp_headers, otlp_content), **kw)
 
     endpoint = click.option(
         "--otlp-endpoint",
@@ -94,4 +104,10 @@ def otlp_live_options(command: Callable[..., None]) -> Callable[..., None]:
         callback=_headers,
         help="A header for the OTLP collector (repeatable), e.g. an API key.",
     )
-    return endpoint(headers(run))
+    content = click.option(
+        "--otlp-content",
+        is_flag=True,
+        help="Put content into the live spans (prompt text, message text, tool output). "
+        "Off by default: spans then carry structure, ids, timings and counts only.",
+    )
+    return endpoint(headers(content(run)))

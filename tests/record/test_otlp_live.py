@@ -116,6 +116,16 @@ def test_live_spans_tree_and_export_gives_the_same(tmp_path: Path, protocol: int
     assert not any("acp.prompt.text" in attrs(t) for t in turns)
 
 
+def test_otlp_content_flag_puts_the_prompt_text_into_live_spans(tmp_path: Path) -> None:
+    db = tmp_path / "content.db"
+    with otlp_collector() as (url, got):
+        run = demo_through_proxy(db, ["--otlp-endpoint", url, "--otlp-content"], 2)
+        assert run.returncode == 0, run.stderr
+        assert got.wait_spans(len(exported_spans(db)))
+    turns = [s for s in got.spans() if s.name.startswith("invoke_agent")]
+    assert turns and any(attrs(t).get("acp.prompt.text") for t in turns)
+
+
 def _events(span: Any) -> list[Any]:
     return list(span.events)
 

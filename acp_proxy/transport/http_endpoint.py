@@ -56,6 +56,7 @@ class AcpEndpoint(WsServer):
     """``/acp`` for both halves: the WebSocket server plus POST / SSE GET / DELETE."""
 
     connections: dict[str, HttpConnection] = field(default_factory=dict)
+    ending: set[HttpConnection] = field(default_factory=set)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1024)  # bodies are read (and capped) by hand
@@ -275,6 +276,10 @@ class AcpEndpoint(WsServer):
         assert conn is not None
         self._note(conn, request, 202)
         conn.rec.event("http_delete", {"connection": conn.id})
+        self.connections.pop(conn.id, None)  # gone at once: later requests get 404
+        self.ending.add(conn)
+        assert conn.task is not None
+        conn.task.add_done_callback(lambda _: self.ending.discard(conn))
         conn.stop()
         return web.Response(status=202)
 
@@ -282,7 +287,7 @@ class AcpEndpoint(WsServer):
 
     async def _on_shutdown(self, app: web.Application) -> None:
         await super()._on_shutdown(app)
-        conns = list(self.connections.values())
+        conns = [*self.connections.values(), *self.ending]
         for conn in conns:
             conn.stop(by_client=False)
         for conn in conns:

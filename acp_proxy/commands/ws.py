@@ -225,7 +225,10 @@ def connect_command(
     queue_mb: int,
     spool_mb: int,
 ) -> None:
-    """Bridge stdio to an ACP WebSocket agent: stdin lines -> text frames -> stdout lines.
+    """Bridge stdio to an ACP agent: stdin lines -> messages -> stdout lines.
+
+    ws:// and wss:// URLs: WebSocket (one text frame per line). http:// and https:// URLs:
+    Streamable HTTP (POST per line, SSE streams to stdout; see docs/http.md).
 
     For editors that only launch stdio agents: configure `acp-proxy connect URL` as the
     agent command. Exits 0 when stdin ends or the server closes normally, 1 otherwise.
@@ -250,6 +253,10 @@ def connect_command(
         record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
     )
     code = 1
+    if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
+        from acp_proxy.commands.serve import connect_http
+
+        connect_http(url, recorder, pairs, token, max_message, label, grace)
     try:
         code = asyncio.run(
             run_connect(

@@ -7,6 +7,7 @@ import asyncio
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -30,6 +31,12 @@ from acp_proxy.transport.address import is_loopback
     callback=parse_listen_option,
     help="Address to listen on (port 0 picks a free port; the URL is printed on stderr).",
 )
+@click.option(
+    "--upstream",
+    metavar="URL",
+    help="Relay to this ACP endpoint (http://HOST:PORT/acp) instead of starting an agent: "
+    "POST/GET/DELETE as HTTP, WebSocket upgrades as WebSocket.",
+)
 @RECORD_OPTION
 @click.option("--label", help="A label stored on every recorded connection.")
 @TOKEN_OPTION
@@ -48,6 +55,7 @@ from acp_proxy.transport.address import is_loopback
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
 def serve_command(
     listen: tuple[str, int],
+    upstream: str | None,
     record: Path | None,
     label: str | None,
     token: str | None,
@@ -70,10 +78,17 @@ def serve_command(
     Examples:
       acp-proxy serve --record http.db -- python -m acp_proxy.demo.agent
       ACP_PROXY_TOKEN=s3cret acp-proxy serve --listen 0.0.0.0:8765 -- my-agent
+      acp-proxy serve --upstream http://10.0.0.5:8000/acp --record remote.db
     """
     host, port = listen
-    if not agent_command:
-        raise click.UsageError("no agent: put the agent command after --")
+    if upstream and agent_command:
+        raise click.UsageError("give either --upstream URL or an agent command after --, not both")
+    if not upstream and not agent_command:
+        raise click.UsageError("no agent: put the agent command after -- (or use --upstream URL)")
+    if upstream is not None:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise click.UsageError(f"--upstream: not an http:// URL: {upstream!r}")
     if token is not None and not token.strip():
         raise click.UsageError("--token is empty")
     if not is_loopback(host) and token is None:
@@ -81,7 +96,7 @@ def serve_command(
             f"listening on {host} exposes the agent to the network: set a --token "
             "(or ACP_PROXY_TOKEN), or listen on 127.0.0.1"
         )
-    if "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
+    if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
         click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
         sys.exit(127)
     from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
@@ -92,7 +107,8 @@ def serve_command(
     )
     settings = WsSettings(
         recorder=recorder,
-        agent_argv=list(agent_command),
+        agent_argv=list(agent_command) or None,
+        upstream=upstream,
         token=token,
         allow_origins=allow_origins,
         max_message=max_message,

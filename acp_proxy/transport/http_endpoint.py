@@ -36,6 +36,7 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     is_json_type,
 )
+from acp_proxy.transport.http_upstream import HttpUpstream
 from acp_proxy.transport.process import AgentStartError, spawn_agent
 from acp_proxy.transport.ws_agent import _pipes
 from acp_proxy.transport.ws_bridge import (
@@ -57,6 +58,11 @@ class AcpEndpoint(WsServer):
 
     connections: dict[str, HttpConnection] = field(default_factory=dict)
     ending: set[HttpConnection] = field(default_factory=set)
+    relay: HttpUpstream | None = None
+
+    def __post_init__(self) -> None:
+        if self.settings.upstream is not None:
+            self.relay = HttpUpstream(self, self.settings.upstream)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1024)  # bodies are read (and capped) by hand
@@ -142,6 +148,11 @@ class AcpEndpoint(WsServer):
         refused = self._guard(request)
         if refused is not None:
             return refused
+        if self.relay is not None:  # --upstream: the upstream answers (after the size check)
+            relayed = await self._read_body(request)
+            if isinstance(relayed, web.Response):
+                return relayed
+            return await self.relay.post(request, relayed)
         known = self.connections.get(request.headers.get(CONNECTION_ID_HEADER) or "")
         if not is_json_type(request.headers.get("Content-Type")):
             if known is not None:
@@ -240,6 +251,8 @@ class AcpEndpoint(WsServer):
         refused = self._guard(request)
         if refused is not None:
             return refused
+        if self.relay is not None:
+            return await self.relay.get(request)
         if not accepts_sse(request.headers.get("Accept")):
             return self.refuse(request, 406, f"Accept must include {CONTENT_TYPE_SSE}")
         conn, refused = self._connection(request)
@@ -266,10 +279,12 @@ class AcpEndpoint(WsServer):
 
     # -- DELETE ---------------------------------------------------------------------------
 
-    async def _delete(self, request: web.Request) -> web.Response:
+    async def _delete(self, request: web.Request) -> web.StreamResponse:
         refused = self._guard(request)
         if refused is not None:
             return refused
+        if self.relay is not None:
+            return await self.relay.delete(request)
         conn, refused = self._connection(request)
         if refused is not None:
             return refused
@@ -287,6 +302,8 @@ class AcpEndpoint(WsServer):
 
     async def _on_shutdown(self, app: web.Application) -> None:
         await super()._on_shutdown(app)
+        if self.relay is not None:
+            await self.relay.close()  # relayed SSE streams end with the client session
         conns = [*self.connections.values(), *self.ending]
         for conn in conns:
             conn.stop(by_client=False)

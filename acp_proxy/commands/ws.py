@@ -303,11 +303,11 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    from acp_proxy.transport.replay_ws import serve_replay
+    from acp_proxy.transport.http_replay import serve_replay_both  # both halves of /acp
 
     recorder = Recorder(record, backend="process")
     try:
-        serve_replay(
+        serve_replay_both(
             new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout
         )
     except OSError as exc:

@@ -122,19 +122,17 @@ class SseStream:
 
 
 class HttpConnection:
-    """One ACP connection over Streamable HTTP: one agent process, its streams, its record."""
+    """One ACP connection over Streamable HTTP: its streams, its routing, its record.
+
+    What answers is up to a subclass: :class:`AgentConnection` (an agent process over stdio)
+    or :class:`ReplayConnection` (a replay engine). Either hands each message it produces
+    to :meth:`deliver`.
+    """
 
     def __init__(
-        self,
-        connection_id: str,
-        agent: Agent,
-        pipes: tuple[asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamReader],
-        rec: ConnectionRecorder,
-        initialize_id: str | None,
+        self, connection_id: str, rec: ConnectionRecorder, initialize_id: str | None
     ) -> None:
         self.id = connection_id
-        self.agent = agent
-        self.stdin, self.stdout, self.stderr = pipes
         self.rec = rec
         self.router = StreamRouter()
         self.connection_stream = SseStream("connection")
@@ -144,26 +142,47 @@ class HttpConnection:
         self.sent = 0  # agent messages so far: the next SSE event id is sent + 1
         self.ended = asyncio.Event()
         self.deleted = False
-        self._batcher = _Batcher(self.stdin)
-        self._agent_ok = True
-        self._stopping: asyncio.Task[Any] | None = None
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run())
 
+    async def _run(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            if not self.initialized.done():
+                self.initialized.set_exception(AgentEnded())
+                self.initialized.exception()  # retrieved: no "never retrieved" warning
+            self.ended.set()
+            self.connection_stream.close()
+            for stream in self.session_streams.values():
+                stream.close()
+
+    async def _serve(self) -> None:
+        """Run until the connection ends; close :attr:`rec` with what is known."""
+        raise NotImplementedError
+
+    async def _write(self, body: bytes) -> None:
+        """Hand one client message (a POST body) to what answers."""
+        raise NotImplementedError
+
+    def stop(self, *, by_client: bool = True) -> None:
+        """End the connection (DELETE, or the server is stopping)."""
+        raise NotImplementedError
+
+    async def wait(self) -> None:
+        if self.task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self.task)
+
     # -- client -> agent ------------------------------------------------------------------
 
     async def forward(self, post: Post, body: bytes) -> None:
-        """An accepted POST body: remember its route, record it, write it as one line."""
+        """An accepted POST body: remember its route, record it, hand it on."""
         self.router.client_sent(post)
         self.rec.frame(C2A, body)  # before it is written: the answer never precedes it
-        if not self._agent_ok:
-            return
-        try:
-            await self._batcher.write(post_line(body))
-        except (ConnectionError, OSError, RuntimeError):
-            self._agent_ok = False
+        await self._write(body)
 
     def stream_for(self, session_id: str | None) -> SseStream | None:
         """The stream a GET asks for; ``None`` if that session is unknown here."""
@@ -183,7 +202,8 @@ class HttpConnection:
 
     # -- agent -> client ------------------------------------------------------------------
 
-    def _deliver(self, line: bytes) -> None:
+    def deliver(self, line: bytes) -> None:
+        """One message from the agent side (a stdout line): recorded, then routed."""
         data = sse_data(line)
         self.sent += 1
         self.rec.frame(A2C, data)  # before it is sent: causal order
@@ -197,6 +217,33 @@ class HttpConnection:
         stream = self.stream_for(session)
         (stream or self.connection_stream).push(self.sent, data)
 
+
+class AgentConnection(HttpConnection):
+    """An HTTP connection answered by an agent process over stdio (one line per message)."""
+
+    def __init__(
+        self,
+        connection_id: str,
+        agent: Agent,
+        pipes: tuple[asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamReader],
+        rec: ConnectionRecorder,
+        initialize_id: str | None,
+    ) -> None:
+        super().__init__(connection_id, rec, initialize_id)
+        self.agent = agent
+        self.stdin, self.stdout, self.stderr = pipes
+        self._batcher = _Batcher(self.stdin)
+        self._agent_ok = True
+        self._stopping: asyncio.Task[Any] | None = None
+
+    async def _write(self, body: bytes) -> None:
+        if not self._agent_ok:
+            return
+        try:
+            await self._batcher.write(post_line(body))
+        except (ConnectionError, OSError, RuntimeError):
+            self._agent_ok = False
+
     async def _agent_to_client(self) -> None:
         framer = LineFramer()
         while True:
@@ -204,10 +251,10 @@ class HttpConnection:
             if not data:
                 break
             for line in framer.feed(data):
-                self._deliver(line)
+                self.deliver(line)
         last = framer.close()
         if last is not None:
-            self._deliver(last)
+            self.deliver(last)
 
     async def _stderr(self) -> None:
         framer = LineFramer()
@@ -224,9 +271,7 @@ class HttpConnection:
         if last is not None:
             self.rec.stderr(last)
 
-    # -- lifetime -------------------------------------------------------------------------
-
-    async def _run(self) -> None:
+    async def _serve(self) -> None:
         agent = self.agent
         out = asyncio.create_task(self._agent_to_client())
         err = asyncio.create_task(self._stderr())
@@ -250,23 +295,11 @@ class HttpConnection:
                 returncode = await wait_exit(agent.popen, None)
             with contextlib.suppress(Exception):
                 self.stdin.close()
-            if not self.initialized.done():
-                self.initialized.set_exception(AgentEnded())
-                self.initialized.exception()  # retrieved: no "never retrieved" warning
-            self.ended.set()
-            self.connection_stream.close()
-            for stream in self.session_streams.values():
-                stream.close()
             self.rec.close(exit_status=returncode if returncode is not None else agent.popen.poll())
 
     def stop(self, *, by_client: bool = True) -> None:
-        """End the connection (DELETE, or the server is stopping): the agent's close sequence."""
+        """The agent's close sequence: stdin closed, SIGTERM then SIGKILL after its grace."""
         if self._stopping is not None or self.ended.is_set():
             return
         self.deleted = by_client
         self._stopping = asyncio.create_task(self.agent.terminate_async(self.stdin))
-
-    async def wait(self) -> None:
-        if self.task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self.task)

@@ -24,7 +24,8 @@ from typing import Any
 
 from aiohttp import web
 
-from acp_proxy.transport.http_agent import AgentEnded, HttpConnection
+from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http_rules import (
     ACP_PATH,
     CONNECTION_ID_HEADER,
@@ -59,6 +60,8 @@ class AcpEndpoint(WsServer):
     connections: dict[str, HttpConnection] = field(default_factory=dict)
     ending: set[HttpConnection] = field(default_factory=set)
     relay: HttpUpstream | None = None
+    http_backend: Callable[[str, ConnectionRecorder, str | None], HttpConnection] | None = None
+    """What answers an HTTP connection instead of an agent process (the replay engine)."""
 
     def __post_init__(self) -> None:
         if self.settings.upstream is not None:
@@ -196,6 +199,19 @@ class AcpEndpoint(WsServer):
 
     async def _initialize(self, request: web.Request, post: Post, body: bytes) -> web.Response:
         s = self.settings
+        if self.http_backend is not None:
+            connection_id = uuid.uuid4().hex
+            rec = s.recorder.connection(
+                "replay-http",
+                peer=self._peer(request),
+                headers=headers_worth_keeping(
+                    request.headers.items(), [(CONNECTION_ID_HEADER, connection_id)]
+                ),
+                label=s.label,
+            )
+            return await self._open(
+                request, post, body, self.http_backend(connection_id, rec, post.id)
+            )
         assert s.agent_argv is not None
         try:
             agent = spawn_agent(s.agent_argv, grace=s.grace)
@@ -218,7 +234,15 @@ class AcpEndpoint(WsServer):
             cwd=os.getcwd(),
             pid=agent.pid,
         )
-        conn = HttpConnection(connection_id, agent, pipes, rec, post.id)
+        return await self._open(
+            request, post, body, AgentConnection(connection_id, agent, pipes, rec, post.id)
+        )
+
+    async def _open(
+        self, request: web.Request, post: Post, body: bytes, conn: HttpConnection
+    ) -> web.Response:
+        """Start ``conn``, hand it ``initialize`` and answer with its response (200)."""
+        connection_id = conn.id
         self.connections[connection_id] = conn
         conn.start()
         assert conn.task is not None

@@ -124,37 +124,3 @@ def serve_command(
         pass
     finally:
         recorder.close()
-
-
-def connect_http(
-    url: str,
-    recorder: Recorder,
-    headers: list[tuple[str, str]],
-    token: str | None,
-    max_message: int,
-    label: str | None,
-    grace: float,
-) -> None:
-    """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
-    from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
-
-    code = 1
-    try:
-        code = asyncio.run(
-            run_http_connect(
-                HttpConnectSettings(
-                    url=url,
-                    recorder=recorder,
-                    headers=headers,
-                    token=token,
-                    max_message=max_message,
-                    label=label,
-                    grace=grace,
-                )
-            )
-        )
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        recorder.close()
-    sys.exit(code)

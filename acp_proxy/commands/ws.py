@@ -254,7 +254,7 @@ def connect_command(
     )
     code = 1
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
-        from acp_proxy.commands.serve import connect_http
+        from acp_proxy.commands.connect_http import connect_http
 
         connect_http(url, recorder, pairs, token, max_message, label, grace)
     try:

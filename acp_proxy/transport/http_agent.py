@@ -32,6 +32,7 @@ from acp_proxy.transport.http_rules import (
     Post,
     StreamRouter,
     is_response_to,
+    parse,
     post_line,
     sse_data,
     sse_events,
@@ -207,10 +208,11 @@ class HttpConnection:
         data = sse_data(line)
         self.sent += 1
         self.rec.frame(A2C, data)  # before it is sent: causal order
-        if not self.initialized.done() and is_response_to(line, self.initialize_id):
+        message = parse(data)
+        if not self.initialized.done() and is_response_to(message, self.initialize_id):
             self.initialized.set_result(data)
             return
-        session = self.router.route(line)
+        session = self.router.route(message)
         if session is None:
             self.connection_stream.push(self.sent, data)
             return

@@ -24,6 +24,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 ACP_PATH = "/acp"
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -121,12 +123,9 @@ class StreamRouter:
         elif post.session_scoped:
             self._routes[post.id] = post.session_id
 
-    def route(self, line: bytes) -> str | None:
-        """The session whose stream gets this agent line; ``None``: the connection stream."""
-        try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            return None
+    def route(self, message: Any) -> str | None:
+        """The session whose stream gets this agent message (see :func:`parse`);
+        ``None``: the connection stream."""
         if not isinstance(message, dict):
             return None
         if "method" not in message and "id" in message:
@@ -173,12 +172,24 @@ def post_line(body: bytes) -> bytes:
     return body + b"\n"
 
 
-def is_response_to(line: bytes, key: str | None) -> bool:
-    """True if this agent line is the response to the request with id ``key``."""
+def parse(line: bytes) -> Any:
+    """An agent line as JSON (``None`` if it is not JSON: it then goes to the connection
+    stream)."""
     try:
-        message = json.loads(line)
+        message = orjson.loads(line)
+        if not (isinstance(message, dict) and isinstance(message.get("id"), float)):
+            return message
+    except orjson.JSONDecodeError:
+        pass
+    # orjson refuses NaN and reads integers over 64 bits as floats: ids must stay exact
+    try:
+        return json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        return False
+        return None
+
+
+def is_response_to(message: Any, key: str | None) -> bool:
+    """True if this agent message (see :func:`parse`) answers the request with id ``key``."""
     return (
         isinstance(message, dict)
         and "method" not in message

@@ -55,7 +55,7 @@ class Peer:
         on_message: Callable[[Message], Awaitable[None]] | None = None,
     ) -> Message:
         while True:
-            message = await asyncio.wait_for(self.inbox.get(), 30)
+            message = await asyncio.wait_for(self.inbox.get(), 120)
             self.seen.append(message)
             if on_message is not None and "method" in message:
                 await on_message(message)

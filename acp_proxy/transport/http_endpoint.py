@@ -49,7 +49,7 @@ from acp_proxy.transport.ws_bridge import (
 from acp_proxy.transport.ws_io import log
 from acp_proxy.transport.ws_server import WsServer, serve
 
-INITIALIZE_TIMEOUT_SECONDS = 30.0
+INITIALIZE_TIMEOUT_SECONDS = 120.0
 """How long an ``initialize`` POST waits for the agent's answer (then 504, agent ended)."""
 
 

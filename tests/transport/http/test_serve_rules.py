@@ -125,7 +125,8 @@ def test_token_is_checked_on_every_request(tmp_path: Path) -> None:
             cid = init.headers["Acp-Connection-Id"]
             # the connection id alone is not enough: every request needs the token
             sse = {"Accept": "text/event-stream", "Acp-Connection-Id": cid}
-            got.append((await c.get(url, headers=sse)).status_code)
+            async with c.stream("GET", url, headers=sse) as stream:  # never hangs on a 200
+                got.append(stream.status_code)
             got.append((await c.delete(url, headers={"Acp-Connection-Id": cid})).status_code)
             got.append(
                 (await c.delete(url, headers={"Acp-Connection-Id": cid, **good})).status_code
@@ -188,3 +189,24 @@ def test_thirty_concurrent_http_connections_all_recorded(tmp_path: Path) -> None
     assert c2a == sum(len(p.statuses) for p in peers)
     assert a2c == sum(p.received for p in peers)
     assert rows(db, "select count(*) from connections where ended_at is null") == [(0,)]
+
+
+def test_bad_command_lines_are_one_line_errors() -> None:
+    import subprocess
+
+    from tests.conftest import proxy_exe
+
+    cases = {
+        ("serve",): "no agent",
+        ("serve", "--listen", "0.0.0.0:0", "--", "cat"): "--token",
+        ("serve", "--upstream", "ftp://x/acp"): "not an http:// URL",
+        ("serve", "--upstream", "http://x/acp", "--", "cat"): "either --upstream",
+    }
+    for args, expected in cases.items():
+        done = subprocess.run([*proxy_exe(), *args], capture_output=True, timeout=60)
+        err = done.stderr.decode()
+        assert done.returncode != 0 and expected in err and "Traceback" not in err, (args, err)
+    done = subprocess.run(
+        [*proxy_exe(), "serve", "--", "no-such-agent-xyz"], capture_output=True, timeout=60
+    )
+    assert done.returncode == 127 and b"agent command not found" in done.stderr

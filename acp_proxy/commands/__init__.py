@@ -20,6 +20,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "reindex": "acp_proxy.commands.reindex:reindex_command",
     "replay": "acp_proxy.commands.replay:replay_command",
     "ws": "acp_proxy.commands.ws:ws_command",
+    "serve": "acp_proxy.commands.serve:serve_command",
     "connect": "acp_proxy.commands.ws:connect_command",
     "web": "acp_proxy.commands.web:web_command",
 }

@@ -231,7 +231,10 @@ def connect_command(
     spool_mb: int,
     otlp: LiveExport | None = None,
 ) -> None:
-    """Bridge stdio to an ACP WebSocket agent: stdin lines -> text frames -> stdout lines.
+    """Bridge stdio to an ACP agent: stdin lines -> messages -> stdout lines.
+
+    ws:// and wss:// URLs: WebSocket (one text frame per line). http:// and https:// URLs:
+    Streamable HTTP (POST per line, SSE streams to stdout; see docs/http.md).
 
     For editors that only launch stdio agents: configure `acp-proxy connect URL` as the
     agent command. Exits 0 when stdin ends or the server closes normally, 1 otherwise.
@@ -257,6 +260,10 @@ def connect_command(
             record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
         )
     code = 1
+    if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
+        from acp_proxy.commands.connect_http import connect_http
+
+        connect_http(url, recorder, pairs, token, max_message, label, grace)
     try:
         code = asyncio.run(
             run_connect(
@@ -303,11 +310,11 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    from acp_proxy.transport.replay_ws import serve_replay
+    from acp_proxy.transport.http_replay import serve_replay_both  # both halves of /acp
 
     recorder = Recorder(record, backend="process")
     try:
-        serve_replay(
+        serve_replay_both(
             new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout
         )
     except OSError as exc:

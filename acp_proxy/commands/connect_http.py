@@ -1,0 +1,46 @@
+"""``acp-proxy connect http://HOST:PORT/acp``: the stdio bridge over Streamable HTTP.
+
+Called by ``acp-proxy connect`` (:mod:`acp_proxy.commands.ws`) for ``http://`` and
+``https://`` URLs; ``ws://`` URLs stay on the WebSocket bridge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from acp_proxy.record.writer import Recorder
+
+
+def connect_http(
+    url: str,
+    recorder: Recorder,
+    headers: list[tuple[str, str]],
+    token: str | None,
+    max_message: int,
+    label: str | None,
+    grace: float,
+) -> None:
+    """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
+    from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
+
+    code = 1
+    try:
+        code = asyncio.run(
+            run_http_connect(
+                HttpConnectSettings(
+                    url=url,
+                    recorder=recorder,
+                    headers=headers,
+                    token=token,
+                    max_message=max_message,
+                    label=label,
+                    grace=grace,
+                )
+            )
+        )
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        recorder.close()
+    sys.exit(code)

@@ -1,0 +1,234 @@
+"""``acp-proxy serve --upstream http://HOST:PORT/acp``: the HTTP half relayed to a remote agent.
+
+Each POST, SSE GET and DELETE is sent to the upstream endpoint with the client's headers
+(``Acp-Connection-Id``, ``Acp-Session-Id``, cookies...; hop-by-hop headers and, when the
+proxy has its own ``--token``, ``Authorization`` removed) and answered with the upstream's
+status, headers (``Set-Cookie`` included) and bytes, unchanged; an SSE stream is passed
+through chunk by chunk as it arrives. The proxy's own checks (Origin, token, body size)
+come first; everything else (415, 406, 400, 404, 501...) is the upstream's answer.
+
+One recorded connection (transport ``http``) per upstream ``Acp-Connection-Id``, opened by
+the ``initialize`` 200 and closed by DELETE (or the server's shutdown): the POST bodies and
+the SSE events' data (and a 200 body) as frames, the same ``http`` / ``sse_open`` /
+``sse_close`` / ``http_delete`` events as in agent mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.chunks import CHUNK
+from acp_proxy.transport.http_rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.ws_bridge import headers_worth_keeping
+from acp_proxy.wire.frame import A2C, C2A
+from acp_proxy.wire.framing import LineFramer
+
+if TYPE_CHECKING:
+    from acp_proxy.transport.http_endpoint import AcpEndpoint
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+class HttpUpstream:
+    """The HTTP half of ``/acp`` relayed to ``upstream``, recorded per connection id."""
+
+    def __init__(self, endpoint: AcpEndpoint, upstream: str) -> None:
+        self.endpoint = endpoint
+        self.upstream = upstream
+        self.recorders: dict[str, ConnectionRecorder] = {}
+        self._http: aiohttp.ClientSession | None = None
+
+    def http(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=30),
+                auto_decompress=False,  # the bytes as they came
+                cookie_jar=aiohttp.DummyCookieJar(),  # cookies are the client's, passed through
+            )
+        return self._http
+
+    def _request_headers(self, request: web.Request) -> dict[str, str]:
+        drop = set(HOP_BY_HOP)
+        if self.endpoint.settings.token is not None:
+            drop.add("authorization")  # the proxy's token, not the upstream's
+        return {k: v for k, v in request.headers.items() if k.lower() not in drop}
+
+    @staticmethod
+    def _response_headers(resp: aiohttp.ClientResponse) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP]
+
+    def _note(
+        self, rec: ConnectionRecorder | None, request: web.Request, status: int, **more: Any
+    ) -> None:
+        if rec is None:
+            return
+        detail: dict[str, Any] = {"method": request.method, "status": status}
+        for name, key in ((CONNECTION_ID_HEADER, "connection"), (SESSION_ID_HEADER, "session")):
+            if request.headers.get(name) is not None:
+                detail[key] = request.headers[name]
+        detail.update({k: v for k, v in more.items() if v is not None})
+        rec.event("http", detail)
+
+    def _unreachable(self, request: web.Request, exc: BaseException) -> web.Response:
+        return self.endpoint.refuse(
+            request,
+            502,
+            f"the upstream {self.upstream} is unreachable: {exc or type(exc).__name__}",
+        )
+
+    async def post(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        post = classify_post(body)
+        rec = self.recorders.get(request.headers.get(CONNECTION_ID_HEADER) or "")
+        try:
+            resp = await self.http().post(
+                self.upstream, data=body, headers=self._request_headers(request)
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return self._unreachable(request, exc)
+        async with resp:
+            answer = await resp.read()
+            cid = resp.headers.get(CONNECTION_ID_HEADER)
+            if post.is_initialize and resp.status == 200 and cid and cid not in self.recorders:
+                rec = self.recorders[cid] = self.endpoint.settings.recorder.connection(
+                    "http",
+                    peer=self.endpoint._peer(request),
+                    headers=headers_worth_keeping(request.headers.items(), resp.headers.items()),
+                    label=self.endpoint.settings.label,
+                    agent_command=[self.upstream],
+                )
+            if rec is not None:
+                rec.frame(C2A, body)
+                if resp.status == 200 and answer.strip():
+                    rec.frame(A2C, answer)
+            self._note(rec, request, resp.status, rpc=post.method, id=post.id)
+            return web.Response(
+                status=resp.status, body=answer, headers=self._response_headers(resp)
+            )
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        rec = self.recorders.get(request.headers.get(CONNECTION_ID_HEADER) or "")
+        try:
+            resp = await self.http().get(self.upstream, headers=self._request_headers(request))
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return self._unreachable(request, exc)
+        async with resp:
+            self._note(rec, request, resp.status)
+            out = web.StreamResponse(status=resp.status, headers=self._response_headers(resp))
+            await out.prepare(request)
+            stream = {"session": request.headers.get(SESSION_ID_HEADER)}
+            if resp.status == 200 and rec is not None:
+                rec.event(
+                    "sse_open",
+                    {"stream": "session" if stream["session"] else "connection", **stream},
+                )
+            events = _SseRecorder(rec)
+            ended_by = "upstream"
+            try:
+                async for chunk in resp.content.iter_chunked(CHUNK):
+                    events.feed(chunk)  # recorded before it is passed on: causal order
+                    try:
+                        await out.write(chunk)
+                    except (ConnectionError, RuntimeError):
+                        ended_by = "client"
+                        break
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                ended_by = "upstream-error"
+            finally:
+                if resp.status == 200 and rec is not None:
+                    rec.event(
+                        "sse_close",
+                        {
+                            "stream": "session" if stream["session"] else "connection",
+                            **stream,
+                            "by": ended_by,
+                            "events": events.count,
+                            "first_id": events.first_id,
+                            "last_id": events.last_id,
+                        },
+                    )
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await out.write_eof()
+            return out
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        cid = request.headers.get(CONNECTION_ID_HEADER) or ""
+        rec = self.recorders.get(cid)
+        try:
+            resp = await self.http().delete(self.upstream, headers=self._request_headers(request))
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return self._unreachable(request, exc)
+        async with resp:
+            answer = await resp.read()
+            self._note(rec, request, resp.status)
+            if rec is not None and resp.status < 300:
+                rec.event("http_delete", {"connection": cid})
+                self.recorders.pop(cid, None)
+                rec.close()
+            return web.Response(
+                status=resp.status, body=answer, headers=self._response_headers(resp)
+            )
+
+    async def close(self) -> None:
+        for rec in self.recorders.values():
+            rec.close()
+        self.recorders.clear()
+        if self._http is not None:
+            await self._http.close()
+            await asyncio.sleep(0)
+
+
+class _SseRecorder:
+    """Cuts a passing SSE byte stream into events; each event's data is one ``a2c`` frame."""
+
+    def __init__(self, rec: ConnectionRecorder | None) -> None:
+        self.rec = rec
+        self.framer = LineFramer()
+        self.data: list[bytes] = []
+        self.event_id: bytes | None = None
+        self.count = 0
+        self.first_id: str | None = None
+        self.last_id: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.rec is None:
+            return
+        for raw in self.framer.feed(chunk):
+            line = raw.rstrip(b"\n").rstrip(b"\r")
+            if not line:
+                self._dispatch()
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                self.data.append(value[1:] if value.startswith(b" ") else value)
+            elif line.startswith(b"id:"):
+                self.event_id = line[3:].strip()
+
+    def _dispatch(self) -> None:
+        if not self.data or self.rec is None:
+            return
+        self.rec.frame(A2C, b"\n".join(self.data))
+        self.data = []
+        self.count += 1
+        if self.event_id is not None:
+            text = self.event_id.decode("utf-8", "replace")
+            self.first_id = self.first_id or text
+            self.last_id = text
+            self.event_id = None

@@ -1,0 +1,224 @@
+"""Benchmark: ``acp-proxy serve`` over Streamable HTTP and over WebSocket vs the peer direct.
+
+One run, one peer (``bench/bench_agent.py``, a stdio agent that answers every request and
+floods ``session/update`` notifications on ``bench/flood``):
+
+- ``stdio direct``: the client drives the agent over its pipes;
+- ``serve http`` / ``serve http --record``: ``POST /acp`` + the connection's SSE stream;
+- ``serve ws`` / ``serve ws --record``: the WebSocket half of the same endpoint.
+
+Throughput: one ``bench/flood`` of ``--frames`` notifications (~300 B each) per measurement,
+frames/s until its response arrives. Latency: ``--rtt`` sequential ``bench/ping`` round trips
+(HTTP: the POST, then its response on SSE), p50/p99 in microseconds. Ratios are relative to
+``stdio direct``.
+
+    python bench/bench_http.py                 # defaults: 20000 frames, 1000 round trips
+
+Numbers depend on the machine and its load; run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import aiohttp
+
+AGENT = [sys.executable, str(Path(__file__).parent / "bench_agent.py")]
+URL_RE = re.compile(rb"listening on (http://\S+)")
+INIT = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+
+
+def request(n: int, method: str, params: str = "{}") -> str:
+    return f'{{"jsonrpc":"2.0","id":{n},"method":"{method}","params":{params}}}'
+
+
+class Stdio:
+    """The agent over its pipes."""
+
+    async def __aenter__(self) -> Stdio:
+        self.proc = await asyncio.create_subprocess_exec(
+            *AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24
+        )
+        await self.call(INIT)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+    async def call(self, line: str) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+        count = 0
+        while True:
+            got = await self.proc.stdout.readline()
+            count += 1
+            if b'"result"' in got:
+                return count
+
+
+class Http:
+    """``serve`` over POST + the connection's SSE stream."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Http:
+        self.session = aiohttp.ClientSession()
+        json_type = {"Content-Type": "application/json"}
+        async with self.session.post(self.url, data=INIT, headers=json_type) as resp:
+            assert resp.status == 200
+            self.cid = resp.headers["Acp-Connection-Id"]
+        self.headers = {**json_type, "Acp-Connection-Id": self.cid}
+        self.stream = await self.session.get(
+            self.url, headers={"Accept": "text/event-stream", "Acp-Connection-Id": self.cid}
+        )
+        self.buffer = b""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stream.close()
+        async with self.session.delete(self.url, headers={"Acp-Connection-Id": self.cid}):
+            pass
+        await self.session.close()
+
+    async def call(self, line: str) -> int:
+        async with self.session.post(self.url, data=line, headers=self.headers) as resp:
+            assert resp.status == 202
+        count = 0
+        while True:
+            while b"\n\n" not in self.buffer:
+                self.buffer += await self.stream.content.readany()
+            events = self.buffer.split(b"\n\n")
+            self.buffer = events.pop()
+            for event in events:
+                count += 1
+                if b'"result"' in event:
+                    self.buffer = b"\n\n".join([*events[events.index(event) + 1 :], self.buffer])
+                    return count
+
+
+class Ws:
+    """``serve`` over its WebSocket half."""
+
+    def __init__(self, url: str) -> None:
+        self.url = "ws://" + url.removeprefix("http://")
+
+    async def __aenter__(self) -> Ws:
+        self.session = aiohttp.ClientSession()
+        self.ws = await self.session.ws_connect(self.url, max_msg_size=0)
+        await self.call(INIT)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ws.close()
+        await self.session.close()
+
+    async def call(self, line: str) -> int:
+        await self.ws.send_str(line)
+        count = 0
+        while True:
+            msg = await self.ws.receive()
+            count += 1
+            if '"result"' in msg.data:
+                return count
+
+
+async def measure(peer: Stdio | Http | Ws, frames: int, rounds: int) -> tuple[float, float, float]:
+    async with peer as p:
+        await p.call(request(1, "bench/flood", '{"count":100}'))  # warm up
+        start = time.perf_counter()
+        got = await p.call(request(2, "bench/flood", json.dumps({"count": frames})))
+        fps = got / (time.perf_counter() - start)
+        samples = []
+        for n in range(rounds + 50):
+            t = time.perf_counter()
+            await p.call(request(10 + n, "bench/ping"))
+            if n >= 50:
+                samples.append((time.perf_counter() - t) * 1e6)
+    samples.sort()
+    return fps, statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
+@contextmanager
+def serve(args: list[str]) -> Iterator[str]:
+    exe = shutil.which("acp-proxy")
+    if exe is None:
+        raise SystemExit("acp-proxy is not installed: pip install -e .")
+    argv = [exe, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "0", *args, "--", *AGENT]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    try:
+        for line in iter(proc.stderr.readline, b""):
+            match = URL_RE.search(line)
+            if match:
+                yield match.group(1).decode()
+                break
+        else:
+            raise SystemExit("acp-proxy serve did not start")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=20000, help="notifications per flood")
+    parser.add_argument("--rtt", type=int, default=1000, help="round trips for latency")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
+    results: list[tuple[str, float, float, float]] = []
+
+    def run(name: str, peer: Stdio | Http | Ws) -> None:
+        fps, p50, p99 = asyncio.run(measure(peer, args.frames, args.rtt))
+        results.append((name, fps, p50, p99))
+        print(
+            f"  {name:<22} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us",
+            file=sys.stderr,
+        )
+
+    print(f"bench_http: {args.frames} notifications, {args.rtt} round trips", file=sys.stderr)
+    run("stdio direct", Stdio())
+    with serve([]) as url:
+        run("serve http", Http(url))
+        run("serve ws", Ws(url))
+    with serve(["--record", str(tmp / "rec.db")]) as url:
+        run("serve http --record", Http(url))
+        run("serve ws --record", Ws(url))
+    shutil.rmtree(tmp, ignore_errors=True)
+    base_fps, base_p50 = results[0][1], results[0][2]
+    header = (
+        f"{'path':<22} {'frames/s':>10} {'x direct':>9} {'p50 us':>8} {'p99 us':>8} {'x direct':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, fps, p50, p99 in results:
+        print(
+            f"{name:<22} {fps:>10,.0f} {fps / base_fps:>9.2f} {p50:>8.0f} {p99:>8.0f} "
+            f"{p50 / base_p50:>9.2f}"
+        )
+    print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The pure rules of the HTTP half: classifying POSTs, routing agent messages, byte forms."""
+
+from __future__ import annotations
+
+from acp_proxy.transport.http_rules import (
+    StreamRouter,
+    accepts_sse,
+    classify_post,
+    is_json_type,
+    parse,
+    post_line,
+    sse_data,
+    sse_events,
+)
+
+
+def test_classify_post() -> None:
+    assert classify_post(b"[]").kind == "batch"
+    assert classify_post(b"{nope").kind == "invalid"
+    assert classify_post(b"3").kind == "invalid"
+    init = classify_post(b'{"jsonrpc":"2.0","id":1,"method":"initialize"}')
+    assert init.is_initialize and init.id == "1"
+    prompt = classify_post(b'{"id":"a","method":"session/prompt","params":{"sessionId":"s"}}')
+    assert prompt.session_scoped and prompt.session_id == "s" and prompt.id == "a"
+    assert classify_post(b'{"id":5,"result":{}}').kind == "response"
+    assert classify_post(b'{"method":"session/cancel","params":{}}').kind == "notification"
+
+
+def test_router_follows_the_sdk_server() -> None:
+    router = StreamRouter()
+    # session/new's answer goes to the connection stream and makes the session known
+    assert router.route(parse(b'{"id":1,"result":{"sessionId":"s"}}')) is None
+    assert "s" in router.sessions
+    router.client_sent(
+        classify_post(b'{"id":2,"method":"session/prompt","params":{"sessionId":"s"}}')
+    )
+    assert router.route(parse(b'{"method":"session/update","params":{"sessionId":"s"}}')) == "s"
+    assert (
+        router.route(
+            parse(b'{"id":9,"method":"session/request_permission","params":{"sessionId":"s"}}')
+        )
+        == "s"
+    )
+    assert router.route(parse(b'{"id":2,"result":{"stopReason":"end_turn"}}')) == "s"
+    # a load keeps the replay and its answer on the connection stream
+    router.client_sent(
+        classify_post(b'{"id":3,"method":"session/load","params":{"sessionId":"t"}}')
+    )
+    assert "t" in router.sessions
+    assert router.route(parse(b'{"method":"session/update","params":{"sessionId":"t"}}')) is None
+    assert router.route(parse(b'{"id":3,"result":{}}')) is None
+    assert router.route(parse(b'{"method":"session/update","params":{"sessionId":"t"}}')) == "t"
+    # unknown sessions, non-JSON and huge ids go to the connection stream
+    assert router.route(parse(b'{"method":"x","params":{"sessionId":"u"}}')) is None
+    assert router.route(parse(b"not json")) is None
+    assert parse(b'{"id":123456789012345678901234567890}') == {"id": 123456789012345678901234567890}
+
+
+def test_byte_forms() -> None:
+    assert sse_events([(1, b"{}"), (2, b"[]")]) == b"id: 1\ndata: {}\n\nid: 2\ndata: []\n\n"
+    assert sse_data(b'{"a": 1}\r\n') == b'{"a": 1}'
+    assert post_line(b'{\n"a":\r\n1}') == b'{ "a":  1}\n'
+    assert accepts_sse("text/event-stream") and accepts_sse("application/json, */*")
+    assert not accepts_sse("application/json") and not accepts_sse(None)
+    assert is_json_type("application/json; charset=utf-8") and not is_json_type("text/json")

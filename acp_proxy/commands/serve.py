@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import click
 
 from acp_proxy.commands.common import MIB, grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ws import (
     HEARTBEAT_OPTION,
     MAX_MESSAGE_OPTION,
@@ -52,6 +53,7 @@ from acp_proxy.transport.address import is_loopback
 @HEARTBEAT_OPTION
 @grace_option("Seconds an agent gets after its connection ends before SIGTERM (then SIGKILL).")
 @queue_option(256)
+@otlp_live_options
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
 def serve_command(
     listen: tuple[str, int],
@@ -66,6 +68,7 @@ def serve_command(
     queue_mb: int,
     spool_mb: int,
     agent_command: tuple[str, ...],
+    otlp: LiveExport | None = None,
 ) -> None:
     """Serve ACP at http://HOST:PORT/acp: Streamable HTTP (POST + SSE) and WebSocket.
 
@@ -102,9 +105,10 @@ def serve_command(
     from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
     from acp_proxy.transport.ws_server import WsSettings
 
-    recorder = Recorder(
-        record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-    )
+    with (otlp or LiveExport()).for_writer():
+        recorder = Recorder(
+            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+        )
     settings = WsSettings(
         recorder=recorder,
         agent_argv=list(agent_command) or None,

@@ -141,3 +141,14 @@ def test_v2_prompt_permission_cancel_and_resume_replay_match_stdio(tmp_path: Pat
     received = sum(p.received for p in peers)
     assert rows(db, "select count(*) from frames where direction='c2a'")[0][0] == posted
     assert rows(db, "select count(*) from frames where direction='a2c'")[0][0] == received
+
+
+def test_serve_exports_spans_live_like_every_recording_command(tmp_path: Path) -> None:
+    from tests.record.otlp_collector import otlp_collector
+
+    db = tmp_path / "otlp.db"
+    with otlp_collector() as (url, got):
+        with serving(["--record", str(db), "--otlp-endpoint", url, "--", *SDK_AGENT]) as server:
+            _sdk_client([f"{server.url}"])
+        names = {s.name for s in got.wait_spans(3)}
+    assert "acp.session" in names and any(n.startswith("invoke_agent") for n in names)

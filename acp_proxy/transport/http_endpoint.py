@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.agent_io import agent_pipes
 from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http_rules import (
     ACP_PATH,
@@ -39,7 +40,6 @@ from acp_proxy.transport.http_rules import (
 )
 from acp_proxy.transport.http_upstream import HttpUpstream
 from acp_proxy.transport.process import AgentStartError, spawn_agent
-from acp_proxy.transport.ws_agent import _pipes
 from acp_proxy.transport.ws_bridge import (
     headers_worth_keeping,
     origin_allowed,
@@ -218,7 +218,7 @@ class AcpEndpoint(WsServer):
         except AgentStartError as exc:
             return self.refuse(request, 502, f"cannot start the agent: {exc}")
         try:
-            pipes = await _pipes(agent)
+            pipes = await agent_pipes(agent)
         except BaseException:
             await agent.end_tree_async(kill_now=True)
             raise

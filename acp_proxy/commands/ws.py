@@ -18,6 +18,7 @@ from acp_proxy.commands.common import (
     grace_option,
     parse_listen_option,
     queue_option,
+    run_stdio_bridge,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
@@ -239,31 +240,25 @@ def connect_command(
         recorder = Recorder(
             record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
         )
-    code = 1
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
         from acp_proxy.commands.connect_http import connect_http
 
         connect_http(url, recorder, pairs, token, max_message, label, grace)
-    try:
-        code = asyncio.run(
-            run_connect(
-                ConnectSettings(
-                    url=url,
-                    recorder=recorder,
-                    headers=pairs,
-                    token=token,
-                    max_message=max_message,
-                    heartbeat=heartbeat if heartbeat > 0 else None,
-                    label=label,
-                    grace=grace,
-                )
+    run_stdio_bridge(
+        run_connect(
+            ConnectSettings(
+                url=url,
+                recorder=recorder,
+                headers=pairs,
+                token=token,
+                max_message=max_message,
+                heartbeat=heartbeat if heartbeat > 0 else None,
+                label=label,
+                grace=grace,
             )
-        )
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        recorder.close()
-    sys.exit(code)
+        ),
+        recorder,
+    )
 
 
 def serve_replay_listen(

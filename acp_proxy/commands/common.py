@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
 from acp_proxy.record.reader import FrameRow, open_recording
 from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES
+from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 
@@ -124,6 +127,20 @@ disabled: ...; forwarding continues`` line from the recorder, and the agent runs
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
+
+
+def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> NoReturn:
+    """Run a ``connect`` stdio bridge to its exit code (130 on Ctrl-C), close the recording,
+    and exit with that code.
+    """
+    code = 1
+    try:
+        code = asyncio.run(bridge)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        recorder.close()
+    sys.exit(code)
 
 
 @contextmanager

@@ -6,9 +6,9 @@ Called by ``acp-proxy connect`` (:mod:`acp_proxy.commands.ws`) for ``http://`` a
 
 from __future__ import annotations
 
-import asyncio
-import sys
+from typing import NoReturn
 
+from acp_proxy.commands.common import run_stdio_bridge
 from acp_proxy.record.writer import Recorder
 
 
@@ -20,27 +20,21 @@ def connect_http(
     max_message: int,
     label: str | None,
     grace: float,
-) -> None:
+) -> NoReturn:
     """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
     from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
 
-    code = 1
-    try:
-        code = asyncio.run(
-            run_http_connect(
-                HttpConnectSettings(
-                    url=url,
-                    recorder=recorder,
-                    headers=headers,
-                    token=token,
-                    max_message=max_message,
-                    label=label,
-                    grace=grace,
-                )
+    run_stdio_bridge(
+        run_http_connect(
+            HttpConnectSettings(
+                url=url,
+                recorder=recorder,
+                headers=headers,
+                token=token,
+                max_message=max_message,
+                label=label,
+                grace=grace,
             )
-        )
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        recorder.close()
-    sys.exit(code)
+        ),
+        recorder,
+    )

@@ -3,24 +3,21 @@ of a stdio agent, one agent process per ACP connection, every connection recorde
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.commands.common import MIB, grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ws import (
     HEARTBEAT_OPTION,
     MAX_MESSAGE_OPTION,
     RECORD_OPTION,
     TOKEN_OPTION,
+    check_server_options,
+    run_recording_server,
 )
-from acp_proxy.record.writer import Recorder
-from acp_proxy.transport.address import is_loopback
 
 
 @click.command("serve", context_settings={"allow_interspersed_args": False})
@@ -84,47 +81,26 @@ def serve_command(
       acp-proxy serve --upstream http://10.0.0.5:8000/acp --record remote.db
     """
     host, port = listen
-    if upstream and agent_command:
-        raise click.UsageError("give either --upstream URL or an agent command after --, not both")
-    if not upstream and not agent_command:
-        raise click.UsageError("no agent: put the agent command after -- (or use --upstream URL)")
+    problem = None
     if upstream is not None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise click.UsageError(f"--upstream: not an http:// URL: {upstream!r}")
-    if token is not None and not token.strip():
-        raise click.UsageError("--token is empty")
-    if not is_loopback(host) and token is None:
-        raise click.UsageError(
-            f"listening on {host} exposes the agent to the network: set a --token "
-            "(or ACP_PROXY_TOKEN), or listen on 127.0.0.1"
-        )
-    if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
-        click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
-        sys.exit(127)
+            problem = f"not an http:// URL: {upstream!r}"
+    check_server_options(host, upstream, agent_command, token, problem)
     from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
-    from acp_proxy.transport.ws_server import WsSettings
 
-    with (otlp or LiveExport()).for_writer():
-        recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-        )
-    settings = WsSettings(
-        recorder=recorder,
-        agent_argv=list(agent_command) or None,
+    run_recording_server(
+        lambda settings: serve_endpoint(AcpEndpoint(settings), host, port),
+        record=record,
+        queue_mb=queue_mb,
+        spool_mb=spool_mb,
+        otlp=otlp,
+        agent_command=agent_command,
         upstream=upstream,
         token=token,
         allow_origins=allow_origins,
         max_message=max_message,
-        heartbeat=heartbeat if heartbeat > 0 else None,
+        heartbeat=heartbeat,
         grace=grace,
         label=label,
     )
-    try:
-        asyncio.run(serve_endpoint(AcpEndpoint(settings), host, port))
-    except OSError as exc:
-        raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
-    finally:
-        recorder.close()

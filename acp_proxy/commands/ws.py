@@ -6,9 +6,9 @@ import asyncio
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,7 @@ from acp_proxy.commands.common import (
     grace_option,
     parse_listen_option,
     queue_option,
+    run_stdio_bridge,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
@@ -31,6 +32,7 @@ from acp_proxy.transport.ws_bridge import (
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine
+    from acp_proxy.transport.ws_server import WsSettings
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -152,50 +154,29 @@ def ws_command(
       ACP_PROXY_TOKEN=s3cret acp-proxy ws --listen 0.0.0.0:8765 -- my-agent
     """
     host, port = listen
-    if upstream and agent_command:
-        raise click.UsageError("give either --upstream URL or an agent command after --, not both")
-    if not upstream and not agent_command:
-        raise click.UsageError("no agent: put the agent command after -- (or use --upstream URL)")
-    if upstream:
-        problem = ws_url_ok(upstream)
-        if problem:
-            raise click.UsageError(f"--upstream: {problem}")
-    if token is not None and not token.strip():
-        raise click.UsageError("--token is empty")
-    if not is_loopback(host) and token is None:
-        raise click.UsageError(
-            f"listening on {host} exposes the agent to the network: set a --token "
-            "(or ACP_PROXY_TOKEN), or listen on 127.0.0.1"
-        )
-    if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
-        click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
-        sys.exit(127)
-    from acp_proxy.transport.websocket import WsServer, WsSettings, serve  # aiohttp: lazily
+    check_server_options(
+        host, upstream, agent_command, token, ws_url_ok(upstream) if upstream else None
+    )
+    from acp_proxy.transport.websocket import WsServer, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
-    with (otlp or LiveExport()).for_writer():
-        recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-        )
-    settings = WsSettings(
-        recorder=recorder,
-        agent_argv=list(agent_command) or None,
-        upstream=upstream,
-        token=token,
-        allow_origins=allow_origins,
-        max_message=max_message,
-        heartbeat=heartbeat if heartbeat > 0 else None,
-        grace=grace,
-        label=label,
-    )
     try:
-        asyncio.run(serve(WsServer(settings), host, port))
-    except OSError as exc:
-        raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
+        run_recording_server(
+            lambda settings: serve(WsServer(settings), host, port),
+            record=record,
+            queue_mb=queue_mb,
+            spool_mb=spool_mb,
+            otlp=otlp,
+            agent_command=agent_command,
+            upstream=upstream,
+            token=token,
+            allow_origins=allow_origins,
+            max_message=max_message,
+            heartbeat=heartbeat,
+            grace=grace,
+            label=label,
+        )
     finally:
-        recorder.close()
         if inspector is not None:
             inspector.stop()
 
@@ -259,31 +240,25 @@ def connect_command(
         recorder = Recorder(
             record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
         )
-    code = 1
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
         from acp_proxy.commands.connect_http import connect_http
 
         connect_http(url, recorder, pairs, token, max_message, label, grace)
-    try:
-        code = asyncio.run(
-            run_connect(
-                ConnectSettings(
-                    url=url,
-                    recorder=recorder,
-                    headers=pairs,
-                    token=token,
-                    max_message=max_message,
-                    heartbeat=heartbeat if heartbeat > 0 else None,
-                    label=label,
-                    grace=grace,
-                )
+    run_stdio_bridge(
+        run_connect(
+            ConnectSettings(
+                url=url,
+                recorder=recorder,
+                headers=pairs,
+                token=token,
+                max_message=max_message,
+                heartbeat=heartbeat if heartbeat > 0 else None,
+                label=label,
+                grace=grace,
             )
-        )
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        recorder.close()
-    sys.exit(code)
+        ),
+        recorder,
+    )
 
 
 def serve_replay_listen(
@@ -317,6 +292,81 @@ def serve_replay_listen(
         serve_replay_both(
             new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout
         )
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        recorder.close()
+
+
+def check_server_options(
+    host: str,
+    upstream: str | None,
+    agent_command: tuple[str, ...],
+    token: str | None,
+    upstream_problem: str | None,
+) -> None:
+    """The usage checks ``ws`` and ``serve`` share: one agent source, a usable --upstream
+    (``upstream_problem`` says what is wrong with it), a token off loopback, a findable agent.
+    """
+    if upstream and agent_command:
+        raise click.UsageError("give either --upstream URL or an agent command after --, not both")
+    if not upstream and not agent_command:
+        raise click.UsageError("no agent: put the agent command after -- (or use --upstream URL)")
+    if upstream_problem:
+        raise click.UsageError(f"--upstream: {upstream_problem}")
+    if token is not None and not token.strip():
+        raise click.UsageError("--token is empty")
+    if not is_loopback(host) and token is None:
+        raise click.UsageError(
+            f"listening on {host} exposes the agent to the network: set a --token "
+            "(or ACP_PROXY_TOKEN), or listen on 127.0.0.1"
+        )
+    if agent_command and "/" not in agent_command[0] and shutil.which(agent_command[0]) is None:
+        click.echo(f"acp-proxy: agent command not found: {agent_command[0]}", err=True)
+        sys.exit(127)
+
+
+def run_recording_server(
+    serve_with: Callable[[WsSettings], Coroutine[Any, Any, None]],
+    *,
+    record: Path | None,
+    queue_mb: int,
+    spool_mb: int,
+    otlp: LiveExport | None,
+    agent_command: tuple[str, ...],
+    upstream: str | None,
+    token: str | None,
+    allow_origins: tuple[str, ...],
+    max_message: int,
+    heartbeat: float,
+    grace: float,
+    label: str | None,
+) -> None:
+    """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
+
+    The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
+    """
+    from acp_proxy.transport.ws_server import WsSettings  # aiohttp: lazily
+
+    with (otlp or LiveExport()).for_writer():
+        recorder = Recorder(
+            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+        )
+    settings = WsSettings(
+        recorder=recorder,
+        agent_argv=list(agent_command) or None,
+        upstream=upstream,
+        token=token,
+        allow_origins=allow_origins,
+        max_message=max_message,
+        heartbeat=heartbeat if heartbeat > 0 else None,
+        grace=grace,
+        label=label,
+    )
+    try:
+        asyncio.run(serve_with(settings))
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.agent_io import StdinBatcher, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.http_rules import (
     KEEPALIVE,
@@ -38,7 +38,6 @@ from acp_proxy.transport.http_rules import (
     sse_events,
 )
 from acp_proxy.transport.process import Agent, wait_exit
-from acp_proxy.transport.ws_agent import _Batcher
 from acp_proxy.transport.ws_io import settle_all
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
@@ -234,7 +233,7 @@ class AgentConnection(HttpConnection):
         super().__init__(connection_id, rec, initialize_id)
         self.agent = agent
         self.stdin, self.stdout, self.stderr = pipes
-        self._batcher = _Batcher(self.stdin)
+        self._batcher = StdinBatcher(self.stdin)
         self._agent_ok = True
         self._stopping: asyncio.Task[Any] | None = None
 
@@ -259,19 +258,7 @@ class AgentConnection(HttpConnection):
             self.deliver(last)
 
     async def _stderr(self) -> None:
-        framer = LineFramer()
-        while True:
-            data = await self.stderr.read(CHUNK)
-            if not data:
-                break
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.buffer.write(data)
-                sys.stderr.buffer.flush()
-            for line in framer.feed(data):
-                self.rec.stderr(line)
-        last = framer.close()
-        if last is not None:
-            self.rec.stderr(last)
+        await copy_agent_stderr(self.stderr, self.rec)
 
     async def _serve(self) -> None:
         agent = self.agent

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +34,8 @@ from acp_proxy.transport.http_rules import (
     id_key,
 )
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
 from acp_proxy.transport.ws_bridge import DEFAULT_MAX_MESSAGE, PendingRequests
-from acp_proxy.transport.ws_connect import STDIN_QUEUE_CHUNKS, _stdin_reader
 from acp_proxy.transport.ws_io import log
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
@@ -205,51 +203,32 @@ async def run_http_connect(s: HttpConnectSettings) -> int:
     0 when stdin ended (after DELETE); 1 with one line on stderr when the server refused a
     request or ended the connection stream; 128+N after SIGTERM/SIGHUP N.
     """
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    stopped: list[int] = []
 
-    def stop(signum: int) -> None:
-        if not stopped:
-            stopped.append(signum)
-            task.cancel()
+    async def run() -> int:
+        http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, connect=30),
+            cookie_jar=aiohttp.CookieJar(unsafe=True),  # keep cookies, also for IP addresses
+        )
+        rec = s.recorder.connection(
+            "http-connect", peer=s.url, label=s.label, agent_command=[s.url]
+        )
+        bridge = _Bridge(s, http, rec)
+        try:
+            return await _run(bridge)
+        finally:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(bridge.delete())
+            for stream in bridge.streams.values():
+                stream.cancel()
+            rec.close()
+            await http.close()
 
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop, int(sig))
-            installed.append(sig)
-    http = aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=None, connect=30),
-        cookie_jar=aiohttp.CookieJar(unsafe=True),  # keep cookies, also for IP addresses
-    )
-    rec = s.recorder.connection("http-connect", peer=s.url, label=s.label, agent_command=[s.url])
-    bridge = _Bridge(s, http, rec)
-    try:
-        return await _run(bridge)
-    except asyncio.CancelledError:
-        if stopped:
-            return 128 + stopped[0]
-        raise
-    finally:
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(bridge.delete())
-        for stream in bridge.streams.values():
-            stream.cancel()
-        rec.close()
-        await http.close()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    return await exit_on_signals(run)
 
 
 async def _run(bridge: _Bridge) -> int:
     s = bridge.s
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes] = asyncio.Queue(STDIN_QUEUE_CHUNKS)
-    threading.Thread(
-        target=_stdin_reader, args=(s.stdin_fd, loop, queue), name="stdin", daemon=True
-    ).start()
+    queue = start_stdin_reader(s.stdin_fd)
 
     async def stdin_to_http() -> None:
         framer = LineFramer()

@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.agent_io import agent_pipes
 from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http_rules import (
     ACP_PATH,
@@ -39,12 +40,8 @@ from acp_proxy.transport.http_rules import (
 )
 from acp_proxy.transport.http_upstream import HttpUpstream
 from acp_proxy.transport.process import AgentStartError, spawn_agent
-from acp_proxy.transport.ws_agent import _pipes
 from acp_proxy.transport.ws_bridge import (
     headers_worth_keeping,
-    origin_allowed,
-    token_from,
-    token_ok,
 )
 from acp_proxy.transport.ws_io import log
 from acp_proxy.transport.ws_server import WsServer, serve
@@ -83,22 +80,6 @@ class AcpEndpoint(WsServer):
         return self.refuse(request, 404, f"no endpoint here; ACP is at {ACP_PATH}")
 
     # -- checks every request passes ------------------------------------------------------
-
-    def _guard(self, request: web.Request) -> web.Response | None:
-        s = self.settings
-        origin = request.headers.get("Origin")
-        if not origin_allowed(origin, s.allow_origins):
-            return self.refuse(request, 403, f"origin {origin} is not allowed (see --allow-origin)")
-        if s.token is not None and not token_ok(
-            token_from(request.headers, request.query), s.token
-        ):
-            return self.refuse(
-                request,
-                401,
-                "missing or wrong token (Authorization: Bearer TOKEN)",
-                **{"WWW-Authenticate": 'Bearer realm="acp-proxy"'},
-            )
-        return None
 
     def _connection(
         self, request: web.Request
@@ -148,7 +129,7 @@ class AcpEndpoint(WsServer):
         return b"".join(parts)
 
     async def _post(self, request: web.Request) -> web.StreamResponse:
-        refused = self._guard(request)
+        refused = self.check_access(request)
         if refused is not None:
             return refused
         if self.relay is not None:  # --upstream: the upstream answers (after the size check)
@@ -218,7 +199,7 @@ class AcpEndpoint(WsServer):
         except AgentStartError as exc:
             return self.refuse(request, 502, f"cannot start the agent: {exc}")
         try:
-            pipes = await _pipes(agent)
+            pipes = await agent_pipes(agent)
         except BaseException:
             await agent.end_tree_async(kill_now=True)
             raise
@@ -272,7 +253,7 @@ class AcpEndpoint(WsServer):
     async def _get(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return await self._handle(request)  # the WebSocket half, as `acp-proxy ws`
-        refused = self._guard(request)
+        refused = self.check_access(request)
         if refused is not None:
             return refused
         if self.relay is not None:
@@ -304,7 +285,7 @@ class AcpEndpoint(WsServer):
     # -- DELETE ---------------------------------------------------------------------------
 
     async def _delete(self, request: web.Request) -> web.StreamResponse:
-        refused = self._guard(request)
+        refused = self.check_access(request)
         if refused is not None:
             return refused
         if self.relay is not None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.agent_io import StdinBatcher, agent_pipes, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent, wait_exit
 from acp_proxy.transport.ws_bridge import (
@@ -57,7 +57,7 @@ async def serve_agent(
         return server.refuse(request, 502, f"cannot start the agent: {exc}")
     ws: ServerWebSocket | None = None
     try:
-        stdin, stdout, stderr = await _pipes(agent)
+        stdin, stdout, stderr = await agent_pipes(agent)
         ws = await server.accept(request, connection_id)
     except BaseException:
         await agent.end_tree_async(kill_now=True)
@@ -75,23 +75,6 @@ async def serve_agent(
     finally:
         server.active.discard(ws)
     return ws
-
-
-async def _pipes(
-    agent: Agent,
-) -> tuple[asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamReader]:
-    proc = agent.popen
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    loop = asyncio.get_running_loop()
-    out = asyncio.StreamReader(limit=CHUNK, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out, loop=loop), proc.stdout)
-    err = asyncio.StreamReader(limit=CHUNK, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(err, loop=loop), proc.stderr)
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.streams.FlowControlMixin(loop=loop), proc.stdin
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    return writer, out, err
 
 
 class AgentBridge:
@@ -161,7 +144,7 @@ class AgentBridge:
     async def _client_to_agent(self) -> None:
         ws, rec = self.ws, self.rec
         agent_ok = True
-        batcher = _Batcher(self.stdin)
+        batcher = StdinBatcher(self.stdin)
         while True:
             msg = await ws.receive()
             if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
@@ -235,57 +218,4 @@ class AgentBridge:
         await close_quietly(self.ws, CLOSE_TOO_BIG, reason)
 
     async def _stderr(self) -> None:
-        framer = LineFramer()
-        while True:
-            data = await self.stderr.read(CHUNK)
-            if not data:
-                break
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.buffer.write(data)
-                sys.stderr.buffer.flush()
-            for line in framer.feed(data):
-                self.rec.stderr(line)
-        last = framer.close()
-        if last is not None:
-            self.rec.stderr(last)
-
-
-class _Batcher:
-    """Writes the lines of one event-loop turn to a pipe in one system call.
-
-    Messages that arrived together leave the WebSocket reader without yielding; joining their
-    lines saves one ``write(2)`` (and one GIL hand-over) per message. Order is kept, and
-    back-pressure too: a full pipe is awaited (``drain``) before more is taken.
-    """
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.scheduled = False
-
-    async def write(self, data: bytes) -> None:
-        if self.writer.transport.is_closing():
-            raise ConnectionResetError("the agent closed its stdin")
-        self.parts.append(data)
-        self.size += len(data)
-        if self.size >= CHUNK:
-            self.flush()
-            await self.writer.drain()
-        elif not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-        elif self.writer.transport.get_write_buffer_size() > CHUNK:
-            await self.writer.drain()
-
-    def flush(self) -> None:
-        self.scheduled = False
-        if not self.parts:
-            return
-        data = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
-        self.parts.clear()
-        self.size = 0
-        if self.writer.transport.is_closing():
-            return  # the agent is gone; write() reports it to the reader loop
-        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-            self.writer.write(data)
+        await copy_agent_stderr(self.stderr, self.rec)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
-import signal
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,8 +20,9 @@ from aiohttp import WSMsgType
 from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
-from acp_proxy.transport.chunks import ChunkReader, write_all
+from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
 from acp_proxy.transport.ws_bridge import (
     CLOSE_TOO_BIG,
     DEFAULT_HEARTBEAT,
@@ -49,8 +48,6 @@ from acp_proxy.transport.ws_io import (
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
-STDIN_QUEUE_CHUNKS = 8
-
 
 @dataclass
 class ConnectSettings:
@@ -66,22 +63,6 @@ class ConnectSettings:
     grace: float = DEFAULT_GRACE_SECONDS
     stdin_fd: int = 0
     stdout_fd: int = 1
-
-
-def _stdin_reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes]) -> None:
-    """Thread body: blocking reads of ``fd`` into ``queue`` (bounded: back-pressure)."""
-    reader = ChunkReader(fd)
-    while True:
-        try:
-            data = reader.read()
-        except OSError:
-            data = b""
-        try:
-            asyncio.run_coroutine_threadsafe(queue.put(data), loop).result()
-        except (RuntimeError, asyncio.CancelledError):
-            return
-        if not data:
-            return
 
 
 _HANDSHAKE_HINTS = {
@@ -121,30 +102,7 @@ async def run_connect(s: ConnectSettings) -> int:
     stderr otherwise (refused handshake, abnormal close, a frame stdio cannot carry);
     128+N after a SIGTERM/SIGHUP N, which closes the WebSocket and flushes the recording.
     """
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    stopped: list[int] = []
-
-    def stop(signum: int) -> None:
-        if not stopped:
-            stopped.append(signum)
-            task.cancel()
-
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop, int(sig))
-            installed.append(sig)
-    try:
-        return await _run_connect(s)
-    except asyncio.CancelledError:
-        if stopped:
-            return 128 + stopped[0]
-        raise
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    return await exit_on_signals(lambda: _run_connect(s))
 
 
 async def _run_connect(s: ConnectSettings) -> int:
@@ -186,12 +144,9 @@ async def _run_connect(s: ConnectSettings) -> int:
 
 async def _bridge(ws: ClientWebSocket, rec: ConnectionRecorder, s: ConnectSettings) -> int:
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes] = asyncio.Queue(STDIN_QUEUE_CHUNKS)
     pending = PendingRequests()
     answered = asyncio.Event()
-    threading.Thread(
-        target=_stdin_reader, args=(s.stdin_fd, loop, queue), name="stdin", daemon=True
-    ).start()
+    queue = start_stdin_reader(s.stdin_fd)
 
     async def stdin_to_ws() -> None:
         framer = LineFramer()

@@ -104,8 +104,8 @@ class WsServer:
             return self.refuse(request, 405, "use GET with a WebSocket upgrade", Allow="GET")
         return self.refuse(request, 404, f"no endpoint here; ACP over WebSocket is at {ACP_PATH}")
 
-    def check_handshake(self, request: web.Request) -> web.Response | None:
-        """Origin, token and upgrade checks; an HTTP error response, or ``None`` to accept."""
+    def check_access(self, request: web.Request) -> web.Response | None:
+        """Origin and token checks every request passes; an HTTP error response, or ``None``."""
         s = self.settings
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, s.allow_origins):
@@ -119,6 +119,13 @@ class WsServer:
                 "missing or wrong token (Authorization: Bearer TOKEN)",
                 **{"WWW-Authenticate": 'Bearer realm="acp-proxy"'},
             )
+        return None
+
+    def check_handshake(self, request: web.Request) -> web.Response | None:
+        """Origin, token and upgrade checks; an HTTP error response, or ``None`` to accept."""
+        refused = self.check_access(request)
+        if refused is not None:
+            return refused
         ws = web.WebSocketResponse()
         if not ws.can_prepare(request).ok:
             return self.refuse(

@@ -85,6 +85,19 @@ def echo_through(proc: subprocess.Popen[bytes], data: bytes) -> None:
     assert got == data
 
 
+DRAIN_PROGRESS = (b"acp-proxy: recording: writing the last ", b"acp-proxy: recording: done, ")
+"""The informational lines of a slow exit drain (printed after 1 s, so they depend on load)."""
+
+
+def incident_lines(stderr: bytes) -> list[bytes]:
+    """acp-proxy's own stderr lines except the drain progress: what a test may forbid."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith(b"acp-proxy:") and not line.startswith(DRAIN_PROGRESS)
+    ]
+
+
 def frame_count(db: Path) -> int:
     """Frames in the recording so far (0 if the file or its tables do not exist yet)."""
     if not db.exists():

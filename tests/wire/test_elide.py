@@ -61,5 +61,14 @@ def test_a_huge_frame_gets_the_columns_of_its_full_parse(monkeypatch: object) ->
     full = ConnectionIndexer()
     expected = [full.values("c2a", orjson.dumps(f) + b"\n") for f in frames]
     monkeypatch.setattr(index_module, "HUGE_FRAME_BYTES", 1000)  # type: ignore[attr-defined]
+    seen: list[int] = []
+
+    def spy(raw: bytes) -> bytes:
+        out = elide_long_strings(raw)
+        seen.append(len(raw) - len(out))
+        return out
+
+    monkeypatch.setattr(index_module, "elide_long_strings", spy)  # type: ignore[attr-defined]
     elided = ConnectionIndexer()
     assert [elided.values("c2a", orjson.dumps(f) + b"\n") for f in frames] == expected
+    assert len(seen) == 2 and min(seen) > 4 * len(LONG) - 10  # the long strings were cut

@@ -1,4 +1,4 @@
-"""Test helpers shared across packages: writing prepared frames into a recording.
+"""Test helpers shared across packages: writing prepared frames into a recording, and more.
 
 :func:`insert_frames` is the one way tests and generators put rows into a recording without
 running a proxy; it goes through :mod:`acp_proxy.record.edit`, so the SQL lives in the
@@ -7,17 +7,23 @@ package, not in the tests.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sqlite3
-from collections.abc import Iterable, Mapping
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from acp_proxy.record.edit import NewFrame, insert_connection
 from acp_proxy.record.edit import insert_frames as _insert_frames
 from acp_proxy.record.schema import connect
 from acp_proxy.wire.frame import Direction
 
-__all__ = ["NewFrame", "insert_frames"]
+__all__ = ["NewFrame", "insert_frames", "unwritable"]
 
 
 def insert_frames(
@@ -59,3 +65,30 @@ def insert_frames(
     finally:
         if isinstance(db, Path):
             conn.close()
+
+
+@contextlib.contextmanager
+def unwritable(directory: Path) -> Iterator[None]:
+    """Make ``directory`` and its files unwritable, for root too (``chattr +i``)."""
+    paths = [*directory.iterdir(), directory]
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    frozen: list[Path] = []
+    try:
+        if os.geteuid() == 0:
+            chattr = shutil.which("chattr")
+            if chattr is None:
+                pytest.skip("running as root without chattr: cannot make a directory unwritable")
+            for p in paths:
+                done = subprocess.run([chattr, "+i", str(p)], capture_output=True)
+                if done.returncode != 0:
+                    pytest.skip(f"chattr +i is not possible here: {done.stderr.decode().strip()}")
+                frozen.append(p)
+        with pytest.raises(OSError):  # the premise: nobody can create a file here
+            (directory / "probe").touch()
+        yield
+    finally:
+        for p in frozen:
+            subprocess.run(["chattr", "-i", str(p)], check=True)
+        for p in paths:
+            p.chmod(0o755 if p.is_dir() else 0o644)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ import pytest
 
 from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
 from tests.conftest import proxy_exe, run_proxy
-from tests.helpers import insert_frames
+from tests.helpers import insert_frames, unwritable
 
 S2 = "s2"
 
@@ -142,42 +140,21 @@ def test_the_index_is_kept_in_the_recording_and_updated_incrementally(db: Path) 
         assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] == docs + 5
 
 
-def as_nobody() -> list[str]:
-    """Run as an unprivileged user when we are root (root may write a read-only file)."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: cannot make a file read-only")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
 def read_only_copy(db: Path, tmp_path: Path) -> Path:
-    """A copy of ``db`` in a directory nobody may write (the caller restores it)."""
+    """A copy of ``db`` alone in its own directory, to be made unwritable by the caller."""
     ro_dir = tmp_path / "ro"
     ro_dir.mkdir()
     ro = ro_dir / "rec.db"
     shutil.copy(db, ro)
-    ro.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    ro_dir.chmod(0o555)
-    tmp_path.chmod(0o755)
-    for parent in tmp_path.parents:
-        if parent == Path("/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o005)
     return ro
 
 
-def search_as_nobody(ro: Path, text: str) -> subprocess.CompletedProcess[bytes]:
-    """``search RO TEXT --json`` as an unprivileged user; ``ro``'s folder writable again after."""
-    try:
+def search_read_only(ro: Path, text: str) -> subprocess.CompletedProcess[bytes]:
+    """``search RO TEXT --json`` while ``ro`` and its folder cannot be written (root included)."""
+    with unwritable(ro.parent):
         return subprocess.run(
-            [*as_nobody(), *proxy_exe(), "search", str(ro), text, "--json"],
-            capture_output=True,
-            timeout=60,
+            [*proxy_exe(), "search", str(ro), text, "--json"], capture_output=True, timeout=60
         )
-    finally:
-        ro.parent.chmod(0o755)
 
 
 def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
@@ -186,7 +163,7 @@ def test_a_read_only_recording_is_searched_in_memory_and_not_touched(
     ro = read_only_copy(db, tmp_path)
     ro_dir = ro.parent
     before = ro.read_bytes()
-    done = search_as_nobody(ro, "world")
+    done = search_read_only(ro, "world")
     assert done.returncode == 0, done.stderr.decode()
     assert done.stderr.decode() == (
         f"acp-proxy: {ro} is read-only: indexed in memory for this search (not saved)\n"
@@ -239,7 +216,7 @@ def test_an_index_saved_before_the_file_became_read_only_is_used(db: Path, tmp_p
     search(db, "world")  # indexed and saved while writable
     ro = read_only_copy(db, tmp_path)
     before = ro.read_bytes()
-    done = search_as_nobody(ro, "world")
+    done = search_read_only(ro, "world")
     assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
     doc = orjson.loads(done.stdout)
     assert doc["index"] == "file" and len(doc["hits"]) == 2

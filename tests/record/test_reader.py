@@ -8,16 +8,12 @@ one a proxy is still recording (seen live). In-process: the reader's derived sta
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +21,7 @@ import pytest
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import MIGRATIONS, connect
 from tests.conftest import run_proxy
-from tests.helpers import insert_frames
+from tests.helpers import insert_frames, unwritable
 from tests.web.helpers import (
     LiveProxy,
     opening,
@@ -51,33 +47,6 @@ READ_COMMANDS = [
 
 def _files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
-
-
-@contextlib.contextmanager
-def unwritable(directory: Path) -> Iterator[None]:
-    """Make ``directory`` and its files unwritable, for root too (``chattr +i``)."""
-    paths = [*directory.iterdir(), directory]
-    for p in paths:
-        p.chmod(0o555 if p.is_dir() else 0o444)
-    frozen: list[Path] = []
-    try:
-        if os.geteuid() == 0:
-            chattr = shutil.which("chattr")
-            if chattr is None:
-                pytest.skip("running as root without chattr: cannot make a directory unwritable")
-            for p in paths:
-                done = subprocess.run([chattr, "+i", str(p)], capture_output=True)
-                if done.returncode != 0:
-                    pytest.skip(f"chattr +i is not possible here: {done.stderr.decode().strip()}")
-                frozen.append(p)
-        with pytest.raises(OSError):  # the premise: nobody can create a file here
-            (directory / "probe").touch()
-        yield
-    finally:
-        for p in frozen:
-            subprocess.run(["chattr", "-i", str(p)], check=True)
-        for p in paths:
-            p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 def _recording(tmp_path: Path) -> Path:

@@ -130,3 +130,29 @@ def frames_of(db: Path, connection_id: int | None = None) -> list[tuple[str, byt
 @pytest.fixture
 def sqlite_rows() -> Iterator[object]:
     yield frames_of
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One real PostgreSQL server for the whole run (see :mod:`tests.pg_server`)."""
+    from tests.pg_server import PgServer, find_bindir
+
+    if find_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+    server = PgServer(tmp_path_factory.mktemp("pg"))
+    server.init()
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.running():
+            server.stop("immediate")
+
+
+@pytest.fixture
+def pg_url(pg_server: object) -> str:
+    """The URL (password included) of a new empty database on the test server."""
+    from tests.pg_server import PgServer
+
+    assert isinstance(pg_server, PgServer)
+    return pg_server.database()

@@ -150,7 +150,7 @@ def insert_frames(
 
     with _transaction(db):
         db.executemany(
-            "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
+            'INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, "binary", '
             f"{', '.join(INDEX_COLUMNS)}) VALUES ({', '.join('?' for _ in range(15))})",
             rows(),
         )

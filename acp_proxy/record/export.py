@@ -235,7 +235,7 @@ def _export_frames(
     db: sqlite3.Connection, cid: int, redact: bool, stats: ExportSummary
 ) -> Iterator[bytes]:
     cur = db.execute(
-        "SELECT seq, ts, mono_ns, direction, raw, binary FROM frames "
+        'SELECT seq, ts, mono_ns, direction, raw, "binary" FROM frames '
         "WHERE connection_id = ? ORDER BY seq",
         (cid,),
     )

@@ -42,7 +42,7 @@ BIG_FRAME_BYTES = 4 * 1024 * 1024
 """Frames bigger than this are not copied for binding: the sink writes them in pieces."""
 
 FRAME_COLUMNS = (
-    "connection_id, seq, ts, mono_ns, direction, raw, size, binary, "
+    'connection_id, seq, ts, mono_ns, direction, raw, size, "binary", '
     "kind, rpc_id, method, session_id, update_kind, entity_type, entity_id"
 )
 """The columns of a frame row, in order (index columns last: 0 stands for NULL)."""

@@ -533,7 +533,7 @@ class RecordingReader:
         """What crossed the wire on one connection, in order: the input of the ACP models
         and the checker (no index columns, so a long connection streams faster)."""
         cur = self._ordered(
-            "seq, direction, raw, mono_ns, \"binary\"",
+            'seq, direction, raw, mono_ns, "binary"',
             connection_id=connection_id,
             session_id=session_id,
             with_connection_frames=with_connection_frames,
@@ -884,6 +884,11 @@ class RecordingReader:
             f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
         ):
             yield EventRow(r[0], r[1], r[2], json_column(r[3]))
+
+    def frame_times(self, connection_id: int) -> Iterator[tuple[int, float]]:
+        """``(seq, ts)`` of the connection's frames in order: where its events fall."""
+        for seq, ts in self._ordered("seq, ts", connection_id=connection_id):
+            yield int(seq), float(ts)
 
     def check_intact(self) -> None:
         """Touch the ends of the tables so a truncated or damaged file fails now.

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from acp_proxy.record.pg import is_pg_url
 from acp_proxy.record.reader import FrameRow, open_recording
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
@@ -118,12 +119,27 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
 RECORDING_PATH = FilePath()
 """The parameter type of every recording argument (``DB``)."""
 
-RECORD_PATH = click.Path(path_type=Path)
-"""The type of ``--record FILE`` (the proxy commands, ``ACP_PROXY_RECORD``).
+
+class RecordLocation(click.ParamType):  # type: ignore[type-arg]
+    """A place to record into: a SQLite file (a ``Path``) or a ``postgresql://`` URL (as given)."""
+
+    name = "path|url"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path | str:
+        if isinstance(value, Path):
+            return value
+        return str(value) if is_pg_url(str(value)) else Path(str(value))
+
+
+RECORD_PATH = RecordLocation()
+"""The type of ``--record FILE|URL`` (the proxy commands, ``ACP_PROXY_RECORD``).
 
 Deliberately unchecked here: for the proxy forwarding wins, so every unusable ``--record``
-path (a directory, a missing parent, an unwritable or corrupt file) is one ``recording
-disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
+path (a directory, a missing parent, an unwritable or corrupt file, a database that
+refuses the login) is one ``recording disabled: ...; forwarding continues`` line from the
+recorder, and the agent runs anyway.
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")

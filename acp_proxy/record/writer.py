@@ -219,11 +219,13 @@ class Recorder:
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
+        self.engine = "SQLite"
         spool_dir: Path | None = None
         pg = is_pg_url(path)
         if pg:
             self.path = str(path)
             self.where = safe_url(self.path)
+            self.engine = "PostgreSQL"
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
         elif path is not None:
             self.path = Path(path)
@@ -425,7 +427,7 @@ class Recorder:
         if os.environ.get(STATS_ENV):
             self.warn(
                 f"stats: {self.frames_written} frames in {self.batches_committed} batches; "
-                f"CPU indexer {self.index_cpu:.2f} s, SQLite {self.sqlite_cpu:.2f} s; "
+                f"CPU indexer {self.index_cpu:.2f} s, {self.engine} {self.sqlite_cpu:.2f} s; "
                 f"spool peak {self.spool_peak_bytes / 1e6:.1f} MB"
             )
         if dropped:

@@ -45,6 +45,13 @@ def _frame_count(url: str) -> int:
         return 0
 
 
+def _dropped(url: str) -> int:
+    try:
+        return int(_query(url, "SELECT coalesce(sum(frames_dropped), 0) FROM connections")[0][0])
+    except Exception:  # not reachable or not created yet
+        return 0
+
+
 def _wait_for_frames(url: str, count: int) -> None:
     deadline = time.monotonic() + TIMEOUT
     while _frame_count(url) < count:
@@ -243,6 +250,53 @@ def test_a_server_that_never_comes_back_costs_a_bounded_exit_and_one_line(
     assert_no_password(url, err)
 
 
+def _big_lines(n: int, tag: str) -> list[bytes]:
+    pad = "p" * 1500
+    return [
+        b'{"jsonrpc":"2.0","method":"note","params":{"n":%d,"t":"%s","pad":"%s"}}\n'
+        % (i, tag.encode(), pad.encode())
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("spool_mb", [64, 1], ids=["in-budget", "past-budget"])
+def test_an_outage_backlog_waits_in_the_spool_and_past_its_budget_is_counted(
+    own_server: PgServer, spool_mb: int
+) -> None:
+    url = own_server.url()
+    proc = echo_proxy(
+        url, "--queue-mb", "1", "--spool-mb", str(spool_mb), env={"ACP_PROXY_STATS": "1"}
+    )
+    lines = _big_lines(3000, "spooled")  # 4.6 MB each way: far past the memory budget
+    _through(proc, lines)
+    own_server.start()
+    expected = 2 * len(lines)
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # everything is either recorded or counted as dropped on the row
+        if _frame_count(url) + _dropped(url) >= expected:
+            break
+        assert time.monotonic() < deadline, "the backlog was never written"
+        time.sleep(0.3)
+    code, err = _finish(proc)
+    assert code == 0, err
+    frames = _frames(url)
+    ((dropped,),) = _query(url, "SELECT frames_dropped FROM connections")
+    assert len(frames) + dropped == expected
+    peak = float(err.split(b"spool peak ")[1].split(b" MB")[0])
+    assert peak >= min(spool_mb, 2) * 0.9, err
+    own = incident_lines(err)
+    if spool_mb == 64:
+        assert dropped == 0
+        assert [raw for _, _, d, raw in frames if d == "c2a"] == lines
+    else:
+        assert dropped > 0
+        assert any(b"dropping frames" in line for line in own), err
+        # what was kept is in order and numbered without gaps or repeats
+        assert sorted(s for _, s, _, _ in frames) == list(range(1, len(frames) + 1))
+    assert sum(b"database unreachable" in line for line in own) == 1, err
+    assert_no_password(url, err)
+
+
 @pytest.mark.parametrize(
     "break_url",
     [
@@ -304,3 +358,26 @@ def test_the_writer_as_threads_records_into_postgresql(pg_url: str) -> None:
 def test_proxy_help_names_the_url_form() -> None:
     done = subprocess.run([*proxy_exe(), "proxy", "--help"], capture_output=True, timeout=60)
     assert b"postgresql://" in done.stdout
+
+
+def test_connect_and_ws_record_one_session_into_one_database(pg_url: str) -> None:
+    """SDK stdio client -> connect --record URL -> ws --record URL -> SDK agent: two writers,
+    one database, the same payloads on both connection rows."""
+    import json
+
+    from tests.websocket.helpers import SDK_AGENT, SDK_CLIENT, ws_server
+
+    with ws_server(["--record", pg_url, "--", *SDK_AGENT]) as srv:
+        done = subprocess.run(
+            [*SDK_CLIENT, "--", *proxy_exe(), "connect", srv.url, "--record", pg_url],
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        srv.stop()
+    assert json.loads(done.stdout)["stop"] == "end_turn"
+    ids = dict(_query(pg_url, "SELECT transport, id FROM connections"))
+    assert set(ids) == {"connect", "websocket"}
+    per = {t: [(d, raw) for c, _, d, raw in _frames(pg_url) if c == cid] for t, cid in ids.items()}
+    assert per["connect"] == per["websocket"] and len(per["connect"]) == 8
+    assert_no_password(pg_url, done.stderr, srv.stderr_text.encode())

@@ -206,6 +206,51 @@ class PgDatabase:
         return bool(self.conn.closed)
 
 
+class PgUnavailable(RecordingError):
+    """The server could not be reached or went away (an outage: worth trying again later)."""
+
+
+_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300")
+"""SQLSTATEs (classes or codes) of a server that is away or not ready: connection
+exceptions, shutdowns, a starting server, too many connections."""
+
+_TRANSIENT_LOGIN_ERRORS = (
+    "the database system is",  # starting up, shutting down, in recovery mode, not yet ...
+    "too many clients",
+    "remaining connection slots",
+    "terminating connection",
+)
+"""Login refusals of a server that is not ready (worth trying again), by their message."""
+
+KEEPALIVE_OPTIONS = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 3,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 15000,
+}
+"""libpq TCP options: a server behind a cut network is noticed in seconds, not minutes."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error) means the server is unreachable or went away.
+
+    Those are outages: a recorder keeps its frames and tries again. Anything else (a
+    refused password, a missing database, a malformed URL) will not pass by waiting.
+    """
+    psycopg = _psycopg()
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    if state is not None:
+        return str(state).startswith(_TRANSIENT_STATES)
+    text = str(exc)
+    if "FATAL:" in text:  # the server answered a login (libpq gives no SQLSTATE then)
+        return any(reason in text for reason in _TRANSIENT_LOGIN_ERRORS)
+    # no answer from a server: refused, timed out, cut, unresolvable; or a malformed URL
+    return "invalid" not in text.split("\n", 1)[0]
+
+
 def describe_error(exc: BaseException) -> str:
     """psycopg's message, one line, without any password it might echo."""
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -225,7 +270,7 @@ def connect_pg(
     ``readonly`` connections refuse writes server-side (``default_transaction_read_only``)
     and never migrate; they refuse a database without acp-proxy's tables and one of a newer
     schema. Raises :class:`RecordingError` with one line for the user (the URL without
-    its password).
+    its password): :class:`PgUnavailable` when the server is unreachable or not ready.
     """
     psycopg = _psycopg()
     where = safe_url(url)
@@ -235,9 +280,11 @@ def connect_pg(
             autocommit=True,
             connect_timeout=max(1, int(timeout)),
             application_name=application_name,
+            **KEEPALIVE_OPTIONS,
         )
     except psycopg.Error as exc:
-        raise RecordingError(f"cannot connect to {where}: {describe_error(exc)}") from None
+        error = PgUnavailable if is_unavailable(exc) else RecordingError
+        raise error(f"cannot connect to {where}: {describe_error(exc)}") from None
     db = PgDatabase(conn, url)
     try:
         if readonly:
@@ -247,7 +294,8 @@ def connect_pg(
             migrate_pg(db, create=create)
     except psycopg.Error as exc:
         db.close()
-        raise RecordingError(f"{where}: {describe_error(exc)}") from None
+        error = PgUnavailable if is_unavailable(exc) else RecordingError
+        raise error(f"{where}: {describe_error(exc)}") from None
     except RecordingError as exc:
         db.close()
         raise RecordingError(f"{where}: {exc}") from None

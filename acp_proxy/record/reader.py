@@ -44,7 +44,7 @@ from acp_proxy.wire.jsonrpc import parse_json
 Database = sqlite3.Connection | PgDatabase
 """An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
 
-_STREAM_BATCH = 2000
+_STREAM_BATCH = 1000
 """Rows a PostgreSQL cursor fetches at a time (:func:`stream`)."""
 
 

@@ -107,13 +107,21 @@ class _PgPool:
         self._lock = threading.Lock()
 
     def take(self, where: RecordingUrl) -> PgDatabase:
-        with self._lock:
-            idle = self._idle.get(where.url)
-            if idle:
-                return idle.pop()
-        db = open_database(where, timeout=10.0)
-        assert isinstance(db, PgDatabase)
-        return db
+        while True:
+            with self._lock:
+                idle = self._idle.get(where.url)
+                db = idle.pop() if idle else None
+            if db is None:
+                break
+            try:  # one the server dropped while idle (a restart) fails here, not in a request
+                db.execute("SELECT 1")
+                return db
+            except database_errors():
+                with contextlib.suppress(*database_errors()):
+                    db.close()
+        fresh = open_database(where, timeout=10.0)
+        assert isinstance(fresh, PgDatabase)
+        return fresh
 
     def give_back(self, where: RecordingUrl, db: PgDatabase, healthy: bool) -> None:
         if healthy and not db.closed:

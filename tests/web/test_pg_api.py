@@ -40,6 +40,9 @@ def pg_recording(recording: Path, pg_server: PgServer) -> str:
 
 
 ENDPOINTS = [
+    # findings first: the connection list carries a summary of the findings computed so far
+    "/api/connections/1/findings",
+    "/api/connections/2/findings",
     "/api/connections",
     "/api/values",
     "/api/frames?limit=5",
@@ -53,7 +56,6 @@ ENDPOINTS = [
     "/api/frames?limit=7&by_time=1&after_id=4",
     "/api/frames/3",
     "/api/frames/4",
-    "/api/connections/1/findings",
     "/api/connections/1/timeline",
     f"/api/connections/1/sessions/{SESSION_ID}",
     "/api/diff?a=1&b=2",
@@ -223,3 +225,40 @@ async def test_a_database_restart_is_an_error_then_reads_again(
     # The pooled connections the server dropped are not reused: the next request reads.
     for _ in range(store.PG_POOL.MAX_IDLE + 1):
         assert await _get(client, "/api/frames?limit=3") == before
+    # Several connections idle in the pool, a restart while nobody asks: every request after
+    # it reads (none gets a connection the server closed).
+    pages = [client.get(f"/api/frames?limit=3&after_id={n}") for n in range(6)]
+    assert all(r.status == 200 for r in await asyncio.gather(*pages))
+    await asyncio.to_thread(pg_server.restart)
+    for _ in range(store.PG_POOL.MAX_IDLE + 1):
+        assert await _get(client, "/api/frames?limit=3") == before
+
+
+def _peak(work: Any) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_stream_holds_a_batch_not_the_store(pg_big: str) -> None:
+    """Frames stream from a server-side cursor: peak memory is a batch, not 20,000 frames,
+    and other queries run on the same connection between two rows (replay does that)."""
+    with RecordingReader.open(pg_big) as reader:
+        count = 0
+
+        def walk() -> None:
+            nonlocal count
+            for f in reader.frames():
+                count += 1
+                if count in (1, 15_000):
+                    assert reader.max_seq(f.connection_id) == 10_000  # a query mid-stream
+
+        streamed = _peak(walk)
+        held = _peak(lambda: list(reader.frames()))  # what holding every frame costs
+    assert count == 20_000
+    assert streamed < held / 4, (streamed, held)

@@ -381,3 +381,18 @@ def test_connect_and_ws_record_one_session_into_one_database(pg_url: str) -> Non
     per = {t: [(d, raw) for c, _, d, raw in _frames(pg_url) if c == cid] for t, cid in ids.items()}
     assert per["connect"] == per["websocket"] and len(per["connect"]) == 8
     assert_no_password(pg_url, done.stderr, srv.stderr_text.encode())
+
+
+def test_a_frame_past_the_big_frame_size_is_stored_byte_exact(pg_url: str) -> None:
+    from acp_proxy.record.rows import BIG_FRAME_BYTES
+
+    text = b"0123456789abcdef" * (BIG_FRAME_BYTES // 16 + 4096)
+    big = b'{"jsonrpc":"2.0","method":"session/update","params":{"text":"' + text + b'"}}\n'
+    small = b'{"jsonrpc":"2.0","method":"after"}\n'
+    done = run_proxy(["--record", pg_url, "--", "cat"], stdin=big + small)
+    assert done.returncode == 0 and done.stdout == big + small, done.stderr
+    frames = _frames(pg_url)
+    for direction in ("c2a", "a2c"):
+        assert [raw for _, _, d, raw in frames if d == direction] == [big, small]
+    sizes = _query(pg_url, "SELECT size FROM frames WHERE method = 'session/update'")
+    assert sizes == [(len(big),), (len(big),)]

@@ -396,3 +396,30 @@ def test_a_frame_past_the_big_frame_size_is_stored_byte_exact(pg_url: str) -> No
         assert [raw for _, _, d, raw in frames if d == direction] == [big, small]
     sizes = _query(pg_url, "SELECT size FROM frames WHERE method = 'session/update'")
     assert sizes == [(len(big),), (len(big),)]
+
+
+def test_a_killed_writer_leaves_its_losses_and_end_on_the_postgresql_row(pg_url: str) -> None:
+    import signal
+
+    from acp_proxy.record.shipper import writer_pids
+
+    proc = echo_proxy(pg_url)
+    before = _lines(100, "before")
+    _through(proc, before)
+    _wait_for_frames(pg_url, 200)
+    (writer,) = writer_pids(proc.pid)
+    os.kill(writer, signal.SIGKILL)
+    after = _lines(50, "after")
+    _through(proc, after)
+    code, err = _finish(proc)
+    assert code == 0, err
+    assert err.count(b"the writer process exited") == 1, err
+    assert b"recording: 100 frame(s) were not recorded" in err, err
+    assert [raw for _, _, d, raw in _frames(pg_url) if d == "c2a"] == before
+    rows = _query(
+        pg_url,
+        "SELECT count(*), max(frames_dropped), max(exit_status), bool_and(ended_at IS NOT NULL) "
+        "FROM connections",
+    )
+    assert rows == [(1, 100, 0, True)]
+    assert_no_password(pg_url, err)

@@ -11,6 +11,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,11 +92,50 @@ def _through(proc: subprocess.Popen[bytes], lines: list[bytes]) -> None:
         assert got == line
 
 
+class _Stderr:
+    """A proxy's stderr, read as it comes (so a test can wait for a line)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        self.data = bytearray()
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for chunk in iter(lambda: os.read(stream.fileno(), 1 << 16), b""):
+            with self.cond:
+                self.data += chunk
+                self.cond.notify_all()
+
+    def wait_for(self, marker: bytes) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        with self.cond:
+            while marker not in self.data:
+                assert time.monotonic() < deadline, bytes(self.data)
+                self.cond.wait(0.5)
+
+
+_WATCHED: dict[int, _Stderr] = {}
+
+
+def _await_line(proc: subprocess.Popen[bytes], marker: bytes) -> None:
+    """Wait until the proxy (or its writer) printed ``marker`` on stderr."""
+    watcher = _WATCHED.get(proc.pid)
+    if watcher is None:
+        watcher = _WATCHED[proc.pid] = _Stderr(proc)
+    watcher.wait_for(marker)
+
+
 def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.close()
     code = proc.wait(TIMEOUT)
-    return code, proc.stderr.read()
+    watcher = _WATCHED.pop(proc.pid, None)
+    if watcher is None:
+        return code, proc.stderr.read()
+    watcher.thread.join(TIMEOUT)
+    return code, bytes(watcher.data)
 
 
 @pytest.fixture
@@ -183,7 +223,7 @@ def test_a_server_unreachable_at_start_gets_everything_once_it_is_up(own_server:
     proc = echo_proxy(url)
     early = _lines(30, "early")
     _through(proc, early)  # forwarding does not wait for the database
-    time.sleep(1.0)  # the writer has tried and failed by now
+    _await_line(proc, b"database unreachable")  # the writer has tried and failed
     own_server.start()
     late = _lines(30, "late")
     _through(proc, late)
@@ -211,6 +251,7 @@ def test_a_server_restarted_mid_session_loses_and_repeats_nothing(own_server: Pg
     during = _lines(400, "during")
     own_server.stop()
     _through(proc, during[:200])  # the server is down: the frames wait
+    _await_line(proc, b"database unreachable")
     own_server.start()
     _through(proc, during[200:])
     _wait_for_frames(url, 2 * (len(first) + len(during)))
@@ -267,6 +308,7 @@ def test_an_outage_backlog_waits_in_the_spool_and_past_its_budget_is_counted(
     proc = echo_proxy(
         url, "--queue-mb", "1", "--spool-mb", str(spool_mb), env={"ACP_PROXY_STATS": "1"}
     )
+    _await_line(proc, b"database unreachable")
     lines = _big_lines(3000, "spooled")  # 4.6 MB each way: far past the memory budget
     _through(proc, lines)
     own_server.start()

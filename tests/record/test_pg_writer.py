@@ -465,3 +465,24 @@ def test_a_killed_writer_leaves_its_losses_and_end_on_the_postgresql_row(pg_url:
     )
     assert rows == [(1, 100, 0, True)]
     assert_no_password(pg_url, err)
+
+
+def test_an_idle_connections_heartbeat_advances_in_postgresql(pg_url: str) -> None:
+    proc = echo_proxy(pg_url)
+    try:
+        _through(proc, _lines(1, "hi"))
+        _wait_for_frames(pg_url, 2)
+        sql = "SELECT last_seen_at, ended_at FROM connections"
+        ((first, ended),) = _query(pg_url, sql)
+        assert isinstance(first, float) and ended is None
+        deadline = time.monotonic() + TIMEOUT
+        later = first
+        while later == first:  # nothing is sent meanwhile
+            assert time.monotonic() < deadline, "the heartbeat never came"
+            time.sleep(0.5)
+            ((later, ended),) = _query(pg_url, sql)
+        assert later > first and ended is None
+    finally:
+        code, err = _finish(proc)
+    assert code == 0, err
+    assert _query(pg_url, "SELECT end_reason FROM connections") == [("exited",)]

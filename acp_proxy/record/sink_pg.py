@@ -142,6 +142,11 @@ class PostgresSink(SqlSink):
         assert self._db is not None
         return self._db.execute(sql, params)
 
+    def _insert_connection(self, sql: str, params: list[Any]) -> int:
+        row = self._execute(sql + " RETURNING id", params).fetchone()
+        assert row is not None
+        return int(row[0])
+
     def _begin(self) -> None:
         assert self._db is not None
         self._db.execute("BEGIN")

@@ -1002,6 +1002,11 @@ class RecordingReader:
         ):
             yield EventRow(r[0], r[1], r[2], json_column(r[3]))
 
+    def frame_times(self, connection_id: int) -> Iterator[tuple[int, float]]:
+        """``(seq, ts)`` of the connection's frames in order: where its events fall."""
+        for seq, ts in self._ordered("seq, ts", connection_id=connection_id):
+            yield int(seq), float(ts)
+
     def check_intact(self) -> None:
         """Touch the ends of the tables so a truncated or damaged file fails now.
 

@@ -533,7 +533,7 @@ class RecordingReader:
         """What crossed the wire on one connection, in order: the input of the ACP models
         and the checker (no index columns, so a long connection streams faster)."""
         cur = self._ordered(
-            "seq, direction, raw, mono_ns, \"binary\"",
+            'seq, direction, raw, mono_ns, "binary"',
             connection_id=connection_id,
             session_id=session_id,
             with_connection_frames=with_connection_frames,

@@ -4,7 +4,8 @@
 (``acp.ws``) per name, each with its own WebSocket connection: initialize and session/new,
 then one session/prompt per line read on stdin (all peers at once; the text is the peer's
 name and the line), ``ok`` on stdout after each round. At end of input the peers close and
-one JSON line lists, per peer, every frame it sent and received (exact text).
+one JSON line lists, per peer, every frame it sent and received (exact text) and the
+lines of its rounds.
 
 ``python -m tests.record.fleet_client light URL TOKEN N FRAMES TAG``: N plain WebSocket
 connections at once to an echo agent (``cat``), FRAMES requests each, every echo checked;
@@ -33,7 +34,7 @@ class Peer:
         self.connection_id: str | None = None
         self.conn: Any = None
         self.session_id = ""
-        self.texts: list[str] = []
+        self.lines: list[str] = []
 
     async def open(self, url: str, token: str) -> None:
         import acp
@@ -67,6 +68,7 @@ class Peer:
             session_id=self.session_id, prompt=[TextContentBlock(text=f"{self.name} {line}")]
         )
         assert result.stop_reason == "end_turn", result
+        self.lines.append(line)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -75,6 +77,7 @@ class Peer:
             "session_id": self.session_id,
             "sent": self.sent,
             "received": self.received,
+            "lines": self.lines,
             "texts": self.client.texts,
         }
 

@@ -9,6 +9,7 @@ its own host name (``gethostname()`` in its UTS namespace), which the recorder s
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import incident_lines, proxy_exe
+from tests.conftest import ECHO_AGENT, incident_lines, proxy_exe
 from tests.netns import Host, Lab, unavailable
 from tests.pg_server import PASSWORD, USER, PgServer, find_bindir
 
@@ -338,6 +339,38 @@ def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet) -> N
             assert replay.stop() == 0, replay.stderr_text
         assert replayed["sent"] == live[name]["sent"]
         assert replayed["received"] == live[name]["received"], name
+
+
+def test_an_editor_on_a_host_records_with_the_password_from_pgpass(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """docs/fleet.md's Zed entry: the URL names no password, ``PGPASSFILE`` supplies it."""
+    url = fleet.database()
+    dbname = url.rsplit("/", 1)[1]
+    bare = fleet.pg.url(dbname, password=False)
+    pgpass = tmp_path / "pgpass"
+    pgpass.write_text(f"{fleet.db.ip}:{fleet.pg.port}:{dbname}:{USER}:{PASSWORD}\n")
+    pgpass.chmod(0o600)
+    host = fleet.hosts[1]
+    lines = [b'{"jsonrpc":"2.0","id":%d,"method":"_editor/ping"}\n' % n for n in range(5)]
+    proc = host.popen(
+        [*proxy_exe(), "--record", bare, "--", *ECHO_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PGPASSFILE": str(pgpass)},
+    )
+    out, err = proc.communicate(b"".join(lines), timeout=TIMEOUT)
+    assert out == b"".join(lines)
+    assert proc.returncode == 0, err
+    assert incident_lines(err) == []
+    stored = stored_connections(fleet, url)
+    (conn,) = stored.values()
+    assert conn["host"] == host.name
+    assert [raw for _, d, raw in conn["frames"] if d == "c2a"] == lines
+    assert [raw for _, d, raw in conn["frames"] if d == "a2c"] == lines
+    row = fleet.rows(url, "SELECT * FROM connections")
+    assert PASSWORD not in repr(row)
 
 
 LIGHT_CONNECTIONS = 200

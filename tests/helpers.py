@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.record.edit import NewFrame, insert_connection
+from acp_proxy.record.edit import NewFrame, WritableDatabase, insert_connection, write_transaction
 from acp_proxy.record.edit import insert_frames as _insert_frames
+from acp_proxy.record.pg import connect_pg, is_pg_url
 from acp_proxy.record.schema import connect
 from acp_proxy.wire.frame import Direction
 
@@ -27,7 +27,7 @@ __all__ = ["NewFrame", "insert_frames", "unwritable"]
 
 
 def insert_frames(
-    db: Path | sqlite3.Connection,
+    db: Path | str | WritableDatabase,
     frames: Iterable[NewFrame | tuple[Direction, bytes]],
     *,
     connection: Mapping[str, Any] | None = None,
@@ -38,32 +38,30 @@ def insert_frames(
 ) -> int:
     """Write ``frames`` as one connection of the recording ``db``; return the connection id.
 
-    ``db`` is a path (created if needed, closed after) or an open writable connection (its
-    transaction, if any, is used). A new connection row is made from ``connection``
-    (column values; JSON columns take Python values) unless ``connection_id`` names an
-    existing one. ``frames`` are ``(direction, raw)`` pairs or :class:`NewFrame` (times,
-    index columns); ``index=True`` derives missing index columns as the recorder does.
+    ``db`` is a path or a ``postgresql://`` URL (created or migrated if needed, closed
+    after) or an open writable connection (its transaction, if any, is used). A new
+    connection row is made from ``connection`` (column values; JSON columns take Python
+    values) unless ``connection_id`` names an existing one. ``frames`` are ``(direction,
+    raw)`` pairs or :class:`NewFrame` (times, index columns); ``index=True`` derives missing
+    index columns as the recorder does.
     Streams: ``frames`` may be a generator of millions.
     """
-    conn = connect(db, create=True) if isinstance(db, Path) else db
+    conn: WritableDatabase
+    if isinstance(db, str) and is_pg_url(db):
+        conn = connect_pg(db, create=True)
+    elif isinstance(db, (Path, str)):
+        conn = connect(db, create=True)
+    else:
+        conn = db
     try:
-        began = not conn.in_transaction
-        if began:
-            conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             cid = connection_id
             if cid is None:
                 cid = insert_connection(conn, **dict(connection or {}))
             _insert_frames(conn, cid, frames, index=index, start_ts=start_ts, first_seq=first_seq)
-        except BaseException:
-            if began:
-                conn.execute("ROLLBACK")
-            raise
-        if began:
-            conn.execute("COMMIT")
         return cid
     finally:
-        if isinstance(db, Path):
+        if conn is not db:
             conn.close()
 
 

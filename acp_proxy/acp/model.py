@@ -190,6 +190,7 @@ class ConnectionModel:
         """Turns that ended, in the order they ended."""
         self.tracker = TurnTracker()
         self.frames = 0
+        self._last_timeline = self.connection
         # early responses are held as (payload, seq, mono_ns)
         self._exchanges: Exchanges[_Pending, tuple[Any, int | None, int]] = Exchanges()
 
@@ -254,6 +255,7 @@ class ConnectionModel:
         method, params = msg.method, msg.params
         sid = session_id_of(params)
         tl = self.session(sid) if sid is not None else self.connection
+        self._last_timeline = tl
         if method == "initialize":
             self.facts.observe_request(params)
             self.tracker.version = self.facts.protocol_version
@@ -286,6 +288,7 @@ class ConnectionModel:
         self, pending: _Pending, payload: Any, seq: int | None, ns: int
     ) -> list[str | None]:
         ex, tl = pending.exchange, pending.timeline
+        self._last_timeline = tl
         ex.response = payload
         ex.response_seq = seq
         ex.response_mono_ns = ns
@@ -343,6 +346,7 @@ class ConnectionModel:
         params = msg.params
         sid = session_id_of(params)
         tl = self.session(sid) if sid is not None else self.connection
+        self._last_timeline = tl
         if msg.method == "session/update" and isinstance(params, dict) and "update" in params:
             update = params["update"]
             item = tl.apply(update, seq=seq)
@@ -366,6 +370,27 @@ class ConnectionModel:
         if msg.method == "session/cancel" and sid is not None:
             self.tracker.cancel(sid)
         return [tl.session_id] if tl is self.connection else []
+
+    def transport_event(
+        self,
+        kind: str,
+        detail: Any,
+        *,
+        session_id: str | None,
+        with_last_frame: bool = False,
+        **extra: Any,
+    ) -> list[str | None]:
+        """A fact the transport recorded (an HTTP request, an SSE stream, a WebSocket
+        close...) as a ``transport`` event (``variant``: its kind) at this point of the
+        timeline of ``session_id`` when that session is known, else (``with_last_frame``:
+        the timeline of the last frame fed, e.g. the POST that carried it) of the
+        connection. ``extra`` (its place, its text) goes into the event's JSON."""
+        tl = self.sessions.get(session_id) if session_id is not None else None
+        if tl is None:
+            tl = self._last_timeline if with_last_frame else self.connection
+        target = tl
+        target.add_event(Event("transport", detail, None, variant=kind, extra=dict(extra)))
+        return [None] if target is self.connection else []
 
     # -- reading -------------------------------------------------------------------------
 

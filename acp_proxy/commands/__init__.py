@@ -17,6 +17,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "stats": "acp_proxy.commands.stats:stats_command",
     "export": "acp_proxy.commands.transfer:export_command",
     "import": "acp_proxy.commands.transfer:import_command",
+    "copy": "acp_proxy.commands.copy:copy_command",
     "reindex": "acp_proxy.commands.reindex:reindex_command",
     "replay": "acp_proxy.commands.replay:replay_command",
     "ws": "acp_proxy.commands.ws:ws_command",

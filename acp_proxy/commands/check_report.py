@@ -63,7 +63,7 @@ def _rules_for(report: Report) -> list[Rule]:
     return list({r.id: r for r in rules}.values())
 
 
-def junit_xml(reports: Sequence[Report], recording: Path, min_tier: str = "info") -> str:
+def junit_xml(reports: Sequence[Report], recording: Path | str, min_tier: str = "info") -> str:
     """The JUnit XML document: a test suite per connection, a test case per rule."""
     threshold = TIER_RANK[min_tier]
     root = ET.Element("testsuites", name=f"acp-proxy check {recording}")
@@ -167,11 +167,12 @@ def _sarif_result(f: Finding, rule_index: dict[str, int], uri: str) -> dict[str,
     }
 
 
-def sarif_json(reports: Sequence[Report], recording: Path, min_tier: str = "info") -> str:
+def sarif_json(reports: Sequence[Report], recording: Path | str, min_tier: str = "info") -> str:
     """The SARIF 2.1.0 log: one run, a result per finding shown at ``min_tier`` and above."""
     threshold = TIER_RANK[min_tier]
     rule_index = {rule.id: i for i, rule in enumerate(RULES)}
-    uri = recording.as_posix()
+    # A file is its path; a PostgreSQL store its URL (already without its password).
+    uri = recording.as_posix() if isinstance(recording, Path) else str(recording)
     results = [
         _sarif_result(f, rule_index, uri)
         for r in reports

@@ -14,8 +14,16 @@ from typing import Any, NoReturn
 
 import click
 
-from acp_proxy.record.reader import FrameRow, open_recording
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.record.pg import describe_error, is_pg_url
+from acp_proxy.record.reader import (
+    Database,
+    FrameRow,
+    RecordingUrl,
+    database_errors,
+    location_name,
+    open_database,
+)
+from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
@@ -91,6 +99,9 @@ class OptionConflict(click.ClickException):
 class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
+    With ``urls`` (the recording arguments) a ``postgresql://`` URL is taken as is, as a
+    :class:`~acp_proxy.record.reader.RecordingUrl` (printed without its password).
+
     Every command that takes a recording (or an export file) uses it, so a directory given by
     mistake reads the same everywhere: ``Error: d is a directory, not a recording`` (click's
     own ``Path(dir_okay=False)`` prints a four-line usage error with exit 2 instead). Missing
@@ -100,13 +111,18 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
 
     name = "path"
 
-    def __init__(self, what: str = "a recording", *, allow_dash: bool = False) -> None:
+    def __init__(
+        self, what: str = "a recording", *, allow_dash: bool = False, urls: bool = False
+    ) -> None:
         self.what = what
         self.allow_dash = allow_dash
+        self.urls = urls
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> Path:
+        if self.urls and isinstance(value, str) and is_pg_url(value):
+            return RecordingUrl(value)  # type: ignore[return-value]  # a Path for the commands
         path = value if isinstance(value, Path) else Path(str(value))
         if self.allow_dash and str(value) == "-":
             return path
@@ -115,8 +131,8 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
         return path
 
 
-RECORDING_PATH = FilePath()
-"""The parameter type of every recording argument (``DB``)."""
+RECORDING_PATH = FilePath(urls=True)
+"""The parameter type of every recording argument (``DB``: a file or a ``postgresql://`` URL)."""
 
 RECORD_PATH = click.Path(path_type=Path)
 """The type of ``--record FILE`` (the proxy commands, ``ACP_PROXY_RECORD``).
@@ -144,13 +160,14 @@ def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> No
 
 
 @contextmanager
-def recording(path: Path, *, writable: bool = False) -> Iterator[sqlite3.Connection]:
-    """Open a recording for a command; user mistakes become one-line errors (exit 1).
+def recording(path: Path | str, *, writable: bool = False) -> Iterator[Database]:
+    """Open a recording (a file or a ``postgresql://`` URL) for a command; user mistakes
+    become one-line errors (exit 1), the URL shown without its password.
 
     ``writable``: opened for writing (an old schema migrated), as ``reindex`` needs.
     """
     try:
-        db = connect(path, create=False) if writable else open_recording(path)
+        db = open_database(path, writable=writable)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
     try:
@@ -159,6 +176,8 @@ def recording(path: Path, *, writable: bool = False) -> Iterator[sqlite3.Connect
         raise click.ClickException(str(exc)) from None
     except sqlite3.DatabaseError as exc:
         raise click.ClickException(f"{path}: the recording is damaged: {exc}") from None
+    except database_errors() as exc:  # PostgreSQL: the server went away, a query failed
+        raise click.ClickException(f"{location_name(path)}: {describe_error(exc)}") from None
     finally:
         db.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import click
 
 from acp_proxy.acp.spans import SpanRecord
 from acp_proxy.commands.common import recording
-from acp_proxy.record.reader import iter_frames, list_connections
+from acp_proxy.record.reader import Database, iter_frames, list_connections
 from acp_proxy.record.redact import redact_frame
 from acp_proxy.record.schema import RecordingError, create_private_file
 
@@ -59,7 +58,7 @@ def select_session(spans: list[SpanRecord], session_id: str) -> list[SpanRecord]
 
 
 def otlp_lines(
-    db: sqlite3.Connection,
+    db: Database,
     *,
     connection_id: int | None = None,
     session_id: str | None = None,

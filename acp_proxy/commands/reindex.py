@@ -28,7 +28,8 @@ BATCH = REINDEX_BATCH
 class Progress:
     """Progress lines on stderr for big files (a rewritten line on a terminal)."""
 
-    def __init__(self, total: int, quiet: bool) -> None:
+    def __init__(self, total: int, quiet: bool, name: str = "reindex") -> None:
+        self.name = name
         self.total = total
         self.enabled = not quiet and total >= 2 * BATCH
         self.tty = sys.stderr.isatty()
@@ -39,7 +40,7 @@ class Progress:
         if not self.enabled or done < self.next:
             return
         self.next = done + self.step
-        text = f"acp-proxy reindex: {done}/{self.total} frames ({100 * done // self.total}%)"
+        text = f"acp-proxy {self.name}: {done}/{self.total} frames ({100 * done // self.total}%)"
         sys.stderr.write(("\r" + text) if self.tty else text + "\n")
         sys.stderr.flush()
 

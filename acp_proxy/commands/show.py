@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import orjson
@@ -23,11 +23,13 @@ from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimelin
 from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
 from acp_proxy.record.reader import (
     ConnectionRow,
+    FrameRow,
     RecordingReader,
     WireFrame,
     display_name,
 )
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.transport_events import PlacedEvent, placed_events
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
@@ -367,10 +369,46 @@ class Renderer:
             arrow = "->" if ev.extra.get("direction") == "c2a" else "<-"
             line = head + self.s(f"{arrow} invalid frame ({ev.extra.get('reason')})", fg="red")
             return [line, INDENT + "  " + _short(ev.payload, 300)]
+        if ev.kind == "transport":
+            text = str(ev.extra.get("text") or ev.variant)
+            return [self.s(f"{'':>6} · {text}", fg="bright_black" if self.colour else None)]
         if ev.kind == "orphan_response":
             line = head + self.s(f"response #{ev.extra.get('id')} to no known request", fg="red")
             return [line, INDENT + "  " + _short(ev.payload, 300)]
         return [head + ev.kind + " " + _short(ev.payload)]
+
+
+F = TypeVar("F", WireFrame, FrameRow)
+
+
+def _with_events(frames: Iterable[F], events: list[PlacedEvent]) -> Iterator[F | PlacedEvent]:
+    """The frames with each event right after the frame it follows (in recording order)."""
+    pending = iter(events)
+    ev = next(pending, None)
+    while ev is not None and ev.after_seq <= 0:
+        yield ev
+        ev = next(pending, None)
+    for f in frames:
+        yield f
+        while ev is not None and ev.after_seq <= f.seq:
+            yield ev
+            ev = next(pending, None)
+    while ev is not None:
+        yield ev
+        ev = next(pending, None)
+
+
+def feed_event(model: ConnectionModel, ev: PlacedEvent) -> list[str | None]:
+    """Hand one recorded transport event to ``model`` at its place."""
+    return model.transport_event(
+        ev.kind,
+        ev.detail,
+        session_id=ev.session,
+        with_last_frame=ev.carries_message,
+        afterSeq=ev.after_seq,
+        ts=ev.ts,
+        text=ev.text,
+    )
 
 
 class _TextShow:
@@ -401,9 +439,17 @@ class _TextShow:
             self.current = None
         self.r.items(items)
 
-    def run(self, model: ConnectionModel, frames: Iterable[WireFrame]) -> None:
-        for f in frames:
-            boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+    def run(
+        self,
+        model: ConnectionModel,
+        frames: Iterable[WireFrame],
+        events: list[PlacedEvent] | None = None,
+    ) -> None:
+        for f in _with_events(frames, events or []):
+            if isinstance(f, PlacedEvent):
+                boundaries = feed_event(model, f)
+            else:
+                boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
             self.r.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
@@ -493,15 +539,25 @@ def show_command(
                 _show_raw(renderer, reader, row.id, session_id)
                 continue
             model = ConnectionModel(row.id)
-            _TextShow(renderer, session_id).run(model, reader.wire_frames(row.id))
+            _TextShow(renderer, session_id).run(
+                model, reader.wire_frames(row.id), placed_events(reader, row.id)
+            )
             _summary(renderer, model, session_id)
 
 
 def _show_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str | None) -> None:
     t0: int | None = None
-    for f in reader.frames(connection_id=connection_id, session_id=sid):
+    ts0: float | None = None
+    events = placed_events(reader, connection_id)
+    if sid is not None:
+        events = [e for e in events if e.session == sid]
+    for f in _with_events(reader.frames(connection_id=connection_id, session_id=sid), events):
+        if isinstance(f, PlacedEvent):
+            offset = f.ts - ts0 if ts0 is not None else 0.0
+            r.echo(r._seq(None) + r.s(f"{offset:9.3f}s ·  {f.text}", dim=True))
+            continue
         if t0 is None:
-            t0 = f.mono_ns
+            t0, ts0 = f.mono_ns, f.ts
         arrow = "->" if f.direction == "c2a" else "<-"
         offset = (f.mono_ns - t0) / 1e9
         r.echo(r._seq(f.seq) + r.s(f"{offset:9.3f}s {arrow} {fmt_frame_what(f)}", bold=True))
@@ -513,14 +569,21 @@ def _show_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | No
     out.write('{"connections": [')
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)
-        for f in reader.wire_frames(row.id):
-            model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+        events = placed_events(reader, row.id)
+        for f in _with_events(reader.wire_frames(row.id), events):
+            if isinstance(f, PlacedEvent):
+                feed_event(model, f)
+            else:
+                model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
         model.finish()
         data = model.to_json({sid} if sid is not None else None)
         data["transport"] = row.transport
         data["startedAt"] = row.started_at
         data["state"] = row.state
         data["stateReason"] = row.state_reason
+        data["transportEvents"] = [
+            e.to_json() for e in events if sid is None or e.session in (sid, None)
+        ]
         if sid is not None:
             data["items"] = []
         out.write(("," if n else "") + "\n" + _json(data))

@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import IO
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, FilePath, recording
+from acp_proxy.commands.common import FilePath
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
-from acp_proxy.record.export import check_intact, export_recording, import_export
-from acp_proxy.record.schema import RecordingError, connect, create_private_file
+from acp_proxy.commands.stores import (
+    STORE,
+    Location,
+    describe,
+    open_destination,
+    open_source,
+    reported,
+)
+from acp_proxy.record.export import Store, check_intact, export_recording, import_export
+from acp_proxy.record.schema import RecordingError, create_private_file
+
+STORE_ARG = click.argument("recording_path", type=STORE, metavar="DB")
 
 
 @click.command("export")
-@RECORDING_ARG
+@STORE_ARG
 @click.option(
     "-o",
     "--output",
@@ -44,7 +53,7 @@ from acp_proxy.record.schema import RecordingError, connect, create_private_file
     "exported copy. --no-redact keeps every frame byte-exact.",
 )
 def export_command(
-    recording_path: Path,
+    recording_path: Location,
     output: Path | None,
     connection_id: int | None,
     fmt: str,
@@ -55,7 +64,8 @@ def export_command(
     """Export a recording as JSONL: a header, then per connection its frames, stderr and events.
 
     Raw bytes are kept exactly (as text when valid UTF-8, base64 otherwise); with
-    --no-redact, export -> import -> export gives identical output.
+    --no-redact, export -> import -> export gives identical output. DB is a file or a
+    postgresql:// URL.
 
     \b
     Examples:
@@ -64,15 +74,15 @@ def export_command(
       acp-proxy export session.db --no-redact | acp-proxy import - copy.db
       acp-proxy export session.db --format otlp -o traces.jsonl
     """
-    args = (recording_path, output, connection_id, session_id, include_content, redact)
+    if isinstance(recording_path, str) and fmt == "otlp":
+        raise click.ClickException("--format otlp reads a SQLite file, not a PostgreSQL URL")
+    args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
     if run_otlp_export(fmt, *args):
         return
-    with recording(recording_path) as db:
+    damaged = "the recording is damaged"
+    with open_source(recording_path) as db, reported(describe(recording_path), database=damaged):
         if output is None:
-            try:
-                check_intact(db)
-            except RecordingError as exc:
-                raise click.ClickException(f"{recording_path}: {exc}") from None
+            check_intact(db)
             _export_to_stdout(db, connection_id, redact)
             return
         tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
@@ -97,7 +107,7 @@ def export_command(
         )
 
 
-def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact: bool) -> None:
+def _export_to_stdout(db: Store, connection_id: int | None, redact: bool) -> None:
     out = sys.stdout.buffer
     try:
         export_recording(db, out, connection_id=connection_id, redact=redact)
@@ -112,15 +122,16 @@ def _export_to_stdout(db: sqlite3.Connection, connection_id: int | None, redact:
 
 @click.command("import")
 @click.argument("source", type=FilePath("an export file", allow_dash=True), metavar="FILE")
-@RECORDING_ARG
+@STORE_ARG
 @click.option(
     "--allow-duplicates",
     is_flag=True,
     help="Import connections that are already in DB (same content digest) again.",
 )
-def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -> None:
+def import_command(source: Path, recording_path: Location, allow_duplicates: bool) -> None:
     """Import an export FILE (- for stdin) into the recording DB (created if missing).
 
+    DB is a file or a postgresql:// URL (an empty database gets acp-proxy's schema).
     Connections get new ids in DB; frames get their index columns derived again. The whole
     import is one transaction: a bad or truncated file imports nothing.
 
@@ -132,32 +143,22 @@ def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -
     Examples:
       acp-proxy import session.jsonl session.db
       acp-proxy export old.db --no-redact | acp-proxy import - merged.db
+      acp-proxy import session.jsonl postgresql://me@db.internal/acp
     """
-    existed = recording_path.exists()
-    try:
-        db = connect(recording_path, create=True)
-    except RecordingError as exc:
-        raise click.ClickException(str(exc)) from None
-    ok = False
-    try:
+    where = describe(recording_path)
+    with open_destination(recording_path) as db:
         stream: Path | IO[bytes] = sys.stdin.buffer if str(source) == "-" else source
-        summary = import_export(stream, db, skip_duplicates=not allow_duplicates)
-        ok = True
-    except RecordingError as exc:
-        raise click.ClickException(f"{source}: {exc}") from None
-    except sqlite3.DatabaseError as exc:
-        raise click.ClickException(f"{recording_path}: cannot import: {exc}") from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot read {source}: {exc.strerror or exc}") from None
-    finally:
-        db.close()
-        if not ok and not existed:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    Path(f"{recording_path}{suffix}").unlink()
+        try:
+            with reported(f"{where}: cannot import"):
+                try:
+                    summary = import_export(stream, db, skip_duplicates=not allow_duplicates)
+                except RecordingError as exc:  # the export file's fault: name it
+                    raise click.ClickException(f"{source}: {exc}") from None
+        except OSError as exc:
+            raise click.ClickException(f"cannot read {source}: {exc.strerror or exc}") from None
     for old, same in summary.skipped.items():
         click.echo(
-            f"acp-proxy: skipped connection {old} of {source}: already in {recording_path} as "
+            f"acp-proxy: skipped connection {old} of {source}: already in {where} as "
             f"connection {same} (--allow-duplicates imports it again)",
             err=True,
         )
@@ -166,5 +167,5 @@ def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -
     click.echo(
         f"imported {len(summary.connections)} connection(s) ({mapping or 'none'}){skipped}, "
         f"{summary.frames} frame(s), {summary.stderr_lines} stderr line(s), "
-        f"{summary.events} event(s) into {recording_path}"
+        f"{summary.events} event(s) into {where}"
     )

@@ -12,7 +12,6 @@ through :class:`~acp_proxy.record.reader.RecordingReader` and written through
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,11 @@ from typing import Any
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.stats import StatsAccumulator
-from acp_proxy.record.edit import update_connection_facts, update_index_columns
+from acp_proxy.record.edit import (
+    WritableDatabase,
+    update_connection_facts,
+    update_index_columns,
+)
 from acp_proxy.record.reader import ConnectionRow, RecordingReader
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -152,7 +155,7 @@ def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> 
 
 def reindex_connection(
     reader: RecordingReader,
-    db: sqlite3.Connection,
+    db: WritableDatabase,
     connection_id: int,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[int, int]:

@@ -8,7 +8,6 @@ frames' bytes. :meth:`Comparison.to_json` is the one JSON shape of a diff.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,16 +25,22 @@ from acp_proxy.acp.diff import (
     timing_regressions,
 )
 from acp_proxy.acp.jsonpaths import Difference
-from acp_proxy.record.reader import FrameRow, get_connection, iter_frames, list_connections
+from acp_proxy.record.reader import (
+    Database,
+    FrameRow,
+    get_connection,
+    iter_frames,
+    list_connections,
+)
 from acp_proxy.record.schema import RecordingError
 
 
-def _frames(db: sqlite3.Connection, connection_id: int) -> Iterator[FrameRow]:
+def _frames(db: Database, connection_id: int) -> Iterator[FrameRow]:
     """The one place this module reads frames: one connection, in order, streamed."""
     return iter_frames(db, connection_id=connection_id)
 
 
-def pick_connection(db: sqlite3.Connection, wanted: int | None) -> int:
+def pick_connection(db: Database, wanted: int | None) -> int:
     """``wanted`` if the recording has it, else its first connection (:class:`RecordingError`)."""
     if wanted is not None:
         return get_connection(db, wanted).id
@@ -46,7 +51,7 @@ def pick_connection(db: sqlite3.Connection, wanted: int | None) -> int:
 
 
 def sketch_connection(
-    db: sqlite3.Connection,
+    db: Database,
     connection_id: int,
     table: Signatures,
     ignores: Sequence[tuple[str, ...]] = (),
@@ -164,9 +169,9 @@ class Comparison:
 
 
 def compare_connections(
-    db_a: sqlite3.Connection,
+    db_a: Database,
     a_connection: int,
-    db_b: sqlite3.Connection,
+    db_b: Database,
     b_connection: int,
     *,
     ignores: Sequence[tuple[str, ...]] = (),

@@ -5,7 +5,8 @@ writes live here, each one function with its own transaction: ``reindex``'s upda
 (:func:`update_index_columns`, :func:`update_connection_facts`) and inserting prepared
 connections and frames (:func:`insert_connection`, :func:`insert_frames`, used by test
 helpers and generators that build big recordings without running a proxy). Callers pass a
-connection opened for writing (``schema.connect(path, create=...)``).
+connection opened for writing: ``schema.connect(path, create=...)`` or, for PostgreSQL,
+``pg.connect_pg(url, create=...)`` (the same SQL runs on both).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
+from acp_proxy.record.pg import PgDatabase
 from acp_proxy.wire.frame import Direction
 
 _CONNECTION_WRITABLE = {
@@ -69,13 +71,21 @@ class NewFrame:
     binary: bool = False
 
 
+WritableDatabase = sqlite3.Connection | PgDatabase
+"""A recording opened for writing: SQLite or PostgreSQL."""
+
+
 @contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+def write_transaction(db: WritableDatabase) -> Iterator[None]:
     """One transaction around the block, unless the caller already holds one (then theirs).
 
     Rolled back when the block raises (anything, ``KeyboardInterrupt`` included), committed
-    when it ends.
+    when it ends. (On PostgreSQL inside a caller's transaction: a savepoint of it.)
     """
+    if isinstance(db, PgDatabase):
+        with db.transaction():
+            yield
+        return
     if db.in_transaction:
         yield
         return
@@ -88,7 +98,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def insert_connection(db: sqlite3.Connection, **columns: Any) -> int:
+def insert_connection(db: WritableDatabase, **columns: Any) -> int:
     """Insert a connection row; JSON columns (``agent_command``...) take Python values.
 
     ``started_at`` and ``transport`` default to 0 and ``stdio``. Returns the row id.
@@ -101,16 +111,23 @@ def insert_connection(db: sqlite3.Connection, **columns: Any) -> int:
         if not isinstance(values[name], str) and values[name] is not None:
             values[name] = _json(values[name])
     names = list(values)
-    cur = db.execute(
-        f"INSERT INTO connections ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+    row = db.execute(
+        f"INSERT INTO connections ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)}) "
+        "RETURNING id",
         [values[n] for n in names],
-    )
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid)
+    ).fetchone()
+    assert row is not None
+    if "id" in values and isinstance(db, PgDatabase):
+        # An explicit id does not move PostgreSQL's identity sequence: move it past the row.
+        db.execute(
+            "SELECT setval(pg_get_serial_sequence('connections', 'id'), "
+            "(SELECT max(id) FROM connections))"
+        )
+    return int(row[0])
 
 
 def insert_frames(
-    db: sqlite3.Connection,
+    db: WritableDatabase,
     connection_id: int,
     frames: Iterable[NewFrame | tuple[Direction, bytes]],
     *,
@@ -148,7 +165,7 @@ def insert_frames(
                 *values,
             )
 
-    with _transaction(db):
+    with write_transaction(db):
         db.executemany(
             'INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, "binary", '
             f"{', '.join(INDEX_COLUMNS)}) VALUES ({', '.join('?' for _ in range(15))})",
@@ -160,7 +177,7 @@ def insert_frames(
 
 
 def update_index_columns(
-    db: sqlite3.Connection,
+    db: WritableDatabase,
     updates: Sequence[tuple[Any, ...]],
     patches: Sequence[tuple[str | None, str | None, int]],
 ) -> None:
@@ -170,7 +187,7 @@ def update_index_columns(
     session id, frame id) for a response recorded before its request, which learns its
     method (and session, if it had none) once the request is seen.
     """
-    with _transaction(db):
+    with write_transaction(db):
         if updates:
             db.executemany(
                 f"UPDATE frames SET {', '.join(c + ' = ?' for c in INDEX_COLUMNS)} WHERE id = ?",
@@ -184,7 +201,7 @@ def update_index_columns(
 
 
 def update_connection_facts(
-    db: sqlite3.Connection, connection_id: int, facts: InitializeFacts
+    db: WritableDatabase, connection_id: int, facts: InitializeFacts
 ) -> None:
     """Store the connection facts derived from ``initialize`` (version, client, agent)."""
     db.execute(
@@ -195,4 +212,26 @@ def update_connection_facts(
             _json(facts.agent_info),
             connection_id,
         ],
+    )
+
+
+def insert_stderr_lines(
+    db: WritableDatabase, connection_id: int, lines: Iterable[tuple[int, float, int, bytes]]
+) -> None:
+    """Append an agent's stderr lines, (seq, ts, mono_ns, raw) each, to a connection."""
+    with write_transaction(db):
+        db.executemany(
+            "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) "
+            "VALUES (?, ?, ?, ?, ?)",
+            ((connection_id, *line) for line in lines),
+        )
+
+
+def insert_event(
+    db: WritableDatabase, connection_id: int | None, ts: float, kind: str, detail: Any
+) -> None:
+    """Add one recorder event (``detail`` a Python value, stored as JSON text)."""
+    db.execute(
+        "INSERT INTO events (connection_id, ts, kind, detail) VALUES (?, ?, ?, ?)",
+        (connection_id, ts, kind, detail if isinstance(detail, str) else _json(detail)),
     )

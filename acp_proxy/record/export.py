@@ -24,15 +24,17 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.index import ConnectionIndexer
+from acp_proxy.record.pg import PgDatabase, migrate_pg, translate
 from acp_proxy.record.reader import json_column
 from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
 from acp_proxy.record.redact import redact_value as _redact_value
@@ -122,6 +124,98 @@ class ImportSummary:
     created_by: str | None = None
 
 
+# -- the two engines -------------------------------------------------------------------------
+# Every query of this module is written once and runs on SQLite and PostgreSQL alike; what
+# differs between them (listing columns, streaming a result, bulk inserts, transactions,
+# constraint errors) is here and only here.
+
+Store: TypeAlias = sqlite3.Connection | PgDatabase
+"""A recording open for export or import: a SQLite connection or a PostgreSQL database."""
+
+_STREAM_ROWS = 100
+"""Rows PostgreSQL sends per round trip while a result streams (frames can be large)."""
+
+
+def table_columns(db: Store, table: str) -> list[str]:
+    """The column names of ``table``, in order (empty when there is no such table)."""
+    if isinstance(db, PgDatabase):
+        found = db.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = current_schema() ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+        return [str(r[0]) for r in found]
+    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
+
+
+def stream_rows(db: Store, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    """The rows of a query, streamed: memory stays flat however many rows it returns.
+
+    (psycopg's plain ``execute`` would fetch a whole result into memory first; a
+    PostgreSQL result streams in chunks of :data:`_STREAM_ROWS` rows instead.)
+    """
+    if isinstance(db, PgDatabase):
+        with db.conn.cursor() as cur:
+            yield from cur.stream(translate(sql), tuple(args), size=_STREAM_ROWS)
+    else:
+        yield from db.execute(sql, tuple(args))
+
+
+def _one(db: Store, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
+    """The one row a query always returns (an aggregate, ``INSERT ... RETURNING``)."""
+    row = db.execute(sql, list(args)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _insert_rows(
+    db: Store, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """Insert ``rows`` (values in ``columns`` order): ``COPY`` on PostgreSQL."""
+    names = ", ".join(f'"{c}"' for c in columns)
+    if isinstance(db, PgDatabase):
+        with db.conn.cursor() as cur, cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    marks = ", ".join("?" for _ in columns)
+    db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+
+
+def _integrity_errors(db: Store) -> tuple[type[Exception], ...]:
+    """The exceptions a violated UNIQUE constraint raises on ``db``'s engine."""
+    if isinstance(db, PgDatabase):
+        import psycopg
+
+        return (psycopg.errors.IntegrityError,)
+    return (sqlite3.IntegrityError,)
+
+
+@contextmanager
+def _import_transaction(db: Store) -> Iterator[None]:
+    """One transaction for an import (a savepoint inside the caller's), the schema migrated."""
+    if isinstance(db, PgDatabase):
+        if db.conn.info.transaction_status == 0:  # idle: not inside the caller's transaction
+            migrate_pg(db)
+        with db.transaction():
+            yield
+        return
+    if not db.in_transaction:
+        migrate(db)
+    outer = db.in_transaction
+    db.execute("SAVEPOINT acp_proxy_import" if outer else "BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if outer:
+            db.execute("ROLLBACK TO acp_proxy_import")
+            db.execute("RELEASE acp_proxy_import")
+        else:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("RELEASE acp_proxy_import" if outer else "COMMIT")
+
+
 # -- writing ---------------------------------------------------------------------------------
 
 
@@ -148,8 +242,8 @@ def _put_raw(record: dict[str, Any], raw: bytes, clean: bytes, stats: ExportSumm
     record.update(_raw_fields(clean))
 
 
-def _connection_columns(db: sqlite3.Connection) -> list[str]:
-    return [str(r[1]) for r in db.execute("PRAGMA table_info(connections)")]
+def _connection_columns(db: Store) -> list[str]:
+    return table_columns(db, "connections")
 
 
 def _redact_field(name: str, value: Any) -> tuple[Any, bool]:
@@ -162,29 +256,34 @@ def _redact_field(name: str, value: Any) -> tuple[Any, bool]:
 
 
 def iter_export(
-    db: sqlite3.Connection,
+    db: Store,
     *,
     connection_id: int | None = None,
+    connection_ids: Sequence[int] | None = None,
     redact: bool = True,
     summary: ExportSummary | None = None,
 ) -> Iterator[bytes]:
     """The lines of an export of ``db`` (each ending in ``\\n``), streamed.
 
-    ``connection_id`` limits it to one connection (a :class:`RecordingError` if absent);
+    ``connection_id`` (or several, ``connection_ids``) limits it to those connections (a
+    :class:`RecordingError` if one is absent; recording-wide events are then left out);
     ``redact`` replaces secrets in the exported copy (see :mod:`acp_proxy.record.redact`).
     """
     stats = summary if summary is not None else ExportSummary()
     columns = _connection_columns(db)
     if not columns or "id" not in columns:
         raise RecordingError("the database has no connections table")
-    query = f"SELECT {', '.join(columns)} FROM connections"
-    args: list[Any] = []
+    wanted = list(connection_ids or ())
     if connection_id is not None:
-        query += " WHERE id = ?"
-        args.append(connection_id)
-    conn_rows = db.execute(query + " ORDER BY id", args).fetchall()
-    if connection_id is not None and not conn_rows:
-        raise RecordingError(f"no connection {connection_id} in this recording")
+        wanted.append(connection_id)
+    selected = connection_id is not None or connection_ids is not None
+    query = f"SELECT {', '.join(columns)} FROM connections"
+    if selected:
+        query += f" WHERE id IN ({', '.join('?' for _ in wanted) or 'NULL'})"
+    conn_rows = db.execute(query + " ORDER BY id", wanted).fetchall()
+    missing = sorted(set(wanted) - {row[columns.index("id")] for row in conn_rows})
+    if missing:
+        raise RecordingError(f"no connection {missing[0]} in this recording")
     yield _line(
         {
             "type": "header",
@@ -218,7 +317,7 @@ def iter_export(
         yield from _export_frames(db, cid, redact, stats)
         yield from _export_stderr(db, cid, redact, stats)
         yield from _export_events(db, "connection_id = ?", [cid], redact, stats)
-    if connection_id is None:
+    if not selected:
         yield from _export_events(db, "connection_id IS NULL", [], redact, stats)
     yield _line(
         {
@@ -231,10 +330,9 @@ def iter_export(
     )
 
 
-def _export_frames(
-    db: sqlite3.Connection, cid: int, redact: bool, stats: ExportSummary
-) -> Iterator[bytes]:
-    cur = db.execute(
+def _export_frames(db: Store, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+    cur = stream_rows(
+        db,
         'SELECT seq, ts, mono_ns, direction, raw, "binary" FROM frames '
         "WHERE connection_id = ? ORDER BY seq",
         (cid,),
@@ -256,10 +354,9 @@ def _export_frames(
         yield _line(record)
 
 
-def _export_stderr(
-    db: sqlite3.Connection, cid: int, redact: bool, stats: ExportSummary
-) -> Iterator[bytes]:
-    cur = db.execute(
+def _export_stderr(db: Store, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+    cur = stream_rows(
+        db,
         "SELECT seq, ts, mono_ns, raw FROM stderr_lines WHERE connection_id = ? ORDER BY seq",
         (cid,),
     )
@@ -278,10 +375,10 @@ def _export_stderr(
 
 
 def _export_events(
-    db: sqlite3.Connection, where: str, args: list[Any], redact: bool, stats: ExportSummary
+    db: Store, where: str, args: list[Any], redact: bool, stats: ExportSummary
 ) -> Iterator[bytes]:
-    cur = db.execute(
-        f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
+    cur = stream_rows(
+        db, f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
     )
     for cid, ts, kind, detail in cur:
         value = json_column(detail)
@@ -296,13 +393,16 @@ def _export_events(
         yield _line(record)
 
 
-def check_intact(db: sqlite3.Connection) -> None:
+def check_intact(db: Store) -> None:
     """Refuse a damaged recording before anything is written (:class:`RecordingError`).
 
     Export to a stream cannot take back lines it has written, so it reads every page once
     first (SQLite's ``quick_check``: page structure, record formats, NOT NULL and UNIQUE
-    constraints; about as fast as reading the file).
+    constraints; about as fast as reading the file). A PostgreSQL server keeps its own
+    pages intact: nothing to check there.
     """
+    if isinstance(db, PgDatabase):
+        return
     try:
         (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -313,16 +413,24 @@ def check_intact(db: sqlite3.Connection) -> None:
 
 
 def export_recording(
-    db: sqlite3.Connection,
+    db: Store,
     out: IO[bytes],
     *,
     connection_id: int | None = None,
+    connection_ids: Sequence[int] | None = None,
     redact: bool = True,
 ) -> ExportSummary:
     """Write the export of ``db`` to the binary stream ``out``; returns what was written."""
     summary = ExportSummary()
     write = out.write
-    for line in iter_export(db, connection_id=connection_id, redact=redact, summary=summary):
+    lines = iter_export(
+        db,
+        connection_id=connection_id,
+        connection_ids=connection_ids,
+        redact=redact,
+        summary=summary,
+    )
+    for line in lines:
         write(line)
     return summary
 
@@ -518,7 +626,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def connection_digest(db: sqlite3.Connection, connection_id: int) -> str:
+def connection_digest(db: Store, connection_id: int) -> str:
     """A content digest of one recorded connection: its identity facts and every frame.
 
     SHA-256 over the :data:`IDENTITY_COLUMNS` (as canonical JSON) and, in ``seq`` order,
@@ -538,7 +646,8 @@ def connection_digest(db: sqlite3.Connection, connection_id: int) -> str:
     ]
     digest = hashlib.sha256()
     digest.update(json.dumps(facts, sort_keys=True, ensure_ascii=True, default=str).encode())
-    for direction, raw in db.execute(
+    for direction, raw in stream_rows(
+        db,
         "SELECT direction, raw FROM frames WHERE connection_id = ? ORDER BY seq",
         (connection_id,),
     ):
@@ -550,15 +659,34 @@ def connection_digest(db: sqlite3.Connection, connection_id: int) -> str:
 
 # -- importing -------------------------------------------------------------------------------
 
+FRAME_COLUMNS = (
+    "connection_id",
+    "seq",
+    "ts",
+    "mono_ns",
+    "direction",
+    "raw",
+    "size",
+    "binary",
+    "kind",
+    "rpc_id",
+    "method",
+    "session_id",
+    "update_kind",
+    "entity_type",
+    "entity_id",
+)
+STDERR_COLUMNS = ("connection_id", "seq", "ts", "mono_ns", "raw")
+
 
 class _Importer:
-    def __init__(self, db: sqlite3.Connection, *, skip_duplicates: bool = False) -> None:
+    def __init__(self, db: Store, *, skip_duplicates: bool = False) -> None:
         self.db = db
         self.columns = set(_connection_columns(db))
         if not self.columns:
             raise RecordingError("the database is not an acp-proxy recording (no connections)")
         self.skip_duplicates = skip_duplicates and "digest" in self.columns
-        (last,) = db.execute("SELECT coalesce(max(id), 0) FROM connections").fetchone()
+        (last,) = _one(db, "SELECT coalesce(max(id), 0) FROM connections")
         self.last_existing_id = int(last)
         """Connections up to this id were in the database before the import."""
         self.summary = ImportSummary()
@@ -589,10 +717,8 @@ class _Importer:
         self.flush()
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        cur = self.db.execute(
-            f"INSERT INTO connections ({names}) VALUES ({marks})", list(values.values())
-        )
-        new = int(cur.lastrowid or 0)
+        sql = f"INSERT INTO connections ({names}) VALUES ({marks}) RETURNING id"
+        new = int(_one(self.db, sql, list(values.values()))[0])
         self.summary.connections[old] = new
         self.indexers[old] = ConnectionIndexer()
         missing = {"protocol_version", "client_info", "agent_info"} - set(record)
@@ -670,27 +796,18 @@ class _Importer:
         """Whether a recording-wide event just like this one is already in the database."""
         found = self.db.execute(
             "SELECT 1 FROM events WHERE connection_id IS NULL AND ts = ? AND kind = ? "
-            "AND detail IS ? LIMIT 1",
-            (ts, kind, detail),
+            "AND (detail = ? OR (detail IS NULL AND ?)) LIMIT 1",
+            (ts, kind, detail, detail is None),
         ).fetchone()
         return found is not None
 
     def flush(self) -> None:
         try:
             if self.frames:
-                self.db.executemany(
-                    "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, raw, size, "
-                    "binary, kind, rpc_id, method, session_id, update_kind, entity_type, "
-                    "entity_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (row[:-1] for row in self.frames),
-                )
+                _insert_rows(self.db, "frames", FRAME_COLUMNS, [r[:-1] for r in self.frames])
             if self.stderr:
-                self.db.executemany(
-                    "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (row[:-1] for row in self.stderr),
-                )
-        except sqlite3.IntegrityError:
+                _insert_rows(self.db, "stderr_lines", STDERR_COLUMNS, [r[:-1] for r in self.stderr])
+        except _integrity_errors(self.db):
             raise ExportFormatError(self._duplicate()) from None
         self.frames.clear()
         self.stderr.clear()
@@ -771,7 +888,7 @@ class _Importer:
 
 def import_stream(
     stream: IO[bytes] | Iterable[bytes],
-    db: sqlite3.Connection,
+    db: Store,
     *,
     skip_duplicates: bool = False,
 ) -> ImportSummary:
@@ -780,11 +897,7 @@ def import_stream(
     ``skip_duplicates``: leave out every connection whose :func:`connection_digest` equals
     that of a connection already in ``db`` (listed in :attr:`ImportSummary.skipped`).
     """
-    if not db.in_transaction:
-        migrate(db)
-    outer = db.in_transaction
-    db.execute("SAVEPOINT acp_proxy_import" if outer else "BEGIN IMMEDIATE")
-    try:
+    with _import_transaction(db):
         importer = _Importer(db, skip_duplicates=skip_duplicates)
         handlers = {
             "connection": importer.connection,
@@ -801,19 +914,11 @@ def import_stream(
             elif kind != "end":
                 handlers[kind](record, lineno)
         importer.finish()
-    except BaseException:
-        if outer:
-            db.execute("ROLLBACK TO acp_proxy_import")
-            db.execute("RELEASE acp_proxy_import")
-        else:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("RELEASE acp_proxy_import" if outer else "COMMIT")
     return importer.summary
 
 
 def import_export(
-    source: Path | str | IO[bytes], db: sqlite3.Connection, *, skip_duplicates: bool = False
+    source: Path | str | IO[bytes], db: Store, *, skip_duplicates: bool = False
 ) -> ImportSummary:
     """Import an export file (a path or a binary stream) into the open recording ``db``.
 
@@ -833,3 +938,90 @@ def import_export(
         with path.open("rb") as stream:
             return import_stream(stream, db, skip_duplicates=skip_duplicates)
     return import_stream(source, db, skip_duplicates=skip_duplicates)
+
+
+# -- copying ---------------------------------------------------------------------------------
+
+
+def select_connections(
+    db: Store, connection_ids: Sequence[int] = (), session_id: str | None = None
+) -> list[int] | None:
+    """The connections a copy of part of ``db`` takes (None: all of them, and the
+    recording-wide events); :class:`RecordingError` naming what is not in ``db``.
+
+    ``session_id`` picks every connection that carries frames of that session (whole: its
+    ``initialize`` and everything else, so the copy replays); with ``connection_ids`` too,
+    only those of them that carry it.
+    """
+    if not connection_ids and session_id is None:
+        return None
+    chosen: list[int] = []
+    if connection_ids:
+        wanted = sorted(set(connection_ids))
+        marks = ", ".join("?" for _ in wanted)
+        found = {
+            int(r[0])
+            for r in db.execute(f"SELECT id FROM connections WHERE id IN ({marks})", wanted)
+        }
+        missing = [c for c in wanted if c not in found]
+        if missing:
+            raise RecordingError(f"no connection {missing[0]} in this recording")
+        chosen = wanted
+    if session_id is not None:
+        having = [
+            int(r[0])
+            for r in db.execute(
+                "SELECT DISTINCT connection_id FROM frames WHERE session_id = ? "
+                "ORDER BY connection_id",
+                (session_id,),
+            )
+        ]
+        if not having:
+            raise RecordingError(f"no session {session_id!r} in this recording")
+        if connection_ids:
+            having = [c for c in having if c in set(chosen)]
+            if not having:
+                raise RecordingError(f"session {session_id!r} is not in the connection(s) given")
+        chosen = having
+    return chosen
+
+
+def count_frames(db: Store, connection_ids: Sequence[int] | None = None) -> int:
+    """How many frames ``db`` holds (in those connections)."""
+    if connection_ids is None:
+        return int(_one(db, "SELECT count(*) FROM frames")[0])
+    marks = ", ".join("?" for _ in connection_ids) or "NULL"
+    sql = f"SELECT count(*) FROM frames WHERE connection_id IN ({marks})"
+    return int(_one(db, sql, list(connection_ids))[0])
+
+
+def copy_recording(
+    source: Store,
+    destination: Store,
+    *,
+    connection_ids: Sequence[int] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Copy the recording ``source`` (those connections) into ``destination``, byte-exact.
+
+    An unredacted export of ``source`` streamed straight into :func:`import_stream` (no
+    file, memory flat): raw bytes, seqs, times, stderr lines, events and connection columns
+    are kept; connections get new ids in ``destination`` (the mapping is in the summary);
+    one already there (the same :func:`connection_digest`) is skipped, so copying twice does
+    not duplicate. ``progress`` is called with the number of frames read so far.
+    """
+    read = ExportSummary()
+    lines = iter_export(source, connection_ids=connection_ids, redact=False, summary=read)
+    if progress is not None:
+        lines = _reporting(lines, read, progress)
+    return import_stream(lines, destination, skip_duplicates=True)
+
+
+def _reporting(
+    lines: Iterator[bytes], read: ExportSummary, progress: Callable[[int], None]
+) -> Iterator[bytes]:
+    for n, line in enumerate(lines):
+        if not n % 1000:
+            progress(read.frames)
+        yield line
+    progress(read.frames)

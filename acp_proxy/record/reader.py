@@ -14,10 +14,19 @@ reads as ended (end unknown) in every view.
 
 The module-level functions (:func:`open_recording`, :func:`list_connections`,
 :func:`get_connection`, :func:`iter_frames`) are the original API, kept as thin aliases.
+
+Both stores run the same queries: a :data:`Database` is a ``sqlite3.Connection`` or a
+PostgreSQL :class:`~acp_proxy.record.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
+here keeps to what both engines speak (``"binary"`` quoted, ``CASE`` not boolean sums,
+``1 = 1`` not ``1``, text ordered in Python where the order is shown, since PostgreSQL's
+collation is the server's). The few engine-specific reads live in one place:
+:func:`table_columns` (the columns of a table), :func:`stream` (a cursor that never holds a
+whole result in memory) and :func:`database_errors` (what a damaged or lost store raises).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
 import time
@@ -27,9 +36,107 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from acp_proxy.record.liveness import ConnectionState, State, connection_state
+from acp_proxy.record.pg import PgDatabase, connect_pg, is_pg_url, safe_url, translate
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
+
+Database = sqlite3.Connection | PgDatabase
+"""An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
+
+_STREAM_BATCH = 2000
+"""Rows a PostgreSQL cursor fetches at a time (:func:`stream`)."""
+
+
+def table_columns(db: Database, table: str) -> list[str]:
+    """The columns of ``table`` in order (empty when there is no such table)."""
+    if isinstance(db, PgDatabase):
+        rows = db.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = current_schema() ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
+
+
+def stream(db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``sql`` one at a time, in flat memory.
+
+    SQLite's cursor already steps through the result. psycopg's plain cursor would fetch the
+    whole result first, so PostgreSQL reads through a server-side cursor (``WITH HOLD``: it
+    lives outside a transaction, and other queries may run on the connection between two
+    fetches), closed when the iteration ends or is abandoned.
+    """
+    if not isinstance(db, PgDatabase):
+        yield from db.execute(sql, list(args))
+        return
+    cur = db.conn.cursor(name=f"acp_stream_{id(db)}_{next(_cursor_numbers)}", withhold=True)
+    try:
+        cur.itersize = _STREAM_BATCH
+        cur.execute(translate(sql), tuple(args) or None)
+        yield from cur
+    finally:
+        if not db.closed:
+            cur.close()
+
+
+_cursor_numbers = itertools.count(1)
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What a damaged file or a lost database raises (``sqlite3``'s and psycopg's errors)."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.DatabaseError,)
+    return (sqlite3.DatabaseError, psycopg.Error)
+
+
+class RecordingUrl(str):
+    """A ``postgresql://`` recording location as the commands carry it.
+
+    Its text is the URL without its password (:func:`~acp_proxy.record.pg.safe_url`), so
+    printing it anywhere (``ls``'s empty line, a report's ``recording`` field, an error)
+    never shows the password; :attr:`url` keeps the whole URL to connect with.
+    """
+
+    url: str
+
+    def __new__(cls, url: str) -> RecordingUrl:
+        self = super().__new__(cls, safe_url(url))
+        self.url = url
+        return self
+
+
+def open_database(
+    location: str | Path, *, writable: bool = False, timeout: float = 30.0
+) -> Database:
+    """Open an existing recording, a file path or a ``postgresql://`` URL.
+
+    Read-only unless ``writable`` (``reindex``); never creates a store. Raises
+    :class:`RecordingError` (one line, no password) when it is not there or not one.
+    """
+    if isinstance(location, RecordingUrl) or is_pg_url(location):
+        url = location.url if isinstance(location, RecordingUrl) else str(location)
+        return connect_pg(url, create=False, readonly=not writable, timeout=timeout)
+    return connect(location, create=False, readonly=not writable, timeout=timeout)
+
+
+def location_name(location: str | Path) -> str:
+    """How a recording's location is shown: the path, or the URL without its password."""
+    text = str(location)
+    return safe_url(text) if is_pg_url(text) else text
+
+
+def _int(value: Any) -> Any:
+    """An SQL sum as an int (PostgreSQL sums bigints as numeric); None stays None."""
+    return None if value is None else int(value)
+
+
+def _text_key(value: Any) -> tuple[bool, str]:
+    """SQLite's ``ORDER BY`` of a text column (NULL first, then code points), in Python."""
+    return (value is not None, "" if value is None else str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,21 +411,26 @@ class RecordingReader:
     file passes through for the caller to word.
     """
 
-    def __init__(self, db: sqlite3.Connection, *, source: str = "", owned: bool = False) -> None:
+    def __init__(self, db: Database, *, source: str = "", owned: bool = False) -> None:
         self.db = db
-        self.source = source
+        self.source = source or (db.source if isinstance(db, PgDatabase) else "")
         self._owned = owned
         self._columns: set[str] | None = None
 
     @classmethod
-    def open(cls, path: str | Path, *, timeout: float = 30.0) -> RecordingReader:
-        """Open the recording at ``path`` read-only; :class:`RecordingError` if it is not one."""
-        db = connect(path, create=False, readonly=True, timeout=timeout)
-        return cls(db, source=str(path), owned=True)
+    def open(cls, location: str | Path, *, timeout: float = 30.0) -> RecordingReader:
+        """Open the recording at ``location`` (a path or a ``postgresql://`` URL) read-only;
+        :class:`RecordingError` if it is not one."""
+        db = open_database(location, timeout=timeout)
+        return cls(db, source=location_name(location), owned=True)
 
     def close(self) -> None:
         if self._owned:
             self.db.close()
+
+    def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
+        """The first row of an aggregate query (one always exists)."""
+        return self.db.execute(sql, list(args)).fetchone()
 
     def __enter__(self) -> RecordingReader:
         return self
@@ -330,7 +442,7 @@ class RecordingReader:
 
     def _connection_select(self) -> str:
         if self._columns is None:
-            self._columns = {str(r[1]) for r in self.db.execute("PRAGMA table_info(connections)")}
+            self._columns = set(table_columns(self.db, "connections"))
         # Older schemas (read, never migrated, by a read-only reader) lack newer columns.
         return ", ".join(c if c in self._columns else "NULL" for c in _CONNECTION_COLUMNS)
 
@@ -380,7 +492,7 @@ class RecordingReader:
                     r[14],
                     r[15],
                     int(r[19]),
-                    r[20],
+                    _int(r[20]),
                     last_seen,
                     end_reason,
                     r[18],
@@ -470,7 +582,7 @@ class RecordingReader:
         after_id: int = 0,
         after_seq: int = 0,
         limit: int | None = None,
-    ) -> sqlite3.Cursor:
+    ) -> Iterator[tuple[Any, ...]]:
         """The one query of "frames in recording order" (connection, then sequence number)."""
         where = ["id > ?"]
         args: list[Any] = [after_id]
@@ -493,7 +605,7 @@ class RecordingReader:
         if limit is not None:
             query += " LIMIT ?"
             args.append(limit)
-        return self.db.execute(query, args)
+        return stream(self.db, query, args)
 
     def frames(
         self,
@@ -549,13 +661,13 @@ class RecordingReader:
             f"CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size",
             connection_id=connection_id,
         )
-        yield from map(IndexedFrame._make, cur)  # BLOBs come back as bytes already
+        yield from map(IndexedFrame._make, cur)  # BLOBs (bytea) come back as bytes already
 
     def max_seq(self, connection_id: int) -> int:
         """The connection's last sequence number (0 when it has no frame)."""
-        row = self.db.execute(
+        row = self._one(
             "SELECT coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (connection_id,)
-        ).fetchone()
+        )
         return int(row[0])
 
     def last_frame_at(self, connection_id: int) -> float | None:
@@ -582,26 +694,24 @@ class RecordingReader:
 
     def frame_count(self, connection_id: int | None = None) -> int:
         if connection_id is None:
-            return int(self.db.execute("SELECT count(*) FROM frames").fetchone()[0])
+            return int(self._one("SELECT count(*) FROM frames")[0])
         return int(
-            self.db.execute(
-                "SELECT count(*) FROM frames WHERE connection_id = ?", (connection_id,)
-            ).fetchone()[0]
+            self._one("SELECT count(*) FROM frames WHERE connection_id = ?", (connection_id,))[0]
         )
 
     # -- frames by id (the inspector) ----------------------------------------------------
 
     def max_frame_id(self) -> int:
-        return int(self.db.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
+        return int(self._one("SELECT coalesce(max(id), 0) FROM frames")[0])
 
     def change_mark(self, *, now: float | None = None) -> tuple[int, int, float, int]:
         """A cheap fingerprint of what changed: (max frame id, connections, sum of facts,
         running connections). The last one changes without a write when a recorder dies
         (its heartbeat goes stale), so a page watching it learns the connection ended."""
-        count, facts = self.db.execute(
-            "SELECT count(*), total(ended_at) + total(coalesce(protocol_version, 0)) "
-            "+ total(length(agent_info)) FROM connections"
-        ).fetchone()
+        count, facts = self._one(
+            "SELECT count(*), coalesce(sum(ended_at), 0) + coalesce(sum(coalesce("
+            "protocol_version, 0)), 0) + coalesce(sum(length(agent_info)), 0) FROM connections"
+        )
         return self.max_frame_id(), int(count), float(facts), self.running_count(now=now)
 
     def running_count(self, *, now: float | None = None) -> int:
@@ -657,7 +767,7 @@ class RecordingReader:
             order = "ASC"
         order_by = ", ".join(f"{c.strip()} {order}" for c in key.split(","))
         rows = self.db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses) or '1'} "
+            f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses) or '1 = 1'} "
             f"ORDER BY {order_by} LIMIT ?",
             [preview, *args, limit + 1],
         ).fetchall()
@@ -686,7 +796,7 @@ class RecordingReader:
             else:
                 clauses.append(f"id {compare} ?")
             args.append(cursor)
-        where = " AND ".join(clauses) or "1"
+        where = " AND ".join(clauses) or "1 = 1"
         return (
             self.db.execute(f"SELECT 1 FROM frames WHERE {where} LIMIT 1", args).fetchone()
             is not None
@@ -752,28 +862,27 @@ class RecordingReader:
         if column not in INDEXED_COLUMNS:
             raise ValueError(column)
         rows = self.db.execute(
-            f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL "
-            f"GROUP BY {column} ORDER BY {column}"
+            f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL GROUP BY {column}"
         ).fetchall()
-        return [(v, int(n)) for v, n in rows]
+        return sorted((str(v), int(n)) for v, n in rows)
 
     # -- aggregates (stats, demo) --------------------------------------------------------
 
     def _in(self, connection_ids: Iterable[int] | None) -> tuple[str, list[Any]]:
         if connection_ids is None:
-            return "1", []
+            return "1 = 1", []
         ids = list(connection_ids)
         return f"connection_id IN ({','.join('?' for _ in ids) or 'NULL'})", ids
 
     def totals(self, connection_ids: Iterable[int] | None = None) -> tuple[int, int, int]:
         """(frames, bytes, connections with frames) of all or some connections."""
         where, args = self._in(connection_ids)
-        row = self.db.execute(
+        row = self._one(
             f"SELECT count(*), coalesce(sum(size), 0), count(DISTINCT connection_id) "
             f"FROM frames WHERE {where}",
             args,
-        ).fetchone()
-        return int(row[0]), int(row[1]), int(row[2])
+        )
+        return int(row[0]), int(row[1]), int(row[2])  # (numeric sums on PostgreSQL)
 
     def method_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Per (method, direction of the request): requests, notifications, responses, bytes.
@@ -782,40 +891,44 @@ class RecordingReader:
         method under ``(kind)``. Most frames first.
         """
         where, args = self._in(connection_ids)
-        return [
+        rows = [
             {
                 "method": r[0],
                 "direction": r[1],
-                "requests": r[2],
-                "notifications": r[3],
-                "responses": r[4],
-                "frames": r[5],
-                "bytes": r[6],
+                "requests": _int(r[2]),
+                "notifications": _int(r[3]),
+                "responses": _int(r[4]),
+                "frames": int(r[5]),
+                "bytes": _int(r[6]),
             }
             for r in self.db.execute(
                 f"""SELECT coalesce(method, '(' || kind || ')'),
                            CASE WHEN kind = 'response'
                                 THEN CASE direction WHEN 'c2a' THEN 'a2c' ELSE 'c2a' END
                                 ELSE direction END AS dir,
-                           sum(kind = 'request'), sum(kind = 'notification'),
-                           sum(kind = 'response'), count(*), sum(size)
-                    FROM frames WHERE {where} GROUP BY 1, 2 ORDER BY count(*) DESC, 1""",
+                           {_count_kind("request")}, {_count_kind("notification")},
+                           {_count_kind("response")}, count(*), sum(size)
+                    FROM frames WHERE {where} GROUP BY 1, 2""",
                 args,
             )
         ]
+        # Most frames first, then by method (and, for equal methods, SQLite's order of groups).
+        rows.sort(key=lambda m: (-m["frames"], _text_key(m["method"]), _text_key(m["direction"])))
+        return rows
 
     def update_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """``session/update`` variants with counts and bytes, most frequent first."""
         where, args = self._in(connection_ids)
-        return [
-            {"variant": r[0], "count": r[1], "bytes": r[2]}
+        rows = [
+            {"variant": r[0], "count": int(r[1]), "bytes": _int(r[2])}
             for r in self.db.execute(
                 f"SELECT update_kind, count(*), sum(size) FROM frames WHERE {where} "
-                "AND update_kind IS NOT NULL GROUP BY update_kind ORDER BY count(*) DESC, "
-                "update_kind",
+                "AND update_kind IS NOT NULL GROUP BY update_kind",
                 args,
             )
         ]
+        rows.sort(key=lambda u: (-u["count"], _text_key(u["variant"])))
+        return rows
 
     def session_totals(
         self, connection_ids: Iterable[int] | None = None
@@ -846,7 +959,8 @@ class RecordingReader:
         where, args = (
             ("", []) if connection_id is None else ("WHERE connection_id = ?", [connection_id])
         )
-        for r in self.db.execute(
+        for r in stream(
+            self.db,
             f"SELECT connection_id, seq, ts, mono_ns, raw FROM stderr_lines {where} "
             "ORDER BY connection_id, seq",
             args,
@@ -855,16 +969,14 @@ class RecordingReader:
 
     def stderr_count(self, connection_ids: Iterable[int] | None = None) -> int:
         where, args = self._in(connection_ids)
-        return int(
-            self.db.execute(f"SELECT count(*) FROM stderr_lines WHERE {where}", args).fetchone()[0]
-        )
+        return int(self._one(f"SELECT count(*) FROM stderr_lines WHERE {where}", args)[0])
 
     def connection_records(self, connection_id: int | None = None) -> list[dict[str, Any]]:
         """Connection rows exactly as stored, every column by name (JSON text undecoded).
 
         For ``export``, which writes every column this schema has, known or not.
         """
-        columns = [str(r[1]) for r in self.db.execute("PRAGMA table_info(connections)")]
+        columns = table_columns(self.db, "connections")
         if "id" not in columns:
             raise RecordingError("the database has no connections table")
         where, args = ("", []) if connection_id is None else (" WHERE id = ?", [connection_id])
@@ -880,16 +992,24 @@ class RecordingReader:
             if connection_id is None
             else ("connection_id = ?", [connection_id])
         )
-        for r in self.db.execute(
-            f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
+        for r in stream(
+            self.db,
+            f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id",
+            args,
         ):
             yield EventRow(r[0], r[1], r[2], json_column(r[3]))
+
+    def frame_times(self, connection_id: int) -> Iterator[tuple[int, float]]:
+        """``(seq, ts)`` of the connection's frames in order: where its events fall."""
+        for seq, ts in self._ordered("seq, ts", connection_id=connection_id):
+            yield int(seq), float(ts)
 
     def check_intact(self) -> None:
         """Touch the ends of the tables so a truncated or damaged file fails now.
 
-        Raises ``sqlite3.DatabaseError``. Cheap (index ends and the connection table), not a
-        full integrity check: meant for ``web``, which would otherwise start on a broken file.
+        Raises ``sqlite3.DatabaseError`` (psycopg's errors on PostgreSQL). Cheap (index ends
+        and the connection table), not a full integrity check: meant for ``web``, which would
+        otherwise start on a broken file.
         """
         self.connections(sizes=False)
         self.db.execute("SELECT max(id), min(id) FROM frames").fetchone()
@@ -904,27 +1024,28 @@ Reader = RecordingReader
 # -- the original function API (aliases) ------------------------------------------------
 
 
-def open_recording(path: str | Path) -> sqlite3.Connection:
-    """Open an existing recording read-only; :class:`RecordingError` if it is not one.
+def open_recording(path: str | Path) -> Database:
+    """Open an existing recording (a path or a ``postgresql://`` URL) read-only;
+    :class:`RecordingError` if it is not one.
 
     Nothing is migrated, locked for writing or created beside the file (see
     :func:`acp_proxy.record.schema.open_readonly`); for writing use ``schema.connect``.
     """
-    return connect(path, create=False, readonly=True)
+    return open_database(path)
 
 
-def list_connections(db: sqlite3.Connection) -> list[ConnectionRow]:
+def list_connections(db: Database) -> list[ConnectionRow]:
     """All connections, oldest first, with frame counts, sizes and state."""
     return RecordingReader(db).connections()
 
 
-def get_connection(db: sqlite3.Connection, connection_id: int) -> ConnectionRow:
+def get_connection(db: Database, connection_id: int) -> ConnectionRow:
     """One connection, or :class:`RecordingError`."""
     return RecordingReader(db).connection(connection_id)
 
 
 def iter_frames(
-    db: sqlite3.Connection,
+    db: Database,
     *,
     connection_id: int | None = None,
     session_id: str | None = None,
@@ -962,21 +1083,24 @@ class ReplayFrames:
     """A recording as replay reads it (see the block comment above); a damaged file raises
     :class:`RecordingError` with one line, whenever the damage is met."""
 
-    def __init__(self, db: sqlite3.Connection, source: str = "") -> None:
+    def __init__(self, db: Database, source: str = "") -> None:
         self.db = db
-        self.source = source
+        self.source = location_name(source)
+        self._pg = isinstance(db, PgDatabase)
+        self._errors = database_errors()
 
     def close(self) -> None:
         self.db.close()
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        if not all(_storable(a) for a in args):
+        if not all(_storable(a, pg=self._pg) for a in args):
             return  # a lone surrogate (valid JSON) equals no stored UTF-8 text
         try:
-            yield from self.db.execute(sql, args)
-        except sqlite3.DatabaseError as exc:
+            yield from stream(self.db, sql, args)
+        except self._errors as exc:
+            what = "the recording is damaged" if not self._pg else "the database failed"
             raise RecordingError(
-                f"{self.source or 'the recording'}: the recording is damaged: {exc}"
+                f"{self.source or 'the recording'}: {what}: {' '.join(str(exc).split())}"
             ) from None
 
     def protocol_versions(self) -> dict[int, int | None]:
@@ -996,7 +1120,7 @@ class ReplayFrames:
         client_only: bool = False,
     ) -> Iterator[ReplayRow]:
         sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
-        if client_method is not None and not _storable(client_method):
+        if client_method is not None and not _storable(client_method, pg=self._pg):
             client_method = None  # no stored method equals it: compared by the caller
         if client_method is not None or client_only:
             sql += " AND direction = 'c2a'"
@@ -1041,20 +1165,27 @@ class ReplayFrames:
         return found
 
     def session_ids(self, limit: int) -> tuple[int, list[str]]:
-        ids = [
+        ids = sorted(
             str(s)
             for (s,) in self._query(
-                "SELECT DISTINCT session_id FROM frames WHERE session_id IS NOT NULL "
-                "ORDER BY session_id"
+                "SELECT DISTINCT session_id FROM frames WHERE session_id IS NOT NULL"
             )
-        ]
+        )
         return len(ids), ids[:limit]
 
 
-def _storable(value: Any) -> bool:
-    """Whether ``value`` can be bound as an SQLite parameter (text must be valid UTF-8)."""
+def _count_kind(kind: str) -> str:
+    """``sum(kind = 'KIND')`` of SQLite (NULL kinds count as NULL) in SQL both engines speak."""
+    return f"sum(CASE WHEN kind = '{kind}' THEN 1 WHEN kind IS NULL THEN NULL ELSE 0 END)"
+
+
+def _storable(value: Any, *, pg: bool = False) -> bool:
+    """Whether ``value`` can be bound as a parameter (text must be valid UTF-8; PostgreSQL's
+    text holds no NUL, so no stored text equals one with it)."""
     if not isinstance(value, str):
         return True
+    if pg and "\x00" in value:
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

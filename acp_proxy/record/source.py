@@ -1,6 +1,7 @@
-"""Opening a recording to replay, whatever its form: a SQLite recording or a JSONL export.
+"""Opening a recording to replay, whatever its form: a SQLite recording, a PostgreSQL
+database (a ``postgresql://`` URL) or a JSONL export.
 
-A SQLite recording is read in place (read-only, lazily, through
+A SQLite or PostgreSQL recording is read in place (read-only, lazily, through
 :class:`~acp_proxy.record.reader.ReplayFrames`); an export file holds no index to seek in, so
 it is imported whole into an in-memory database first. Lives apart from the reader because
 it needs both the reader and the importer (which itself reads through the reader).
@@ -12,18 +13,28 @@ import sqlite3
 from pathlib import Path
 
 from acp_proxy.record.export import import_export
-from acp_proxy.record.reader import _SQLITE_MAGIC, ReplayFrames, open_recording
+from acp_proxy.record.pg import is_pg_url
+from acp_proxy.record.reader import (
+    _SQLITE_MAGIC,
+    Database,
+    RecordingUrl,
+    ReplayFrames,
+    location_name,
+    open_recording,
+)
 from acp_proxy.record.schema import RecordingError
 
 
 def open_replay_frames(path: str | Path) -> ReplayFrames:
     """The recording at ``path`` as replay reads it (see :func:`open_replay_source`)."""
-    return ReplayFrames(open_replay_source(path), str(path))
+    return ReplayFrames(open_replay_source(path), location_name(path))
 
 
-def open_replay_source(path: str | Path) -> sqlite3.Connection:
-    """Open a recording to replay: a SQLite database as is, an export file imported into
-    an in-memory database (exports are read whole: they hold no index to seek in)."""
+def open_replay_source(path: str | Path) -> Database:
+    """Open a recording to replay: a SQLite or PostgreSQL database as is, an export file
+    imported into an in-memory database (exports are read whole: no index to seek in)."""
+    if isinstance(path, RecordingUrl) or is_pg_url(path):
+        return open_recording(path)
     path = Path(path)
     if not path.exists():
         raise RecordingError(f"no such recording: {path}")

@@ -365,6 +365,18 @@ async def api_timeline(request: web.Request) -> web.StreamResponse:
     return _json(await _blocking(work))
 
 
+async def api_events(request: web.Request) -> web.StreamResponse:
+    path = request.app[DB_KEY]
+    connection_id = _path_int(request, "connection_id")
+
+    def work() -> dict[str, Any]:
+        with store.read_connection(path) as reader:
+            _require_connection(reader, connection_id)
+            return views.transport_events(reader, connection_id)
+
+    return _json(await _blocking(work))
+
+
 async def api_export(request: web.Request) -> web.StreamResponse:
     """The frames the filter selects, one JSON object a line (``acp-proxy export``'s frame
     records, with the frame id), streamed a page at a time."""
@@ -586,6 +598,7 @@ def make_app(
     app.router.add_get("/api/connections/{connection_id}/findings", api_findings)
     app.router.add_get("/api/connections/{connection_id}/sessions/{session_id}", api_session)
     app.router.add_get("/api/connections/{connection_id}/timeline", api_timeline)
+    app.router.add_get("/api/connections/{connection_id}/events", api_events)
     app.router.add_get("/api/export.jsonl", api_export)
     app.router.add_get("/api/diff", api_diff)
     app.router.add_get("/api/search", api_search)

@@ -34,6 +34,7 @@ from acp_proxy.record.schema import connect
 from acp_proxy.record.search import DOCS as SEARCH_DOCS
 from acp_proxy.record.search import STATE as SEARCH_STATE
 from acp_proxy.record.search import SearchIndex
+from acp_proxy.record.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -363,6 +364,17 @@ def timeline(path: Path, reader: RecordingReader, connection_id: int) -> dict[st
         while len(_timelines) > _TIMELINES_MAX:
             _timelines.popitem(last=False)
     return data
+
+
+def transport_events(reader: RecordingReader, connection_id: int) -> dict[str, Any]:
+    """The connection's transport events (HTTP requests, SSE streams, closes...) in the
+    order recorded, each with the frame it follows (``afterSeq``, and its id for a link)."""
+    events = placed_events(reader, connection_id)
+    ids = reader.frame_ids(connection_id, {e.after_seq for e in events if e.after_seq})
+    return {
+        "connectionId": connection_id,
+        "events": [{**e.to_json(), "afterFrameId": ids.get(e.after_seq)} for e in events],
+    }
 
 
 DIFF_ROWS = 3000

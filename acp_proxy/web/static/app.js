@@ -1165,10 +1165,35 @@
     if (cid === undefined || cid === null) { body.replaceChildren(h("p", { class: "muted" }, "No connections yet.")); return; }
     const gen = ++timelineGen;
     let data;
-    try { data = await api(`/api/connections/${cid}/timeline`); }
+    let events = null;
+    try {
+      [data, events] = await Promise.all([
+        api(`/api/connections/${cid}/timeline`),
+        api(`/api/connections/${cid}/events`).catch(() => null),
+      ]);
+    }
     catch (e) { if (gen === timelineGen) body.replaceChildren(h("p", { class: "warnline", role: "alert" }, e.message)); return; }
     if (gen !== timelineGen) return;
     renderTimeline(data);
+    if (events && events.events.length) body.append(...transportEvents(events.events));
+  }
+
+  // What the transport recorded beside the frames (HTTP requests with their status and ACP
+  // headers, SSE streams opened and closed with their event ids, DELETE, WebSocket close),
+  // one row each in recording order, with the frame each follows.
+  function transportEvents(events) {
+    const t0 = events[0].ts;
+    const after = (e) => e.afterFrameId
+      ? h("button", { type: "button", class: "link", on: { click: () => openFrameInList(e.afterFrameId) } }, `#${e.afterSeq}`)
+      : h("span", { class: "muted" }, e.afterSeq ? `#${e.afterSeq}` : "start");
+    return [
+      h("h3", {}, "Transport events"),
+      h("table", { class: "perf", id: "transport-events" },
+        h("thead", {}, h("tr", {}, ["time", "after frame", "kind", "event"].map((x) => h("th", {}, x)))),
+        h("tbody", {}, events.map((e) => h("tr", { class: "tev", dataset: { kind: e.kind } },
+          h("td", { title: dateTime(e.ts) }, `+${ms((e.ts - t0) * 1000)}`), h("td", {}, after(e)),
+          h("td", {}, e.kind), h("td", { class: "tev-text" }, e.text))))),
+    ];
   }
 
   function frameLink(seq, data, text) {

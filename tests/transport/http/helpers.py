@@ -82,3 +82,26 @@ def serving(args: list[str], env: dict[str, str] | None = None) -> Iterator[Serv
 def rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql, args).fetchall()
+
+
+def sdk_client_run(target: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run tests/transport/http/sdk_http_client.py against ``target``; what it saw."""
+    import json
+
+    done = subprocess.run(
+        [*SDK_HTTP_CLIENT, *target],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def record_sdk_http_run(db: Path) -> str:
+    """One SDK HTTP client run (initialize, session/new, a prompt with a permission
+    request, DELETE) through ``serve --record DB`` to the SDK agent; the serve URL."""
+    with serving(["--record", str(db), "--", *SDK_AGENT]) as server:
+        sdk_client_run([server.url])
+    return server.url

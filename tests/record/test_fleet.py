@@ -242,7 +242,7 @@ CONNECTIONS = 2 * (PEERS + 1)  # and one late peer per host
 CUT_SECONDS = 3.0
 
 
-def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet) -> None:
+def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet, tmp_path: Path) -> None:
     url = fleet.database()
     names = {h.name: [f"{h.name}-{n}" for n in range(PEERS)] for h in fleet.hosts}
     ws_args = ["--record", url, "--token", TOKEN, "--heartbeat", "0", "--", *SDK_AGENT]
@@ -323,13 +323,17 @@ def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet) -> N
     assert b"hostA" in done.stdout and b"hostB" in done.stdout
     assert PASSWORD.encode() not in done.stdout + done.stderr
 
-    # Every session replayed from the database gives its peer exactly the frames it got live.
+    # Every session replayed from the database gives its peer exactly the frames it got live;
+    # one more is first copied into a file (offline replay, docs/fleet.md).
+    offline = tmp_path / "offline.db"
+    done = reader(fleet, ["copy", url, "--connection", str(ids["hostB-late"]), str(offline)])
+    assert done.returncode == 0, done.stderr.decode()
+    assert PASSWORD.encode() not in done.stdout + done.stderr
     live = {r["name"]: r for r in reports}
-    for name, cid in sorted(ids.items()):
+    replays = [(name, [url, "--connection", str(cid)]) for name, cid in sorted(ids.items())]
+    for name, source in [*replays, ("hostB-late", [str(offline)])]:
         host = next(h for h in fleet.hosts if name.startswith(h.name))
-        with proxy_on(
-            host, ["replay", url, "--connection", str(cid), "--listen", "127.0.0.1:0"]
-        ) as replay:
+        with proxy_on(host, ["replay", *source, "--listen", "127.0.0.1:0"]) as replay:
             again = Peers(host, replay.url, [name])
             again.started()
             for text in live[name]["lines"]:

@@ -378,7 +378,7 @@ def test_an_editor_on_a_host_records_with_the_password_from_pgpass(
 
 
 LIGHT_CONNECTIONS = 200
-LIGHT_FRAMES = 10
+LIGHT_FRAMES = 25
 
 
 def test_200_connections_on_each_of_two_hosts_into_one_database(fleet: Fleet) -> None:

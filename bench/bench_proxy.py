@@ -13,6 +13,9 @@ For each target it measures, through real pipes and processes:
   is complete (the proxy has flushed and exited), the frames actually in the database,
   the frames the recorder dropped, and the recording rate (frames recorded / time from the flood
   request to the complete recording);
+- ``acp-proxy --record postgresql://...`` the same way, into a local PostgreSQL server (one
+  it starts from ``tests/pg_server.py`` on a private port and directory, or ``--pg-url``):
+  recorded/s beside SQLite's in the same run;
 - a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
   steady rate through ``acp-proxy --record``, while a reader polls the database. It reports
   how far the recording lags behind the frames the client has already received (the
@@ -24,6 +27,7 @@ For each target it measures, through real pipes and processes:
 Usage::
 
     python bench/bench_proxy.py [--frames 1000000] [--pings 2000] [--rate 100000] [--keep DIR]
+                                [--pg-url postgresql://USER@HOST/DB]
 """
 
 from __future__ import annotations
@@ -263,12 +267,61 @@ class LagSampler(threading.Thread):
         return None
 
 
+def recording_counts(db: Path | str) -> tuple[int, int]:
+    """(chunk frames recorded, frames dropped) of a SQLite file or a PostgreSQL URL."""
+    chunks = "SELECT count(*) FROM frames WHERE update_kind = 'agent_message_chunk'"
+    dropped = "SELECT coalesce(sum(frames_dropped), 0) FROM connections"
+    if isinstance(db, str):
+        import psycopg
+
+        with psycopg.connect(db) as pg:
+            return (
+                int(pg.execute(chunks).fetchone()[0]),
+                int(pg.execute(dropped).fetchone()[0]),
+            )
+    con = sqlite3.connect(db)
+    try:
+        return int(con.execute(chunks).fetchone()[0]), int(con.execute(dropped).fetchone()[0])
+    finally:
+        con.close()
+
+
+class BenchPostgres:
+    """The PostgreSQL database of the ``proxy-record-pg`` target: ``--pg-url``, or a
+    private server started from ``tests/pg_server.py`` (stopped at the end)."""
+
+    def __init__(self, url: str | None, base: Path) -> None:
+        self.server = None
+        if url is None:
+            sys.path.insert(0, str(HERE.parent))
+            from tests.pg_server import PgServer
+
+            self.server = PgServer(base / "pg")
+            self.server.init()
+            self.server.start()
+            url = self.server.url()
+        self.url = url
+
+    def fresh(self) -> str:
+        """Empty the recording tables (every run counts only its own frames)."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as pg:
+            if pg.execute("SELECT to_regclass('frames')").fetchone() != (None,):
+                pg.execute("TRUNCATE frames, stderr_lines, events, connections")
+        return self.url
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop("immediate")
+
+
 def run_target(
     name: str,
     argv: list[str],
     frames: int,
     pings: int,
-    db: Path | None,
+    db: Path | str | None,
     rate: float | None = None,
 ) -> Result:
     res = Result(name, rate=rate)
@@ -287,7 +340,7 @@ def run_target(
         res.p50_us = statistics.median(lat)
         res.p99_us = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         res.p999_us = lat[min(len(lat) - 1, int(len(lat) * 0.999))]
-    lag = LagSampler(db, peer) if db is not None and rate else None
+    lag = LagSampler(db, peer) if isinstance(db, Path) and rate else None
     if lag is not None:
         lag.start()
     t0 = time.perf_counter()
@@ -315,15 +368,8 @@ def run_target(
         res.notes.append(f"exit code {code}")
     if db is not None:
         res.drain_s = t2 - t1
-        con = sqlite3.connect(db)
-        try:
-            res.recorded = con.execute(
-                "SELECT count(*) FROM frames WHERE update_kind = 'agent_message_chunk'"
-            ).fetchone()[0]
-            res.record_fps = res.recorded / (t2 - t0)
-            res.dropped = con.execute("SELECT sum(frames_dropped) FROM connections").fetchone()[0]
-        finally:
-            con.close()
+        res.recorded, res.dropped = recording_counts(db)
+        res.record_fps = res.recorded / (t2 - t0)
     return res
 
 
@@ -333,7 +379,14 @@ def main() -> int:
     ap.add_argument("--pings", type=int, default=2000, help="round trips for latency")
     ap.add_argument("--keep", type=Path, help="keep the recording in this directory")
     ap.add_argument(
-        "--only", default="agent,relay,proxy,proxy-record", help="comma-separated targets"
+        "--only",
+        default="agent,relay,proxy,proxy-record,proxy-record-pg",
+        help="comma-separated targets",
+    )
+    ap.add_argument(
+        "--pg-url",
+        help="PostgreSQL database for proxy-record-pg (emptied first; default: start a "
+        "private server with tests/pg_server.py)",
     )
     ap.add_argument(
         "--rate",
@@ -353,7 +406,10 @@ def main() -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     extra = args.proxy_args.split()
-    targets = {
+    only = args.only.split(",")
+    pg = BenchPostgres(args.pg_url, tmp) if "proxy-record-pg" in only else None
+    pg_url = pg.url if pg is not None else ""
+    targets: dict[str, tuple[str, list[str], Path | str | None]] = {
         "agent": ("agent directly", AGENT, None),
         "relay": ("asyncio line relay (baseline)", [*RELAY, *AGENT], None),
         "proxy": ("acp-proxy", [exe, *extra, "--", *AGENT], None),
@@ -362,12 +418,23 @@ def main() -> int:
             [exe, *extra, "--record", str(db), "--", *AGENT],
             db,
         ),
+        "proxy-record-pg": (
+            "acp-proxy --record postgresql://",
+            [exe, *extra, "--record", pg_url, "--", *AGENT],
+            pg_url,
+        ),
     }
     results: list[Result] = []
-    for key in args.only.split(","):
-        name, argv, rec = targets[key]
-        print(f"running: {name} ...", file=sys.stderr, flush=True)
-        results.append(run_target(name, argv, args.frames, args.pings, rec))
+    try:
+        for key in only:
+            name, argv, rec = targets[key]
+            print(f"running: {name} ...", file=sys.stderr, flush=True)
+            if pg is not None and key == "proxy-record-pg":
+                rec = pg.fresh()
+            results.append(run_target(name, argv, args.frames, args.pings, rec))
+    finally:
+        if pg is not None:
+            pg.close()
     paced: Result | None = None
     if args.rate:
         print(

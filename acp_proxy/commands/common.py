@@ -134,12 +134,27 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
 RECORDING_PATH = FilePath(urls=True)
 """The parameter type of every recording argument (``DB``: a file or a ``postgresql://`` URL)."""
 
-RECORD_PATH = click.Path(path_type=Path)
-"""The type of ``--record FILE`` (the proxy commands, ``ACP_PROXY_RECORD``).
+
+class RecordLocation(click.ParamType):  # type: ignore[type-arg]
+    """A place to record into: a SQLite file (a ``Path``) or a ``postgresql://`` URL (as given)."""
+
+    name = "path|url"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path | str:
+        if isinstance(value, Path):
+            return value
+        return str(value) if is_pg_url(str(value)) else Path(str(value))
+
+
+RECORD_PATH = RecordLocation()
+"""The type of ``--record FILE|URL`` (the proxy commands, ``ACP_PROXY_RECORD``).
 
 Deliberately unchecked here: for the proxy forwarding wins, so every unusable ``--record``
-path (a directory, a missing parent, an unwritable or corrupt file) is one ``recording
-disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
+path (a directory, a missing parent, an unwritable or corrupt file, a database that
+refuses the login) is one ``recording disabled: ...; forwarding continues`` line from the
+recorder, and the agent runs anyway.
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")

@@ -24,7 +24,8 @@ from acp_proxy.transport.stdio import StdioProxy
     type=RECORD_PATH,
     envvar="ACP_PROXY_RECORD",
     show_envvar=True,
-    help="SQLite file to record into (created 0600 if missing; several proxies may share one).",
+    help="SQLite file (created 0600 if missing; several proxies may share one) or "
+    "postgresql:// URL to record into.",
 )
 @click.option("--label", help="A label stored on the connection row (e.g. the editor window).")
 @grace_option(
@@ -35,7 +36,7 @@ from acp_proxy.transport.stdio import StdioProxy
 @ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
-    record: Path | None,
+    record: Path | str | None,
     label: str | None,
     grace: float,
     queue_mb: int,

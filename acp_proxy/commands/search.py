@@ -6,19 +6,17 @@ brought up to date before each search; in memory for a read-only file).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 import orjson
 
-from acp_proxy.commands.common import RECORDING_ARG
+from acp_proxy.commands.stores import STORE, Location, describe
 from acp_proxy.console import warn
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.search import open_search_index
 
 
 @click.command("search")
-@RECORDING_ARG
+@click.argument("recording_path", type=STORE, metavar="DB")
 @click.argument("text")
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--session", "-s", "session_id", help="Only this sessionId.")
@@ -31,7 +29,7 @@ from acp_proxy.record.search import open_search_index
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def search_command(
-    recording_path: Path,
+    recording_path: Location,
     text: str,
     connection_id: int | None,
     session_id: str | None,
@@ -46,9 +44,12 @@ def search_command(
     connection, frame (#seq as in `acp-proxy dump`, and the frame id) and session.
     The index is kept in the recording (tables search_docs*, derived and rebuilt when
     needed); a read-only recording is indexed in memory for the search instead.
+    DB may be a postgresql:// URL: PostgreSQL's own full-text search (a tsvector column
+    under a GIN index in table search_docs), the same hits.
     Examples:
       acp-proxy search session.db "README"
       acp-proxy search session.db "Internal error" --connection 2 --json
+      acp-proxy search postgresql://me@db.internal/acp "permission denied"
     """
     if not text.strip():
         raise click.BadParameter("nothing to search for", param_hint="TEXT")
@@ -56,17 +57,19 @@ def search_command(
         index = open_search_index(recording_path)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
+    where = describe(recording_path)
+    in_database = isinstance(recording_path, str)
     try:
         if not index.in_file:
-            warn(f"{recording_path} is read-only: indexed in memory for this search (not saved)")
+            warn(f"{where} is read-only: indexed in memory for this search (not saved)")
         hits = index.search(text, connection_id=connection_id, session_id=session_id, limit=limit)
     finally:
         index.close()
     if as_json:
         doc = {
-            "recording": str(recording_path),
+            "recording": where,
             "query": text,
-            "index": "file" if index.in_file else "memory",
+            "index": ("database" if in_database else "file") if index.in_file else "memory",
             "hits": [h.to_json() for h in hits],
         }
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())

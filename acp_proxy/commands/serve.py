@@ -55,7 +55,7 @@ from acp_proxy.commands.ws import (
 def serve_command(
     listen: tuple[str, int],
     upstream: str | None,
-    record: Path | None,
+    record: Path | str | None,
     label: str | None,
     token: str | None,
     allow_origins: tuple[str, ...],

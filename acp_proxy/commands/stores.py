@@ -21,6 +21,7 @@ from acp_proxy.commands.common import FilePath
 from acp_proxy.record.export import Store
 from acp_proxy.record.pg import connect_pg, describe_error, is_pg_url, safe_url
 from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.record.search import writable
 
 Location = Path | str
 """A store: a SQLite file path, or a PostgreSQL URL (a ``str``)."""
@@ -81,6 +82,8 @@ def open_destination(location: Location) -> Iterator[Store]:
     block fails), an empty database gets acp-proxy's schema.
     """
     created = isinstance(location, Path) and not location.exists()
+    if isinstance(location, Path) and not created and not writable(location):
+        raise click.ClickException(f"cannot write {location}: it (or its directory) is read-only")
     try:
         if isinstance(location, str):
             db: Store = connect_pg(location, create=True)

@@ -45,7 +45,7 @@ def ui_options(func: F) -> F:
 
 
 def start_ui(
-    ui: tuple[str, int] | None, token: str | None, record: Path | None
+    ui: tuple[str, int] | None, token: str | None, record: Path | str | None
 ) -> InspectorHandle | None:
     """Start the inspector for ``record`` if ``--ui`` was given; report where on stderr.
 
@@ -58,7 +58,7 @@ def start_ui(
     if record is None:
         raise click.UsageError("--ui needs --record (the inspector shows the recording)")
     host, port = ui
-    if record.is_dir():  # forwarding wins: the recorder says "recording disabled" too
+    if isinstance(record, Path) and record.is_dir():  # forwarding wins (the recorder says so)
         warn(f"inspector not started: {record} is a directory; proxying anyway")
         return None
     try:

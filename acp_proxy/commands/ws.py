@@ -64,7 +64,8 @@ RECORD_OPTION = click.option(
     type=RECORD_PATH,
     envvar="ACP_PROXY_RECORD",
     show_envvar=True,
-    help="SQLite file to record into (created 0600 if missing). One row per WebSocket connection.",
+    help="SQLite file (created 0600 if missing) or postgresql:// URL to record into. One row "
+    "per WebSocket connection.",
 )
 MAX_MESSAGE_OPTION = click.option(
     "--max-message-size",
@@ -127,7 +128,7 @@ TOKEN_OPTION = click.option(
 def ws_command(
     listen: tuple[str, int],
     upstream: str | None,
-    record: Path | None,
+    record: Path | str | None,
     label: str | None,
     token: str | None,
     allow_origins: tuple[str, ...],
@@ -201,7 +202,7 @@ def ws_command(
 @otlp_live_options
 def connect_command(
     url: str,
-    record: Path | None,
+    record: Path | str | None,
     label: str | None,
     token: str | None,
     headers: tuple[str, ...],
@@ -266,7 +267,7 @@ def serve_replay_listen(
     new_engine: Callable[[], ReplayEngine],
     *,
     answer_timeout: float,
-    record: Path | None = None,
+    record: Path | str | None = None,
 ) -> None:
     """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
 
@@ -331,7 +332,7 @@ def check_server_options(
 def run_recording_server(
     serve_with: Callable[[WsSettings], Coroutine[Any, Any, None]],
     *,
-    record: Path | None,
+    record: Path | str | None,
     queue_mb: int,
     spool_mb: int,
     otlp: LiveExport | None,

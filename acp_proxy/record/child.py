@@ -1,11 +1,12 @@
-"""The recorder's writer process: rows and SQLite away from the forwarding process.
+"""The recorder's writer process: rows and the database away from the forwarding process.
 
-``python -m acp_proxy.record.child DB RETRY QUEUE BATCH`` reads batches
+``python -m acp_proxy.record.child DB RETRY QUEUE BATCH`` (``DB`` ``-``: the PostgreSQL URL
+is in the environment, :data:`~acp_proxy.record.shipper.LOCATION_ENV`) reads batches
 (:func:`~acp_proxy.record.ipc.read_batch`) from its stdin into its own
 :class:`~acp_proxy.record.journal.Journal` (which waits instead of dropping, so the pipe
 fills and the proxy's journal holds the backlog), and runs the same
 :class:`~acp_proxy.record.pipeline.WriterPipeline` (rows, then a
-:class:`~acp_proxy.record.sink.SqliteSink`) that ``ACP_PROXY_RECORDER=thread`` runs inside
+:mod:`~acp_proxy.record.sink`) that ``ACP_PROXY_RECORDER=thread`` runs inside
 the proxy. See :mod:`acp_proxy.record.shipper` for the other end.
 
 End of stdin means: write what arrived, then exit. After the proxy's
@@ -108,16 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # until the drain handler is installed
     lower_priority(whole_process=True)  # before the imports: they are most of the start-up
-    from pathlib import Path
+    import os
 
     from acp_proxy.console import warn
     from acp_proxy.record.journal import LINGER_SECONDS, Journal
-    from acp_proxy.record.pipeline import WriterPipeline
-    from acp_proxy.record.sink import SqliteSink
+    from acp_proxy.record.pipeline import WriterPipeline, sink_for
+    from acp_proxy.record.shipper import LOCATION_ENV
 
     gc.freeze()  # what the imports made is never garbage: keep it out of collections
     gc.set_threshold(WRITER_GC_THRESHOLD)
     path, retry, queue_bytes, batch_bytes = args[0], float(args[1]), int(args[2]), int(args[3])
+    if path == "-":  # a PostgreSQL URL, passed in the environment (it may hold a password)
+        path = os.environ.pop(LOCATION_ENV, "")
     journal = Journal(
         queue_bytes=queue_bytes,
         batch_bytes=batch_bytes,
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
 
     pipeline = WriterPipeline(
-        journal, SqliteSink(Path(path)), lock_retry=retry, warn=warn, observer=live_observer()
+        journal, sink_for(path), lock_retry=retry, warn=warn, observer=live_observer()
     )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())
     serve(pipeline, sys.stdin.fileno(), sys.stdout)

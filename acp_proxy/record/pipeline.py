@@ -11,7 +11,12 @@ held past the deadline) is counted on its connections' rows, whose changes and c
 kept and written with the next batch that commits; a batch holding a value the database
 cannot take (a lone surrogate in an index column) is stored again with its text made
 safe; anything else unexpected disables recording with one line, and what comes after is
-counted. Once the proxy exits (:meth:`WriterPipeline.drain`), a lock is waited for at most
+counted. A database server that cannot be reached (PostgreSQL: down, restarting, network
+cut) is an outage, not a failure: the batch is kept and tried again with backoff (up to
+:data:`OUTAGE_BACKOFF_SECONDS` apart), so the backlog waits in the journal and its spool
+(and past the spool's budget is dropped and counted there); one line says when the
+outage began and one when the database came back. Once the proxy exits
+(:meth:`WriterPipeline.drain`), a lock or an outage is waited for at most
 :data:`DRAIN_LOCK_SECONDS` in all. While connections are open, their rows' ``last_seen_at``
 is refreshed every :data:`~acp_proxy.record.liveness.HEARTBEAT_SECONDS`.
 """
@@ -22,17 +27,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from acp_proxy.record.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.record.journal import Journal
 from acp_proxy.record.liveness import HEARTBEAT_SECONDS
+from acp_proxy.record.pg import is_pg_url
 from acp_proxy.record.priority import lower_priority
 from acp_proxy.record.rows import ControlOp, Op, Rows, RowsOp, sanitized
-from acp_proxy.record.sink import Sink, SinkFailed
+from acp_proxy.record.sink import Sink, SinkFailed, SqliteSink
 
 DRAIN_LOCK_SECONDS = 3.0
-"""Once the proxy exits, how long in all the writer waits for a database another process locks."""
+"""Once the proxy exits, how long in all the writer waits for a database another process
+locks, or for a database server that is away."""
+
+OUTAGE_BACKOFF_SECONDS = 2.0
+"""The longest wait between two attempts to reach a database server that is away."""
 
 
 class OpsObserver(Protocol):
@@ -76,6 +87,10 @@ class WriterPipeline:
         self._broken: str | None = None  # an unexpected failure disabled recording
         self._failure = ""  # why the last batch could not be stored
         self._stopped_at: float | None = None
+        self._outage: float | None = None  # when the database server went away (monotonic)
+        self._outage_gave_up = False  # it stayed away through the exit drain
+        self._backoff = 0.0
+        self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
         self._next_beat = 0.0
         self.threads = [
@@ -151,6 +166,7 @@ class WriterPipeline:
         """The proxy is exiting (and its client waits): bound the wait for a lock from now."""
         if self._stopped_at is None:
             self._stopped_at = time.monotonic()
+        self._woken.set()
 
     def _give_up_at(self) -> float:
         """When to stop waiting for a locked database (monotonic) in the current batch.
@@ -183,11 +199,12 @@ class WriterPipeline:
             self._write([])  # the last changes and counts: one more try
         if self._carry:
             self.unsaved = True
-        if self._carry and self.journal.failed is None:  # (else its line said so)
+        if self._carry and self.journal.failed is None and not self._outage_gave_up:
+            # (else its line said so, or the outage's)
             why = f" ({self._failure})" if self._failure else ""
             self.warn(
                 "recording: could not write the end and the loss counts of the connection "
-                f"row(s) to {getattr(self.sink, 'path', 'the recording')}{why}"
+                f"row(s) to {self.sink.where}{why}"
             )
         self.sink.close()
 
@@ -206,6 +223,9 @@ class WriterPipeline:
             return True
         except SinkFailed as exc:
             self._failure = str(exc)
+            if exc.unavailable:
+                self._outage_began(str(exc))
+                return False
             if self.journal.disable(f"recording disabled: {exc}"):
                 self.warn(f"recording disabled: {exc}; forwarding continues")
             return False
@@ -217,25 +237,68 @@ class WriterPipeline:
         if not ops:
             return
         self._batch_deadline = time.monotonic() + self.lock_retry
-        if not self.sink.is_open and not self._open():
-            self._lose(ops, None)
-            return
-        if self._broken is not None:  # only the rows' own changes are still tried
-            self._lose(ops, None)
-            ops, self._carry = self._carry, []
-        try:
-            written = self._store(ops)
-        except SinkFailed as exc:
-            self._failure = str(exc)
-            self._lose(ops, f"SQLite failed: {exc}")
-            return
-        except Exception as exc:
-            self._break(f"the recorder failed ({type(exc).__name__}: {exc})")
-            self._lose(ops, None)
-            return
+        while True:
+            if self._outage_gave_up:  # the server stayed away past the exit drain
+                self._lose(ops, None)
+                return
+            if not self.sink.is_open and not self._open():
+                if self._outage is not None and self._wait_for_database():
+                    continue
+                self._lose(ops, None)
+                return
+            if self._broken is not None:  # only the rows' own changes are still tried
+                self._lose(ops, None)
+                ops, self._carry = self._carry, []
+            try:
+                written = self._store(ops)
+            except SinkFailed as exc:
+                self._failure = str(exc)
+                if exc.unavailable:
+                    self._outage_began(str(exc))
+                    if self._wait_for_database():
+                        continue
+                    self._lose(ops, None)
+                    return
+                self._lose(ops, f"{self.sink.engine} failed: {exc}")
+                return
+            except Exception as exc:
+                self._break(f"the recorder failed ({type(exc).__name__}: {exc})")
+                self._lose(ops, None)
+                return
+            break
         self.frames_written += written
         self.batches_committed += 1
         self.journal.committed()
+        if self._outage is not None:
+            away = time.monotonic() - self._outage
+            self._outage = None
+            self.warn(
+                f"recording: database {self.sink.where} back after {away:.1f} s; the frames "
+                "that waited are being written"
+            )
+
+    def _outage_began(self, reason: str) -> None:
+        """The database server is away: say so once, then keep the batches for it."""
+        if self._outage is None:
+            self._outage = time.monotonic()
+            self._backoff = 0.05
+            self.warn(f"recording: database unreachable ({reason}); frames wait in the spool")
+
+    def _wait_for_database(self) -> bool:
+        """Wait before trying an away server again; False once the exit drain is over."""
+        if self._stopped_at is not None:
+            left = self._stopped_at + DRAIN_LOCK_SECONDS - time.monotonic()
+            if left <= 0:
+                self._outage_gave_up = True
+                return False
+        else:
+            left = OUTAGE_BACKOFF_SECONDS
+        if self._woken.is_set():  # draining: the deadline counts from now on
+            time.sleep(min(self._backoff, left))
+        else:
+            self._woken.wait(min(self._backoff, left))
+        self._backoff = min(self._backoff * 2, OUTAGE_BACKOFF_SECONDS)
+        return True
 
     def _store(self, ops: list[Op]) -> int:
         try:
@@ -272,6 +335,15 @@ class WriterPipeline:
         """Wait for both threads to finish (after the journal was stopped)."""
         for t in self.threads:
             t.join()
+
+
+def sink_for(location: str | Path) -> Sink:
+    """The sink for a recording location: a ``postgresql://`` URL, else a SQLite file."""
+    if is_pg_url(location):
+        from acp_proxy.record.sink_pg import PostgresSink
+
+        return PostgresSink(str(location))
+    return SqliteSink(Path(location))
 
 
 def _brought(item: Any) -> tuple[int, int]:

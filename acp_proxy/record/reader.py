@@ -44,7 +44,7 @@ from acp_proxy.wire.jsonrpc import parse_json
 Database = sqlite3.Connection | PgDatabase
 """An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
 
-_STREAM_BATCH = 2000
+_STREAM_BATCH = 1000
 """Rows a PostgreSQL cursor fetches at a time (:func:`stream`)."""
 
 
@@ -69,8 +69,11 @@ def stream(db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[A
     fetches), closed when the iteration ends or is abandoned.
     """
     if not isinstance(db, PgDatabase):
-        yield from db.execute(sql, list(args))
-        return
+        return db.execute(sql, list(args))  # the cursor itself: no per-row cost added
+    return _pg_stream(db, sql, args)
+
+
+def _pg_stream(db: PgDatabase, sql: str, args: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     cur = db.conn.cursor(name=f"acp_stream_{id(db)}_{next(_cursor_numbers)}", withhold=True)
     try:
         cur.itersize = _STREAM_BATCH

@@ -28,6 +28,7 @@ filter (the same index).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import zlib
 from collections.abc import Iterator
@@ -37,8 +38,17 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.record.reader import FrameRow, iter_frames
-from acp_proxy.record.schema import connect, open_readonly
+from acp_proxy.record.export import stream_rows
+from acp_proxy.record.pg import (
+    SEARCH_LOCK,
+    PgDatabase,
+    connect_pg,
+    describe_error,
+    ensure_search_tables_pg,
+    is_pg_url,
+)
+from acp_proxy.record.reader import FRAME_COLUMNS, FrameRow, iter_frames
+from acp_proxy.record.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -71,8 +81,15 @@ _TOOL_VARIANTS = frozenset(
 _JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_thought_chunk"})
 
 
-def _frames_after(db: sqlite3.Connection, after_id: int) -> Iterator[FrameRow]:
+def _frames_after(db: sqlite3.Connection | PgDatabase, after_id: int) -> Iterator[FrameRow]:
     """The one place this module reads frames: every frame with a larger id, streamed."""
+    if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
+        rows = stream_rows(
+            db,
+            f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? ORDER BY connection_id, seq",
+            (after_id,),
+        )
+        return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
     return iter_frames(db, after_id=after_id)
 
 
@@ -183,11 +200,21 @@ class _Run:
 class SearchIndex:
     """The FTS5 index of one recording: :meth:`update` it, then :meth:`search` it.
 
-    ``source`` is the recording (frames are read from it); ``store`` is where the index
-    tables live: the same file, or an in-memory database for a read-only recording.
+    ``source`` is the recording (frames are read from it: a SQLite file or a PostgreSQL
+    database); ``store`` is where the index tables live: the same file, or an in-memory
+    database for a read-only recording. (:class:`PgSearchIndex` keeps them in PostgreSQL.)
     """
 
-    def __init__(self, source: sqlite3.Connection, store: sqlite_utils.Database, *, in_file: bool):
+    BEGIN: tuple[str, ...] = ("BEGIN IMMEDIATE",)
+    """What starts the update's transaction (and serialises concurrent updates)."""
+
+    def __init__(
+        self,
+        source: sqlite3.Connection | PgDatabase,
+        store: Any,
+        *,
+        in_file: bool,
+    ):
         self.source = source
         self.store = store
         self.in_file = in_file
@@ -251,7 +278,8 @@ class SearchIndex:
         return row is None or (row[0], row[1], zlib.crc32(row[2])) != where
 
     def _newest(self) -> int:
-        return int(self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0])
+        row = self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()
+        return int(row[0]) if row else 0
 
     def up_to_date(self) -> bool:
         """Whether every frame of the recording is indexed (two reads, no lock)."""
@@ -269,7 +297,8 @@ class SearchIndex:
             return 0
         db = self.store
         count = 0
-        db.execute("BEGIN IMMEDIATE")
+        for statement in self.BEGIN:
+            db.execute(statement)
         try:
             last, where = self._state()
             if self._stale(last, where):
@@ -300,11 +329,12 @@ class SearchIndex:
         """The message run a chunk of ``key`` (connection, session) may continue."""
         if key in self._runs:
             return self._runs[key]
+        session = "session_id IS NULL" if key[1] is None else "session_id = ?"
         row = self.store.execute(
             f"SELECT id, frame_id, seq, method, variant, entity_id, last_frame_id, last_seq, "
             f"frames, length(text), field FROM {DOCS} "
-            "WHERE connection_id = ? AND session_id IS ? ORDER BY last_frame_id DESC LIMIT 1",
-            [key[0], key[1]],
+            f"WHERE connection_id = ? AND {session} ORDER BY last_frame_id DESC LIMIT 1",
+            [key[0]] if key[1] is None else [key[0], key[1]],
         ).fetchone()
         run = None
         if row and row[10] == "message":
@@ -319,7 +349,7 @@ class SearchIndex:
             cur = self.store.execute(
                 f"INSERT INTO {DOCS} (connection_id, session_id, frame_id, seq, last_frame_id, "
                 "last_seq, frames, field, method, variant, entity_id, text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'message', ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'message', ?, ?, ?, ?) RETURNING id",
                 [
                     run.connection_id,
                     run.session_id,
@@ -334,7 +364,8 @@ class SearchIndex:
                     text,
                 ],
             )
-            run.doc_id = int(cur.lastrowid or 0)
+            (doc_id,) = cur.fetchone()
+            run.doc_id = int(doc_id)
         else:
             self.store.execute(
                 f"UPDATE {DOCS} SET text = text || ?, last_frame_id = ?, last_seq = ?, "
@@ -439,16 +470,145 @@ class SearchIndex:
         self.source.close()
 
 
+_WORD_BREAK = re.compile(r"[\W_]+")
+_SNIPPET_TOKENS = 16
+
+
+class PgSearchIndex(SearchIndex):
+    """The index of a recording in PostgreSQL, kept in that database: the same documents
+    (and runs of message chunks) as :class:`SearchIndex`, matched by PostgreSQL's own
+    full-text search (a ``tsvector`` column under a GIN index, ``phraseto_tsquery``).
+
+    ``source`` reads frames (a result streams while the index is written) and ``store``
+    writes the index: two connections to the same database. The update is serialised by
+    an advisory lock, as SQLite's ``BEGIN IMMEDIATE`` does.
+    """
+
+    BEGIN = ("BEGIN", f"SELECT pg_advisory_xact_lock({SEARCH_LOCK})")
+
+    def _ensure_tables(self) -> None:
+        ensure_search_tables_pg(self.store)
+
+    def search(
+        self,
+        text: str,
+        *,
+        connection_id: int | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+    ) -> list[Hit]:
+        """Documents matching every word of ``text`` (each whitespace-separated piece of it
+        a phrase, as FTS5's quoted query), in recording order, with FTS5-like snippets."""
+        pieces = [p for p in (_WORD_BREAK.sub(" ", t).strip() for t in text.split()) if p]
+        if not pieces:
+            return []
+        where = [" && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)]
+        where[0] = f"d.words @@ ({where[0]})"
+        args: list[Any] = list(pieces)
+        if connection_id is not None:
+            where.append("d.connection_id = ?")
+            args.append(connection_id)
+        if session_id is not None:
+            where.append("d.session_id = ?")
+            args.append(session_id)
+        args.append(limit)
+        rows = self.store.execute(
+            "SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
+            f"d.field, d.method, d.variant, d.text FROM {DOCS} d "
+            f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
+            args,
+        ).fetchall()
+        phrases = [piece.lower().split() for piece in pieces]
+        hits = []
+        for cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, doc in rows:
+            cut = snippet(doc or "", phrases)
+            hits.append(Hit(cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, cut))
+        return hits
+
+    def close(self) -> None:
+        self.store.close()
+        self.source.close()
+
+
+def snippet(text: str, phrases: list[list[str]], size: int = _SNIPPET_TOKENS) -> str:
+    """FTS5's ``snippet(..., '[', ']', '…', 16)`` for a PostgreSQL hit: ``size`` tokens
+    centred on the first match of any of the (lower-cased) ``phrases``, each match in
+    brackets, cuts marked ``…``.
+    """
+    spans = [m.span() for m in re.finditer(r"[^\W_]+", text)]
+    if not spans:
+        return text[:200]
+    words = [text[a:b].lower() for a, b in spans]
+    ends: dict[int, int] = {}  # first token of a match -> its last token
+    for phrase in phrases:
+        n = len(phrase)
+        for i in range(len(words) - n + 1):
+            if words[i : i + n] == phrase:
+                ends[i] = max(ends.get(i, i), i + n - 1)
+    first = min(ends, default=0)
+    start = max(0, min(first - (size - 1) // 2, len(spans) - size))
+    end = min(len(spans), start + size)
+    out: list[str] = ["…" if start else ""]
+    pos = spans[start][0] if start else 0
+    close = -1
+    for i in range(start, end):
+        a, b = spans[i]
+        out.append(text[pos:a])
+        if i in ends and i > close:
+            out.append("[")
+            close = min(ends[i], end - 1)
+        out.append(text[a:b])
+        if i == close:
+            out.append("]")
+        pos = b
+    out.append(text[pos:] if end == len(spans) else "…")
+    return "".join(out)
+
+
 def writable(path: Path) -> bool:
     """Whether the index may be written into the recording (the file and its directory)."""
     return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
 
 
+def open_pg_search_index(url: str) -> SearchIndex:
+    """A PostgreSQL recording's index, in the database; in memory (SQLite FTS5, fed from the
+    database) when the index cannot be written there (a read-only role, a standby)."""
+    import psycopg
+
+    source = connect_pg(url, create=False, readonly=True, application_name="acp-proxy search")
+    try:
+        store = connect_pg(url, create=False, application_name="acp-proxy search")
+    except RecordingError:
+        source.close()
+        raise
+    index: SearchIndex
+    try:
+        index = PgSearchIndex(source, store, in_file=True)
+        index.update()
+        return index
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
+        store.close()
+    except psycopg.Error as exc:
+        store.close()
+        source.close()
+        raise RecordingError(f"{source.source}: {describe_error(exc)}") from None
+    index = SearchIndex(source, sqlite_utils.Database(memory=True), in_file=False)
+    try:
+        index.update()
+    except BaseException:
+        index.close()
+        raise
+    return index
+
+
 def open_search_index(path: str | Path) -> SearchIndex:
     """The recording's search index, brought up to date (in memory if the file is read-only).
 
-    Raises :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
+    ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
+    :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
     """
+    if is_pg_url(path):
+        return open_pg_search_index(str(path))
     p = Path(path)
     if writable(p):
         conn = connect(p, create=False)

@@ -42,8 +42,10 @@ from acp_proxy.record.ipc import (
     frames_in,
 )
 from acp_proxy.record.journal import Journal
+from acp_proxy.record.pg import connect_pg, is_pg_url
 from acp_proxy.record.rows import column_value
 from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.record.sink import connection_insert, open_row_fields
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -59,12 +61,17 @@ class Shipped:
     nbytes: int = 0
 
 
+LOCATION_ENV = "ACP_PROXY_WRITER_URL"
+"""How a PostgreSQL URL reaches the writer process: its environment, never its command line
+(which every user of the machine can read), since the URL may hold the password."""
+
+
 class WriterProcess:
     """The proxy's handle on the child: start it, send batches, follow its progress."""
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         *,
         lock_retry: float,
         queue_bytes: int,
@@ -77,6 +84,12 @@ class WriterProcess:
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
                     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        env = None
+        if is_pg_url(path):
+            env = {**os.environ, LOCATION_ENV: str(path)}
+            where = "-"  # the writer takes the URL from LOCATION_ENV
+        else:
+            where = str(Path(path).resolve())
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -85,7 +98,7 @@ class WriterProcess:
                 "-P",
                 "-m",
                 "acp_proxy.record.child",
-                str(path.resolve()),
+                where,
                 repr(lock_retry),
                 str(queue_bytes),
                 str(batch_bytes),
@@ -96,6 +109,7 @@ class WriterProcess:
             # its own session, which on Linux would be its own autogroup, where its lower
             # priority would count for nothing against the forwarding process.
             process_group=0,
+            env=env,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
@@ -183,7 +197,7 @@ class Shipper:
     def __init__(
         self,
         journal: Journal,
-        path: Path,
+        path: Path | str,
         *,
         lock_retry: float,
         queue_bytes: int,
@@ -293,8 +307,16 @@ class Shipper:
         database cannot be opened within ``timeout`` seconds, every frame sent counts as
         lost.
         """
+        errors: tuple[type[BaseException], ...] = (sqlite3.Error, UnicodeError, ValueError)
+        db: Any = None
         try:
-            db = connect(self.path, create=False, timeout=timeout)
+            if is_pg_url(self.path):
+                from psycopg import Error as PgError
+
+                errors = (*errors, PgError)
+                db = connect_pg(str(self.path), create=False, timeout=timeout)
+            else:
+                db = connect(Path(self.path), create=False, timeout=timeout)
         except RecordingError as exc:
             db = None
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
@@ -329,14 +351,10 @@ class Shipper:
                 end = dict(shipped.close_fields or {"end_reason": "recorder-lost"})
                 end.setdefault("ended_at", time.time())
                 if db_id is None:  # the writer died before it created the row
-                    fields = {**shipped.open_fields, **end}
-                    fields = {k: column_value(v) for k, v in fields.items()}
-                    cols = ", ".join([*fields, "frames_dropped", "bytes_dropped"])
-                    marks = ", ".join("?" for _ in range(len(fields) + 2))
-                    db.execute(
-                        f"INSERT INTO connections ({cols}) VALUES ({marks})",
-                        [*fields.values(), losses.frames, losses.nbytes],
-                    )
+                    fields = open_row_fields({**shipped.open_fields, **end}, time.time())
+                    fields["frames_dropped"] = losses.frames
+                    fields["bytes_dropped"] = losses.nbytes
+                    db.execute(*connection_insert(fields)).fetchall()
                     continue
                 fields = {k: column_value(v) for k, v in end.items()}
                 sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)
@@ -345,7 +363,7 @@ class Shipper:
                     "WHERE id = ?",
                     (losses.frames, losses.nbytes, *fields.values(), db_id),
                 )
-        except (sqlite3.Error, UnicodeError, ValueError) as exc:
+        except errors as exc:
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         finally:
             if db is not None:

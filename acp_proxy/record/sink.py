@@ -4,8 +4,11 @@ A sink writes one batch of :mod:`~acp_proxy.record.rows` operations per transact
 retrying while another process holds the database lock (until the deadline the caller
 gives), and owns the connection rows' life: created with ``host`` and a first
 ``last_seen_at``, refreshed by :meth:`Sink.heartbeat` while open, closed with ``ended_at``,
-``end_reason`` and the loss counts. A second backend (PostgreSQL) implements this class
-and a reader; nothing else in the recorder knows SQL.
+``end_reason`` and the loss counts. :class:`SqlSink` is that shared life, written once in
+the SQL both engines speak; :class:`SqliteSink` adds SQLite's bulk inserts and lock
+retries, :class:`~acp_proxy.record.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
+reconnection (:func:`~acp_proxy.record.pipeline.sink_for` picks one for a recording
+location). Nothing else in the recorder knows SQL.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import socket
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -58,15 +61,26 @@ _STDERR_NCOLS = 5
 
 
 class SinkFailed(Exception):
-    """A batch could not be stored (nothing of it was); ``locked``: another writer held it."""
+    """A batch could not be stored (nothing of it was).
 
-    def __init__(self, reason: str, *, locked: bool = False) -> None:
+    ``locked``: another writer held the database; ``unavailable``: the database server
+    could not be reached (an outage: the same batch is worth trying again later).
+    """
+
+    def __init__(self, reason: str, *, locked: bool = False, unavailable: bool = False) -> None:
         super().__init__(reason)
         self.locked = locked
+        self.unavailable = unavailable
 
 
 class Sink(ABC):
     """Stores the recorder's operations (one implementation per database engine)."""
+
+    where: str = "the recording"
+    """The store as named in messages (a URL without its password)."""
+
+    engine: str = "SQLite"
+    """The database engine, as named in messages."""
 
     @abstractmethod
     def open(self, give_up_at: Callable[[], float]) -> None:
@@ -94,14 +108,170 @@ class Sink(ABC):
         """Disconnect."""
 
 
-class SqliteSink(Sink):
+def open_row_fields(fields: dict[str, Any], now: float) -> dict[str, Any]:
+    """A new connection row's columns: ``fields`` as values, ``host``, ``last_seen_at``."""
+    values = {k: column_value(v) for k, v in fields.items()}
+    values.setdefault("host", HOST)
+    values["last_seen_at"] = now
+    return values
+
+
+def connection_insert(values: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The INSERT of a connection row holding ``values`` (both engines: ``RETURNING id``)."""
+    cols = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    return f"INSERT INTO connections ({cols}) VALUES ({marks}) RETURNING id", list(values.values())
+
+
+class SqlSink(Sink):
+    """What both engines share: a batch's operations applied in one transaction.
+
+    Subclasses provide the engine's primitives (transaction control, the frame and stderr
+    bulk inserts, statements in the shared SQL with ``?`` placeholders); this class owns
+    the connection rows' life (created, updated, closed with the loss counts, heartbeats).
+    """
+
+    def __init__(self) -> None:
+        self._open_ids: dict[int, RowState] = {}
+
+    # -- the engine's primitives -----------------------------------------------------------
+
+    @abstractmethod
+    def _execute(self, sql: str, params: Sequence[Any]) -> Any:
+        """Run one statement of the shared SQL; returns its cursor."""
+
+    @abstractmethod
+    def _begin(self) -> None: ...
+
+    @abstractmethod
+    def _commit(self) -> None: ...
+
+    @abstractmethod
+    def _rollback(self) -> None:
+        """Undo the open transaction (errors ignored: the connection may be gone)."""
+
+    @abstractmethod
+    def _insert_frames(self, rows: list[tuple[Any, ...]]) -> None:
+        """Store frame rows (:data:`~acp_proxy.record.rows.FRAME_COLUMNS`), in order."""
+
+    @abstractmethod
+    def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:
+        """Store stderr rows ``(connection_id, seq, ts, mono_ns, raw)``."""
+
+    def _aborted(self, ops: list[Op], opened: list[RowState], closed: list[int]) -> None:
+        """The batch ``ops`` failed (before its rows' ids are forgotten): a hook."""
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def heartbeat(self, now: float) -> None:
+        if not self.is_open or not self._open_ids:
+            return
+        ids = list(self._open_ids)
+        marks = ", ".join("?" * len(ids))
+        with contextlib.suppress(Exception):
+            self._execute(
+                f"UPDATE connections SET last_seen_at = ? WHERE id IN ({marks})", [now, *ids]
+            )
+
+    def _apply(self, ops: list[Op]) -> int:
+        opened: list[RowState] = []
+        closed: list[int] = []
+        self._begin()
+        try:
+            written = self._apply_ops(ops, opened, closed)
+            self._commit()
+        except BaseException:
+            self._rollback()
+            self._aborted(ops, opened, closed)
+            for st in opened:
+                st.db_id = None
+            raise
+        self._settle(opened, closed)
+        return written
+
+    def _settle(self, opened: list[RowState], closed: list[int]) -> None:
+        """A batch committed: follow which connection rows are open now."""
+        for st in opened:
+            if not st.closed and st.db_id is not None:
+                self._open_ids[st.db_id] = st
+        for cid in closed:
+            self._open_ids.pop(cid, None)
+
+    def _apply_ops(self, ops: list[Op], opened: list[RowState], closed: list[int]) -> int:
+        seen: dict[RowState, None] = {}
+        written = 0
+        now = time.time()
+        for op in ops:
+            st = op[0]
+            seen[st] = None
+            if type(op) is RowsOp:
+                cid = st.db_id
+                if cid is None:  # its row could not be written: counted, not stored
+                    st.losses.add(len(op.frames), sum(r[6] for r in op.frames))
+                    continue
+                if op.frames:
+                    self._insert_frames(_with_id(op.frames, cid))
+                    written += len(op.frames)
+                if op.stderr:
+                    self._insert_stderr(_with_id(op.stderr, cid))
+            elif type(op) is ControlOp:
+                self._control(op, now, opened, closed)
+            elif st.db_id is not None:  # facts
+                assert type(op) is FactsOp
+                self._execute(
+                    "UPDATE connections SET protocol_version = ?, client_info = ?, "
+                    "agent_info = ? WHERE id = ?",
+                    (op.protocol_version, op.client_info, op.agent_info, st.db_id),
+                )
+        for st in seen:
+            if (st.losses.frames or st.losses.nbytes) and st.db_id is not None:
+                self._execute(
+                    "UPDATE connections SET frames_dropped = ?, bytes_dropped = ? WHERE id = ?",
+                    (st.losses.frames, st.losses.nbytes, st.db_id),
+                )
+        return written
+
+    def _control(
+        self, op: ControlOp, now: float, opened: list[RowState], closed: list[int]
+    ) -> None:
+        st = op.conn
+        if op.op == "open":
+            if st.db_id is not None:
+                return
+            sql, params = connection_insert(open_row_fields(op.fields, now))
+            st.db_id = int(self._execute(sql, params).fetchall()[0][0])
+            opened.append(st)
+        elif st.db_id is None:
+            return
+        elif op.op == "event":
+            raw = op.fields
+            self._execute(
+                "INSERT INTO events (connection_id, ts, kind, detail) VALUES (?, ?, ?, ?)",
+                (st.db_id, raw["ts"], raw["kind"], json_text(raw["detail"])),
+            )
+        else:  # update | close
+            fields = {k: column_value(v) for k, v in op.fields.items()}
+            if op.op == "close":
+                fields["frames_dropped"] = st.losses.frames
+                fields["bytes_dropped"] = st.losses.nbytes
+                fields["last_seen_at"] = now
+                closed.append(st.db_id)
+            if fields:
+                sets = ", ".join(f"{k} = ?" for k in fields)
+                self._execute(
+                    f"UPDATE connections SET {sets} WHERE id = ?", [*fields.values(), st.db_id]
+                )
+
+
+class SqliteSink(SqlSink):
     """The recording's SQLite file (WAL), written through one connection."""
 
     def __init__(self, path: Path, *, attempt_seconds: float = 0.2) -> None:
+        super().__init__()
         self.path = path
+        self.where = str(path)
         self.attempt_seconds = attempt_seconds
         self._db: sqlite3.Connection | None = None
-        self._open_ids: dict[int, RowState] = {}
         self._per: dict[int, int] = {}
 
     @property
@@ -144,17 +314,6 @@ class SqliteSink(Sink):
             except sqlite3.Error as exc:
                 raise SinkFailed(str(exc)) from exc
 
-    def heartbeat(self, now: float) -> None:
-        db = self._db
-        if db is None or not self._open_ids:
-            return
-        ids = list(self._open_ids)
-        marks = ", ".join("?" * len(ids))
-        with contextlib.suppress(sqlite3.Error):
-            db.execute(
-                f"UPDATE connections SET last_seen_at = ? WHERE id IN ({marks})", [now, *ids]
-            )
-
     def close(self) -> None:
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -162,103 +321,31 @@ class SqliteSink(Sink):
                 self._db.close()
             self._db = None
 
-    def _apply(self, ops: list[Op]) -> int:
+    def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+        assert self._db is not None
+        return self._db.execute(sql, params)
+
+    def _begin(self) -> None:
+        assert self._db is not None
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        assert self._db is not None
+        self._db.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:
+        assert self._db is not None
+        self._insert(self._db, _STDERR_INSERT, _STDERR_ROW, _STDERR_NCOLS, rows)
+
+    def _insert_frames(self, rows: list[tuple[Any, ...]]) -> None:
+        """INSERT frame rows in order; a big frame's bytes go in pieces, never bound whole."""
         db = self._db
         assert db is not None
-        opened: list[RowState] = []
-        closed: list[int] = []
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            seen: dict[RowState, None] = {}
-            written = 0
-            now = time.time()
-            for op in ops:
-                st = op[0]
-                seen[st] = None
-                if type(op) is RowsOp:
-                    cid = st.db_id
-                    if cid is None:  # its row could not be written: counted, not stored
-                        st.losses.add(len(op.frames), sum(r[6] for r in op.frames))
-                        continue
-                    if op.frames:
-                        self._insert_frames(db, _with_id(op.frames, cid))
-                        written += len(op.frames)
-                    if op.stderr:
-                        rows = _with_id(op.stderr, cid)
-                        self._insert(db, _STDERR_INSERT, _STDERR_ROW, _STDERR_NCOLS, rows)
-                elif type(op) is ControlOp:
-                    self._control(db, op, now, opened, closed)
-                elif st.db_id is not None:  # facts
-                    assert type(op) is FactsOp
-                    db.execute(
-                        "UPDATE connections SET protocol_version = ?, client_info = ?, "
-                        "agent_info = ? WHERE id = ?",
-                        (op.protocol_version, op.client_info, op.agent_info, st.db_id),
-                    )
-            for st in seen:
-                if (st.losses.frames or st.losses.nbytes) and st.db_id is not None:
-                    db.execute(
-                        "UPDATE connections SET frames_dropped = ?, bytes_dropped = ? WHERE id = ?",
-                        (st.losses.frames, st.losses.nbytes, st.db_id),
-                    )
-            db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            for st in opened:
-                st.db_id = None
-            raise
-        for st in opened:
-            if not st.closed and st.db_id is not None:
-                self._open_ids[st.db_id] = st
-        for cid in closed:
-            self._open_ids.pop(cid, None)
-        return written
-
-    def _control(
-        self,
-        db: sqlite3.Connection,
-        op: ControlOp,
-        now: float,
-        opened: list[RowState],
-        closed: list[int],
-    ) -> None:
-        st = op.conn
-        fields = {k: column_value(v) for k, v in op.fields.items()}
-        if op.op == "open":
-            if st.db_id is not None:
-                return
-            fields.setdefault("host", HOST)
-            fields["last_seen_at"] = now
-            cols = ", ".join(fields)
-            marks = ", ".join("?" for _ in fields)
-            cur = db.execute(
-                f"INSERT INTO connections ({cols}) VALUES ({marks})", list(fields.values())
-            )
-            st.db_id = int(cur.lastrowid or 0)
-            opened.append(st)
-        elif st.db_id is None:
-            return
-        elif op.op == "event":
-            raw = op.fields
-            db.execute(
-                "INSERT INTO events (connection_id, ts, kind, detail) VALUES (?, ?, ?, ?)",
-                (st.db_id, raw["ts"], raw["kind"], json_text(raw["detail"])),
-            )
-        else:  # update | close
-            if op.op == "close":
-                fields["frames_dropped"] = st.losses.frames
-                fields["bytes_dropped"] = st.losses.nbytes
-                fields["last_seen_at"] = now
-                closed.append(st.db_id)
-            if fields:
-                sets = ", ".join(f"{k} = ?" for k in fields)
-                db.execute(
-                    f"UPDATE connections SET {sets} WHERE id = ?", [*fields.values(), st.db_id]
-                )
-
-    def _insert_frames(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-        """INSERT frame rows in order; a big frame's bytes go in pieces, never bound whole."""
         start = 0
         for i, row in enumerate(rows):
             if row[6] > BIG_FRAME_BYTES:

@@ -13,7 +13,9 @@ order (each module's first lines say more):
 - :mod:`~acp_proxy.record.pipeline`: the writer's two threads, in the writer process or
   (``ACP_PROXY_RECORDER=thread``) in the proxy itself: :mod:`~acp_proxy.record.rows` cuts
   streams into frames, numbers and indexes them; a :mod:`~acp_proxy.record.sink`
-  (:class:`~acp_proxy.record.sink.SqliteSink`) commits a batch per transaction (WAL).
+  (:class:`~acp_proxy.record.sink.SqliteSink`, or
+  :class:`~acp_proxy.record.sink_pg.PostgresSink` for a ``postgresql://`` URL) commits a
+  batch per transaction.
 
 A batch is at most :data:`BATCH_BYTES` bytes, so the recording is at most about one batch
 behind. Past the queue's memory budget, chunks go to a spool file; past the spool's
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,9 +39,10 @@ from typing import Any
 from acp_proxy.console import warn
 from acp_proxy.record.ipc import STDERR, Frame
 from acp_proxy.record.journal import LINGER_SECONDS, Journal
-from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline
+from acp_proxy.record.pg import is_pg_url, safe_url
+from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
 from acp_proxy.record.shipper import Shipper
-from acp_proxy.record.sink import SinkFailed, SqliteSink
+from acp_proxy.record.sink import SinkFailed
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder", "warn_stderr"]
 
@@ -193,7 +197,7 @@ class ConnectionRecorder:
 
 
 class Recorder:
-    """Owns the journal and the writer for one database file.
+    """Owns the journal and the writer for one recording: a SQLite file or a PostgreSQL URL.
 
     ``path=None`` makes a recorder that records nothing (pass-through mode) but keeps the
     same interface, so transports have one code path. ``backend="process"`` (what the
@@ -213,7 +217,20 @@ class Recorder:
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
     ) -> None:
-        self.path = Path(path) if path is not None else None
+        self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
+        self.where = ""  # the recording as named in messages (never a password)
+        self.engine = "SQLite"
+        spool_dir: Path | None = None
+        pg = is_pg_url(path)
+        if pg:
+            self.path = str(path)
+            self.where = safe_url(self.path)
+            self.engine = "PostgreSQL"
+            spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
+        elif path is not None:
+            self.path = Path(path)
+            self.where = str(self.path)
+            spool_dir = self.path.resolve().parent
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self.batch_bytes = batch_bytes
@@ -223,7 +240,7 @@ class Recorder:
             linger=LINGER_SECONDS,
             warn=warn,
             spool_bytes=spool_bytes,
-            spool_dir=self.path.resolve().parent if self.path is not None else None,
+            spool_dir=spool_dir,
         )
         self._connections: list[ConnectionRecorder] = []
         self._pipeline: WriterPipeline | None = None
@@ -237,18 +254,21 @@ class Recorder:
             return
         if sys.getswitchinterval() > SWITCH_INTERVAL:
             sys.setswitchinterval(SWITCH_INTERVAL)
-        # Opened (created, migrated) before anything is forwarded, so once the proxy has
-        # passed a byte on, the file is a recording; a failure is reported now. Only a
-        # lock held by another process is waited for by the writer instead (forwarding
-        # must not wait for it; frames queue meanwhile).
-        sink = SqliteSink(self.path)
-        try:
-            give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
-            sink.open(lambda: give_up)
-        except SinkFailed as exc:
-            if not exc.locked:
-                self.journal.disable(f"recording disabled: {exc}")
-                warn(f"recording disabled: {exc}; forwarding continues")
+        # A SQLite file is opened (created, migrated) before anything is forwarded, so once
+        # the proxy has passed a byte on, the file is a recording; a failure is reported
+        # now. Only a lock held by another process is waited for by the writer instead
+        # (forwarding must not wait for it; frames queue meanwhile). A PostgreSQL database
+        # is opened by the writer: connecting may wait for the network, and an outage at
+        # start is waited out like one later.
+        sink = sink_for(self.path)
+        if not pg:
+            try:
+                give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
+                sink.open(lambda: give_up)
+            except SinkFailed as exc:
+                if not exc.locked:
+                    self.journal.disable(f"recording disabled: {exc}")
+                    warn(f"recording disabled: {exc}; forwarding continues")
         if backend == "process" and self.journal.failed is None:
             sink.close()  # the writer process opens its own
             try:
@@ -266,7 +286,7 @@ class Recorder:
                 self.journal.linger = LINGER_SECONDS / 2
                 return
             except OSError:
-                sink = SqliteSink(self.path)  # threads, then
+                sink = sink_for(self.path)  # threads, then
         from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
 
         self._pipeline = WriterPipeline(
@@ -351,7 +371,7 @@ class Recorder:
                         told = True
                         self.warn(
                             f"recording: writing the last {self._behind() / 1e6:.1f} MB queued "
-                            f"to {self.path} (Ctrl-C stops; what is not written yet is lost)"
+                            f"to {self.where} (Ctrl-C stops; what is not written yet is lost)"
                         )
         except KeyboardInterrupt:
             behind = self._behind()
@@ -407,7 +427,7 @@ class Recorder:
         if os.environ.get(STATS_ENV):
             self.warn(
                 f"stats: {self.frames_written} frames in {self.batches_committed} batches; "
-                f"CPU indexer {self.index_cpu:.2f} s, SQLite {self.sqlite_cpu:.2f} s; "
+                f"CPU indexer {self.index_cpu:.2f} s, {self.engine} {self.sqlite_cpu:.2f} s; "
                 f"spool peak {self.spool_peak_bytes / 1e6:.1f} MB"
             )
         if dropped:

@@ -29,6 +29,12 @@ The recording of a test is ``<test file dir>/acp_recordings/<module>/<test name>
 instead). A ``.jsonl`` recording is made by recording into a temporary SQLite file next to
 it and exporting that when the test ends (secrets redacted unless the ``acp_record_redact``
 ini key is false). Extra ``acp-proxy replay`` options go in ``replay_args=[...]``.
+
+``recording`` may also be a ``postgresql://`` URL (``$VARS`` in it are expanded, so the URL,
+or its password, can come from the environment; ``PG*`` variables and ``~/.pgpass`` work
+too): the test replays from the team's database, usually one connection or session of it
+(``replay_args=["--session", "sess_..."]``). Modes ``once`` and ``new`` record into that
+database through ``--record URL``; ``all`` is refused (it would delete the shared store).
 """
 
 from __future__ import annotations
@@ -93,6 +99,7 @@ class AcpAgent:
 
     mode: str  # "replay" | "record"
     recording: Path
+    """Where the recording is (for a ``postgresql://`` store, its URL without password)."""
     command: list[str]
     agent_command: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -135,11 +142,17 @@ def acp_agent_command(request: pytest.FixtureRequest) -> list[str] | None:
 
 @pytest.fixture
 def acp_recording_path(request: pytest.FixtureRequest) -> Path:
-    """Where this test's recording lives."""
+    """Where this test's recording lives (a ``postgresql://`` URL as a
+    :class:`~acp_proxy.record.reader.RecordingUrl`)."""
     base = Path(str(request.node.path)).parent
     marker = request.node.get_closest_marker("acp_agent")
     if marker is not None and marker.kwargs.get("recording"):
-        return base / str(marker.kwargs["recording"])
+        wanted = os.path.expandvars(str(marker.kwargs["recording"]))
+        if wanted.startswith(("postgresql://", "postgres://")):
+            from acp_proxy.record.reader import RecordingUrl
+
+            return RecordingUrl(wanted)  # type: ignore[return-value]  # a str, not a Path
+        return base / wanted
     directory = request.config.getini("acp_recordings_dir")
     module = _slug(Path(str(request.node.path)).stem)
     return base / str(directory) / module / f"{_slug(request.node.name)}.jsonl"
@@ -165,9 +178,9 @@ def _import_jsonl(jsonl: Path, db_path: Path) -> None:
 
 def _export_jsonl(db_path: Path, jsonl: Path, redact: bool) -> None:
     from acp_proxy.record.export import export_recording
-    from acp_proxy.record.reader import open_recording
+    from acp_proxy.record.schema import connect
 
-    db = open_recording(db_path)
+    db = connect(db_path, create=False, readonly=True)
     partial = jsonl.with_name(jsonl.name + ".partial")
     try:
         with partial.open("wb") as out:
@@ -188,6 +201,9 @@ def acp_agent(
     marker = request.node.get_closest_marker("acp_agent")
     replay_args: Sequence[str] = marker.kwargs.get("replay_args", ()) if marker else ()
     path = acp_recording_path
+    if not isinstance(path, Path):
+        yield from _database_agent(path, acp_record_mode, acp_agent_command, replay_args)
+        return
     exists = path.exists()
     record = acp_record_mode in ("new", "all") or (acp_record_mode == "once" and not exists)
     if not record:
@@ -224,3 +240,38 @@ def acp_agent(
             _export_jsonl(scratch, path, redact)
     finally:
         _remove_db(scratch)
+
+
+def _database_agent(
+    where: Any, mode: str, agent_command: list[str] | None, replay_args: Sequence[str]
+) -> Iterator[AcpAgent]:
+    """The agent of a test whose recording is a PostgreSQL store (a ``RecordingUrl``)."""
+    from acp_proxy.record.reader import RecordingReader
+    from acp_proxy.record.schema import RecordingError
+
+    if mode == "all":
+        pytest.fail(
+            f"acp_record_mode=all would delete the recordings in {where}: record with "
+            "once or new, clean up the database yourself",
+            pytrace=False,
+        )
+    try:
+        with RecordingReader.open(where) as reader:
+            exists = bool(reader.connection_ids())
+    except RecordingError as exc:
+        if mode == "none" or "holds no acp-proxy recording" not in str(exc):
+            pytest.fail(f"cannot replay from {where}: {exc}", pytrace=False)
+        exists = False
+    if mode == "none" or (mode == "once" and exists):
+        if not exists:
+            pytest.fail(f"no ACP recording in {where}", pytrace=False)
+        command = [*_proxy_exe(), "replay", where.url, *replay_args]
+        yield AcpAgent("replay", where, command, agent_command)
+        return
+    if not agent_command:
+        pytest.fail(
+            f"recording into {where} needs the real agent: add @pytest.mark.acp_agent(*argv)",
+            pytrace=False,
+        )
+    command = [*_proxy_exe(), "--record", where.url, "--", *agent_command]
+    yield AcpAgent("record", where, command, agent_command)

@@ -74,7 +74,7 @@ STATIC_TYPES = {
     ".svg": "image/svg+xml",
 }
 
-DB_KEY = web.AppKey("db_path", Path)
+DB_KEY: web.AppKey[store.Location] = web.AppKey("db_path")
 TOKEN_KEY = web.AppKey("token", str)
 POLL_KEY = web.AppKey("poll_interval", float)
 SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("sockets")
@@ -239,7 +239,7 @@ async def api_info(request: web.Request) -> web.StreamResponse:
             max_id, count, _, _ = store.db_state(reader)
         return {
             "path": str(path),
-            "name": path.name,
+            "name": store.location_label(path),
             "max_id": max_id,
             "connections": count,
         }
@@ -582,7 +582,7 @@ def make_app(
 ) -> web.Application:
     """The inspector application for the recording at ``db_path``."""
     app = web.Application(middlewares=[_guard])
-    app[DB_KEY] = Path(db_path)
+    app[DB_KEY] = store.location(db_path)
     app[TOKEN_KEY] = token or ""
     app[POLL_KEY] = poll_interval
     app[SOCKETS_KEY] = set()

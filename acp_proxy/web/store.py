@@ -3,10 +3,14 @@
 No SQL here: every read goes through the reader. Every request opens a fresh read-only
 reader (:func:`read_connection`), so the inspector sees what WAL writers (this or other proxy
 processes) committed a moment ago, never takes a write lock and never creates a file beside
-the recording. Frame lists use keyset pagination on frame ids (``after_id`` / ``before_id``
-plus a limit): a page costs the same at the start and the end of a 100k-frame recording,
-and nothing here reads a whole recording into memory. Large frames are only ever read whole
-by :func:`frame_detail` (one frame) and :func:`frame_raw`.
+the recording. A PostgreSQL store (a ``postgresql://`` URL) is read through a few
+read-only connections kept open (:class:`_PgPool`: connecting costs a TCP and password
+handshake, too much for every request and every live poll); each query sees what was
+committed before it, as with SQLite's WAL. Frame lists use keyset pagination on frame ids
+(``after_id`` / ``before_id`` plus a limit, never ``OFFSET``): a page costs the same at the
+start and the end of a 100k-frame recording, and nothing here reads a whole recording into
+memory. Large frames are only ever read whole by :func:`frame_detail` (one frame) and
+:func:`frame_raw`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,13 +26,17 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.preview import frame_preview
+from acp_proxy.record.pg import PgDatabase, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     ConnectionRow,
     FrameFilter,
     FrameSummary,
     RecordingReader,
+    RecordingUrl,
     SessionSpan,
+    database_errors,
     display_name,
+    open_database,
 )
 from acp_proxy.record.schema import RecordingError
 
@@ -55,19 +64,125 @@ DETAIL_MAX_BYTES = 2 * 1024 * 1024
 DIRECTIONS = ("c2a", "a2c")
 
 
+Location = Path | RecordingUrl
+"""Where the inspected recording is: a SQLite file or a PostgreSQL database."""
+
+
+def location(value: str | Path) -> Location:
+    """A recording argument as the inspector keeps it (a URL as a :class:`RecordingUrl`)."""
+    if isinstance(value, RecordingUrl):
+        return value
+    if isinstance(value, str) and is_pg_url(value):
+        return RecordingUrl(value)
+    return Path(value)
+
+
+def location_key(where: Location) -> str:
+    """The recording's identity for the inspector's caches (a file by its real path)."""
+    return str(where) if isinstance(where, RecordingUrl) else str(where.resolve())
+
+
+def location_label(where: Location) -> str:
+    """The recording's short name for the page title: a file's name, a database's URL."""
+    return str(where) if isinstance(where, RecordingUrl) else where.name
+
+
 def damaged(path: Path, exc: sqlite3.DatabaseError) -> RecordingError:
     """The one line every command gives for a recording SQLite cannot read."""
     return RecordingError(f"{path}: the recording is damaged: {exc}")
 
 
+class _PgPool:
+    """Idle read-only PostgreSQL connections, per URL, reused across requests and polls.
+
+    A connection goes back only when it is healthy and idle (no transaction left open, its
+    stream cursors closed); one the server dropped is closed, and the next request connects
+    afresh, so a restarted database is read again as soon as it is back.
+    """
+
+    MAX_IDLE = 4
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[PgDatabase]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, where: RecordingUrl) -> PgDatabase:
+        while True:
+            with self._lock:
+                idle = self._idle.get(where.url)
+                db = idle.pop() if idle else None
+            if db is None:
+                break
+            try:  # one the server dropped while idle (a restart) fails here, not in a request
+                db.execute("SELECT 1")
+                return db
+            except database_errors():
+                with contextlib.suppress(*database_errors()):
+                    db.close()
+        fresh = open_database(where, timeout=10.0)
+        assert isinstance(fresh, PgDatabase)
+        return fresh
+
+    def give_back(self, where: RecordingUrl, db: PgDatabase, healthy: bool) -> None:
+        if healthy and not db.closed:
+            try:
+                from psycopg.pq import TransactionStatus
+
+                healthy = db.conn.info.transaction_status == TransactionStatus.IDLE
+                if healthy:
+                    db.execute("CLOSE ALL")  # abandoned stream cursors
+            except database_errors():
+                healthy = False
+        if healthy and not db.closed:
+            with self._lock:
+                idle = self._idle.setdefault(where.url, [])
+                if len(idle) < self.MAX_IDLE:
+                    idle.append(db)
+                    return
+        with contextlib.suppress(*database_errors()):
+            db.close()
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._idle = self._idle, {}
+        for idle in pools.values():
+            for db in idle:
+                with contextlib.suppress(*database_errors()):
+                    db.close()
+
+
+PG_POOL = _PgPool()
+
+
+@contextlib.contextmanager
+def _read_pg(where: RecordingUrl) -> Iterator[RecordingReader]:
+    db = PG_POOL.take(where)
+    healthy = False
+    try:
+        try:
+            yield RecordingReader(db, source=str(where))
+            healthy = True
+        except database_errors() as exc:
+            raise RecordingError(f"{where}: {describe_error(exc)}") from None
+    finally:
+        PG_POOL.give_back(where, db, healthy)
+
+
 @contextlib.contextmanager
 def read_connection(path: str | Path) -> Iterator[RecordingReader]:
-    """A fresh read-only reader of the recording at ``path`` (closed on exit).
+    """A fresh read-only reader of the recording at ``path`` (closed on exit); for a
+    PostgreSQL URL a pooled connection (:class:`_PgPool`).
 
     Raises :class:`RecordingError` with a one-line message when the file is missing, is not
-    SQLite, is not a recording, comes from a newer acp-proxy, or is damaged.
+    SQLite, is not a recording, comes from a newer acp-proxy, or is damaged (or the database
+    cannot be reached, or fails).
     """
-    p = Path(path)
+    where = location(path)
+    if isinstance(where, RecordingUrl):
+        with _read_pg(where) as pg_reader:
+            yield pg_reader
+        return
+    p = where
     reader = RecordingReader.open(p, timeout=10.0)
     try:
         try:

@@ -30,7 +30,7 @@ from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
 from acp_proxy.record.compare import compare_connections, member_json
 from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.schema import connect
+from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.search import DOCS as SEARCH_DOCS
 from acp_proxy.record.search import STATE as SEARCH_STATE
 from acp_proxy.record.search import SearchIndex
@@ -107,7 +107,7 @@ multi-megabyte tool output or message would otherwise stall the browser's layout
 
 
 def session_view(
-    path: Path,
+    path: store.Location,
     reader: RecordingReader,
     connection_id: int,
     session_id: str,
@@ -124,7 +124,7 @@ def session_view(
     model of the last few sessions viewed is kept and fed only the frames recorded since,
     so a live session refreshes cheaply.
     """
-    key = (str(path.resolve()), connection_id, session_id)
+    key = (store.location_key(path), connection_id, session_id)
     with _cache_lock:
         entry = _session_models.pop(key, None)  # exclusive while we feed it
     max_seq = reader.max_seq(connection_id)
@@ -222,7 +222,7 @@ class _Checked:
 _checked: OrderedDict[tuple[str, int], _Checked] = OrderedDict()
 
 
-def findings(path: Path, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
+def findings(path: store.Location, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
     """Conformance findings of one connection, each with the frame ids it points at.
 
     The check streams: it is kept per connection and fed only the frames recorded since the
@@ -230,7 +230,7 @@ def findings(path: Path, reader: RecordingReader, connection_id: int) -> dict[st
     connection is still being recorded the end-of-connection rules (a request never
     answered...) wait: ``complete`` says whether they ran.
     """
-    key = (str(path.resolve()), connection_id)
+    key = (store.location_key(path), connection_id)
     row = reader.connection(connection_id, sizes=False)
     max_seq = reader.max_seq(connection_id)
     with _cache_lock:
@@ -281,7 +281,7 @@ def _findings_result(
     }
 
 
-def findings_summary(path: Path, reader: RecordingReader, row: Any) -> Any:
+def findings_summary(path: store.Location, reader: RecordingReader, row: Any) -> Any:
     """The last computed per-tier counts for the connection list, without checking.
 
     ``row`` is the connection as :func:`acp_proxy.web.store.list_connections` gives it.
@@ -289,7 +289,7 @@ def findings_summary(path: Path, reader: RecordingReader, row: Any) -> Any:
     page asks for the findings (which catches up) when ``stale`` is true, and the badge
     keeps its place meanwhile instead of blinking out.
     """
-    key = (str(path.resolve()), int(row["id"]))
+    key = (store.location_key(path), int(row["id"]))
     with _cache_lock:
         entry = _checked.get(key)
     if entry is None or entry.result is None:
@@ -318,14 +318,14 @@ _timelines: OrderedDict[tuple[str, int], tuple[int, dict[str, Any]]] = OrderedDi
 _TIMELINES_MAX = 4
 
 
-def timeline(path: Path, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
+def timeline(path: store.Location, reader: RecordingReader, connection_id: int) -> dict[str, Any]:
     """The waterfall of one connection (:class:`~acp_proxy.acp.waterfall.WaterfallBuilder`)
     with frame ids for the sequence numbers it names (links to the frames).
 
     Built from the index columns; only responses, ``initialize`` and state updates are
     parsed. Kept per connection until it grows.
     """
-    key = (str(path.resolve()), connection_id)
+    key = (store.location_key(path), connection_id)
     max_seq = reader.max_seq(connection_id)
     with _cache_lock:
         hit = _timelines.get(key)
@@ -381,7 +381,7 @@ DIFF_ROWS = 3000
 """Aligned rows the side-by-side diff sends at most (the summary covers them all)."""
 
 
-def diff(path: Path, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
+def diff(path: store.Location, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
     """Two connections of the recording side by side: :func:`acp_proxy.record.compare.
     compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
     each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
@@ -434,7 +434,7 @@ _indexes: OrderedDict[str, _HeldIndex] = OrderedDict()
 _INDEXES_MAX = 2
 
 
-def _held_index(path: Path) -> _HeldIndex:
+def _held_index(path: store.Location) -> _HeldIndex:
     """The search index the inspector reads for ``path``, without writing the recording.
 
     An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
@@ -442,12 +442,14 @@ def _held_index(path: Path) -> _HeldIndex:
     (:class:`acp_proxy.record.search.SearchIndex` over an in-memory database), brought up to
     date with each search: only frames recorded since are indexed.
     """
-    key = str(path.resolve())
+    key = store.location_key(path)
     with _cache_lock:
         held = _indexes.get(key)
         if held is not None:
             _indexes.move_to_end(key)
             return held
+    if not isinstance(path, Path):  # the inspector's search index is built in SQLite
+        raise RecordingError("text search is not available on a PostgreSQL store yet")
     source = connect(path, create=False, readonly=True)
     saved = sqlite_utils.Database(source)
     index: Any = None
@@ -469,7 +471,7 @@ def _held_index(path: Path) -> _HeldIndex:
 
 
 def search(
-    path: Path,
+    path: store.Location,
     reader: RecordingReader,
     text: str,
     *,
@@ -485,7 +487,7 @@ def search(
         if held.index.in_file and not held.index.up_to_date():
             # the saved index fell behind (frames recorded since): keep a copy in memory
             with _cache_lock:
-                _indexes.pop(str(path.resolve()), None)
+                _indexes.pop(store.location_key(path), None)
             held.index.close()
             return search(
                 path, reader, text, connection_id=connection_id, session_id=session_id, limit=limit

@@ -105,6 +105,10 @@ class HttpPeer(Peer):
         self.streams: dict[str | None, asyncio.Task[None]] = {}
         self.statuses: list[int] = []
         self.received = 0
+        self.sent_raw: list[bytes] = []
+        """Every POST body, as sent."""
+        self.received_raw: list[bytes] = []
+        """Every agent message as it arrived (the initialize body, each SSE event's data)."""
 
     async def start(self) -> HttpPeer:
         return self
@@ -115,13 +119,16 @@ class HttpPeer(Peer):
             headers["Acp-Connection-Id"] = self.connection_id
         if session is not None:
             headers["Acp-Session-Id"] = session
-        resp = await self.client.post(self.url, content=json.dumps(message), headers=headers)
+        body = json.dumps(message).encode()
+        self.sent_raw.append(body)
+        resp = await self.client.post(self.url, content=body, headers=headers)
         self.statuses.append(resp.status_code)
         if message.get("method") == "initialize":
             assert resp.status_code == 200, resp.text
             self.connection_id = resp.headers["Acp-Connection-Id"]
             self.inbox.put_nowait(resp.json())
             self.received += 1
+            self.received_raw.append(resp.content)
             self._open(None)
         else:
             assert resp.status_code == 202, (resp.status_code, resp.text)
@@ -143,6 +150,7 @@ class HttpPeer(Peer):
             async for line in r.aiter_lines():
                 if line.startswith("data: "):
                     self.received += 1
+                    self.received_raw.append(line[6:].encode())
                     self.inbox.put_nowait(json.loads(line[6:]))
 
     async def close(self) -> None:

@@ -155,9 +155,15 @@ def test_websocket_half_of_the_same_endpoint(tmp_path: Path) -> None:
     assert rows(db, "select transport from connections") == [("websocket",)]
 
 
-def test_thirty_concurrent_http_connections_all_recorded(tmp_path: Path) -> None:
+def test_a_hundred_concurrent_http_connections_every_frame_recorded_exactly(
+    tmp_path: Path,
+) -> None:
+    """100 HTTP clients at once (initialize, session/new, a prompt with its permission
+    request, DELETE) through ``serve --record`` to the demo agent (one agent process each;
+    the demo agent starts in a tenth of the SDK agent's CPU time): each connection's frames
+    are exactly the bytes its client sent, in order, and every message it received."""
     db = tmp_path / "many.db"
-    n = 30
+    n = 100
 
     async def one(url: str, i: int) -> HttpPeer:
         peer = HttpPeer(url)
@@ -181,14 +187,30 @@ def test_thirty_concurrent_http_connections_all_recorded(tmp_path: Path) -> None
     async def run(url: str) -> list[HttpPeer]:
         return list(await asyncio.gather(*(one(url, i) for i in range(n))))
 
-    with serving(["--record", str(db), "--", *SDK_AGENT]) as server:
+    agent = [*DEMO, "--state", str(tmp_path / "demo-state")]
+    with serving(["--record", str(db), "--", *agent]) as server:
         peers = asyncio.run(run(server.url))
     assert rows(db, "select count(*) from connections where transport='http'") == [(n,)]
-    c2a = rows(db, "select count(*) from frames where direction='c2a'")[0][0]
-    a2c = rows(db, "select count(*) from frames where direction='a2c'")[0][0]
-    assert c2a == sum(len(p.statuses) for p in peers)
-    assert a2c == sum(p.received for p in peers)
     assert rows(db, "select count(*) from connections where ended_at is null") == [(0,)]
+    assert rows(db, "select coalesce(sum(frames_dropped), 0) from connections") == [(0,)]
+    by_cid = {
+        json.loads(headers)["response"]["Acp-Connection-Id"]: cid
+        for cid, headers in rows(db, "select id, headers from connections")
+    }
+    assert len(by_cid) == n
+    for peer in peers:
+        assert peer.connection_id is not None
+        cid = by_cid[peer.connection_id]
+        c2a = [r for (r,) in rows(db, _FRAMES, cid, "c2a")]
+        a2c = [r for (r,) in rows(db, _FRAMES, cid, "a2c")]
+        assert len(c2a) == len(peer.sent_raw) == len(peer.statuses) >= 4
+        assert c2a == peer.sent_raw  # byte-exact, in the order sent
+        assert len(a2c) == peer.received >= 5
+        assert sorted(a2c) == sorted(peer.received_raw)  # two SSE streams: any interleaving
+        assert any(b"session/request_permission" in r for r in a2c)
+
+
+_FRAMES = "select raw from frames where connection_id = ? and direction = ? order by seq"
 
 
 def test_bad_command_lines_are_one_line_errors() -> None:

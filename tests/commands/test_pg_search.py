@@ -1,0 +1,147 @@
+"""``acp-proxy search URL TEXT``: PostgreSQL's own full-text search finds what FTS5 finds.
+
+A recording is written to a SQLite file, copied into a real PostgreSQL database with
+``acp-proxy copy``, and both are searched through the real executable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+
+from tests.check.helpers import v1_prelude, write_recording
+from tests.commands.test_search import chunk, connection_one, connection_two
+from tests.conftest import run_proxy
+from tests.pg_server import PASSWORD
+
+LONG = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
+    "rho sigma the needle is here tau upsilon phi chi psi omega and then some more words "
+    "follow until the end of this long message"
+)
+
+
+def connection_three() -> list[Any]:
+    return [
+        *v1_prelude(),
+        chunk(LONG),
+        chunk(" see README.md, café au lait; foo_bar 1.5 x"),
+    ]
+
+
+QUERIES = [
+    "world",
+    "42 matches",
+    "fell over",
+    "session/prompt",
+    "crash",
+    "second message",
+    "needle",
+    "README",
+    "readme.md",
+    "café",
+    "foo",
+    "Internal error",
+    "xylophone",
+    "hello",
+    "1.5",
+]
+
+
+@pytest.fixture
+def stores(tmp_path: Path, pg_url: str) -> tuple[Path, str]:
+    db = tmp_path / "rec.db"
+    write_recording(
+        db, [connection_one(), connection_two(), connection_three()], protocol_version=1
+    )
+    done = run_proxy(["reindex", str(db)])
+    assert done.returncode == 0, done.stderr
+    done = run_proxy(["copy", str(db), pg_url])
+    assert done.returncode == 0, done.stderr
+    return db, pg_url
+
+
+def search(location: Path | str, *args: str) -> tuple[int, dict[str, Any]]:
+    done = run_proxy(["search", str(location), *args, "--json"])
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    assert PASSWORD.encode() not in done.stdout + done.stderr
+    return done.returncode, orjson.loads(done.stdout)
+
+
+def test_the_same_hits_and_snippets_as_sqlite(stores: tuple[Path, str]) -> None:
+    db, url = stores
+    for query in QUERIES:
+        code_file, in_file = search(db, query)
+        code_pg, in_pg = search(url, query)
+        assert (code_pg, in_pg["hits"]) == (code_file, in_file["hits"]), query
+    assert in_pg["index"] == "database" and in_pg["recording"].startswith("postgresql://acp@")
+    code, doc = search(url, "needle")
+    assert code == 0
+    (hit,) = doc["hits"]
+    assert hit["snippet"] == search(db, "needle")[1]["hits"][0]["snippet"]
+    assert hit["snippet"].startswith("…") and "[needle]" in hit["snippet"]
+
+
+def test_filters_and_text_output(stores: tuple[Path, str]) -> None:
+    db, url = stores
+    for args in (("world", "-c", "2"), ("prompt", "--session", "s2"), ("session", "--limit", "2")):
+        assert search(url, *args)[1]["hits"] == search(db, *args)[1]["hits"], args
+    texts = [run_proxy(["search", str(loc), "world"]) for loc in (db, url)]
+    assert texts[0].returncode == texts[1].returncode == 0
+    assert texts[1].stdout == texts[0].stdout and texts[1].stdout.endswith(b"2 hit(s)\n")
+
+
+def test_the_index_lives_in_the_database_and_follows_new_frames(
+    stores: tuple[Path, str], tmp_path: Path
+) -> None:
+    _, url = stores
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('search_docs')").fetchone() == (None,)
+    search(url, "world")
+    with psycopg.connect(url) as conn:
+        (indexdef,) = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'search_docs_words'"
+        ).fetchone()  # type: ignore[misc]
+        assert "USING gin (words)" in indexdef
+        (docs,) = conn.execute("SELECT count(*) FROM search_docs").fetchone()  # type: ignore[misc]
+    assert docs > 0
+    search(url, "world")  # up to date: nothing indexed again
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM search_docs").fetchone() == (docs,)
+
+    more = tmp_path / "more.db"
+    write_recording(more, [[*v1_prelude(), chunk("a brand new zebra")]], protocol_version=1)
+    done = run_proxy(["copy", str(more), url])
+    assert done.returncode == 0, done.stderr
+    (hit,) = search(url, "zebra")[1]["hits"]
+    assert hit["connection"] == 4 and hit["snippet"] == "a brand new [zebra]"
+
+
+def test_bad_input_is_one_line(pg_url: str) -> None:
+    done = run_proxy(["search", pg_url, "world"])
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in err and PASSWORD not in err
+    assert err.strip().splitlines() == [err.strip()] and "holds no acp-proxy recording" in err
+
+
+def test_a_read_only_role_searches_in_memory(stores: tuple[Path, str], pg_server: Any) -> None:
+    db, url = stores
+    name = url.rsplit("/", 1)[1]
+    pg_server.psql(
+        f"CREATE ROLE reader LOGIN PASSWORD '{PASSWORD}'; GRANT CONNECT ON DATABASE {name} "
+        "TO reader",
+        name,
+    )
+    pg_server.psql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader", name)
+    reader = url.replace("acp:", "reader:", 1)
+    done: subprocess.CompletedProcess[bytes] = run_proxy(["search", reader, "world", "--json"])
+    assert done.returncode == 0, done.stderr
+    doc = orjson.loads(done.stdout)
+    assert doc["index"] == "memory"
+    assert doc["hits"] == search(db, "world")[1]["hits"]
+    assert b"read-only: indexed in memory" in done.stderr

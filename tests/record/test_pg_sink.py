@@ -1,0 +1,84 @@
+"""The PostgreSQL sink in process, on a real server: a ``COMMIT`` without an answer.
+
+When the connection breaks while ``COMMIT`` is on its way, the sink cannot know whether
+the batch was stored. It must neither lose it nor store it twice: after reconnecting it
+asks the server (``pg_xact_status``) and sends the batch again only if it did not commit.
+The break is real: the sink's own connection is killed from the server side
+(``pg_terminate_backend``) right after (or right before) the ``COMMIT``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from acp_proxy.record.ipc import Control, Frame
+from acp_proxy.record.rows import Op, Rows
+from acp_proxy.record.sink import SinkFailed
+from acp_proxy.record.sink_pg import PostgresSink
+
+
+class _LosingSink(PostgresSink):
+    """Breaks its connection at its first ``COMMIT``: after it ran, or instead of it."""
+
+    def __init__(self, url: str, *, committed: bool) -> None:
+        super().__init__(url)
+        self.committed = committed
+        self.breaks = 1
+
+    def _commit(self) -> None:
+        if self.breaks:
+            self.breaks -= 1
+            assert self._db is not None
+            pid = self._db.conn.info.backend_pid
+            if self.committed:
+                super()._commit()  # stored; the answer is lost with the connection
+                self._committing = True
+            else:
+                self._committing = True
+            with psycopg.connect(self.url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            time.sleep(0.2)
+            self._db.execute("SELECT 1")  # the connection is gone: raises
+            raise AssertionError("the connection survived")
+        super()._commit()
+
+
+def _batch(rows: Rows, key: object, n: int) -> list[Op]:
+    items: list[Any] = [Control(key, "open", {"transport": "stdio", "started_at": 1.0})]
+    items += [Frame(key, "c2a", 2.0, 3, b'{"n":%d}\n' % i, False) for i in range(n)]
+    return rows.build(items)
+
+
+def _write_until_stored(sink: PostgresSink, ops: list[Op]) -> int:
+    """What the pipeline does on an outage: the same batch again until it is stored."""
+    for _ in range(50):
+        try:
+            return sink.write(ops, lambda: time.monotonic() + 5)
+        except SinkFailed as exc:
+            assert exc.unavailable, exc
+            time.sleep(0.1)
+    raise AssertionError("never stored")
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "not-committed"])
+def test_a_batch_whose_commit_got_no_answer_is_stored_exactly_once(
+    pg_url: str, committed: bool
+) -> None:
+    sink = _LosingSink(pg_url, committed=committed)
+    sink.open(lambda: time.monotonic() + 5)
+    rows = Rows()
+    ops = _batch(rows, "conn", 100)
+    assert _write_until_stored(sink, ops) == 100
+    more = rows.build([Frame("conn", "a2c", 2.0, 3, b'{"more":1}\n', False)])
+    assert sink.write(more, lambda: time.monotonic() + 5) == 1
+    sink.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM connections").fetchone() == (1,)
+        (cid,) = conn.execute("SELECT id FROM connections").fetchone()
+        got = conn.execute("SELECT connection_id, seq FROM frames ORDER BY seq").fetchall()
+    assert rows.state("conn").db_id == cid
+    assert got == [(cid, seq) for seq in range(1, 102)]

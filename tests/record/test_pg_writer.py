@@ -1,0 +1,383 @@
+"""Recording into a real PostgreSQL server: byte-exact rows, outages, wrong credentials.
+
+Every test runs the installed ``acp-proxy`` executable against a real server: the shared
+one (``pg_url``), or one of its own (``own_server``) that the test stops and starts.
+The password of every test URL (``s3cret-pw``) must never reach stderr or a stored row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ECHO_AGENT, echo_proxy, incident_lines, proxy_exe, run_proxy
+from tests.pg_server import PASSWORD, PgServer, find_bindir
+
+TIMEOUT = 120.0
+
+pytestmark = pytest.mark.skipif(find_bindir() is None, reason="PostgreSQL is not installed")
+
+
+def _query(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def _frames(url: str) -> list[tuple[int, int, str, bytes]]:
+    rows = _query(url, "SELECT connection_id, seq, direction, raw FROM frames ORDER BY id")
+    return [(c, s, d, bytes(r)) for c, s, d, r in rows]
+
+
+def _frame_count(url: str) -> int:
+    try:
+        return int(_query(url, "SELECT count(*) FROM frames")[0][0])
+    except Exception:  # not reachable or not created yet
+        return 0
+
+
+def _dropped(url: str) -> int:
+    try:
+        return int(_query(url, "SELECT coalesce(sum(frames_dropped), 0) FROM connections")[0][0])
+    except Exception:  # not reachable or not created yet
+        return 0
+
+
+def _wait_for_frames(url: str, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while _frame_count(url) < count:
+        assert time.monotonic() < deadline, f"only {_frame_count(url)} of {count} frames recorded"
+        time.sleep(0.2)
+
+
+def assert_no_password(url: str | None, *outputs: bytes) -> None:
+    """The password is in no output and (if ``url``) in no text column of the recording."""
+    for out in outputs:
+        assert PASSWORD.encode() not in out, out
+    if url is None:
+        return
+    for table in ("connections", "events"):
+        for (text,) in _query(url, f"SELECT t::text FROM {table} t"):
+            assert PASSWORD not in text, text
+
+
+def _lines(n: int, tag: str) -> list[bytes]:
+    return [
+        b'{"jsonrpc":"2.0","method":"note","params":{"n":%d,"t":"%s"}}\n' % (i, tag.encode())
+        for i in range(n)
+    ]
+
+
+def _through(proc: subprocess.Popen[bytes], lines: list[bytes]) -> None:
+    """Send ``lines`` through a proxy in front of the echo agent, one at a time, read back."""
+    assert proc.stdin is not None and proc.stdout is not None
+    for line in lines:
+        proc.stdin.write(line)
+        proc.stdin.flush()
+        got = b""
+        while len(got) < len(line):
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the proxy stopped forwarding"
+            got += chunk
+        assert got == line
+
+
+def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    code = proc.wait(TIMEOUT)
+    return code, proc.stderr.read()
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[PgServer]:
+    """A PostgreSQL server of this test alone (initialised, not started)."""
+    server = PgServer(tmp_path / "pg")
+    server.init()
+    try:
+        yield server
+    finally:
+        if server.running():
+            server.stop("immediate")
+
+
+def test_stdio_proxy_records_every_byte_and_stderr_line_into_postgresql(pg_url: str) -> None:
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+        b'{"jsonrpc":"2.0","method":"x\\u0000y","params":{"t":"tab\\there"}}\n',
+        b"not json \xff\xfe\n",
+        b"\n",
+        b'{"jsonrpc":"2.0","method":"last without newline"}',
+    ]
+    data = b"".join(lines)
+    done = run_proxy(["--record", pg_url, "--", *ECHO_AGENT], stdin=data, env={"ECHO_EXIT": "3"})
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == data
+    frames = _frames(pg_url)
+    assert [raw for _, _, d, raw in frames if d == "c2a"] == lines
+    assert [raw for _, _, d, raw in frames if d == "a2c"] == lines
+    (cid,) = {c for c, _, _, _ in frames}
+    assert sorted(s for _, s, _, _ in frames) == list(range(1, 2 * len(lines) + 1))
+    stderr = _query(pg_url, "SELECT seq, raw FROM stderr_lines WHERE connection_id = %s", (cid,))
+    assert [(s, bytes(r)) for s, r in stderr] == [(1, b"echo agent ready\n")]
+    row = _query(
+        pg_url,
+        "SELECT transport, host, exit_status, end_reason, ended_at IS NOT NULL, "
+        "last_seen_at IS NOT NULL, frames_dropped, protocol_version FROM connections",
+    )
+    assert row == [("stdio", socket.gethostname(), 3, "exited", True, True, 0, 1)]
+    methods = _query(pg_url, "SELECT method FROM frames WHERE direction = 'c2a' ORDER BY seq")
+    assert methods[1] == ("x\\u0000y",)  # PostgreSQL text holds no NUL: escaped as in JSON
+    assert b"acp-proxy:" not in done.stderr, done.stderr
+    assert_no_password(pg_url, done.stderr)
+
+
+def test_the_recording_url_can_come_from_acp_proxy_record(pg_url: str) -> None:
+    line = b'{"jsonrpc":"2.0","method":"hi"}\n'
+    done = run_proxy(["--", *ECHO_AGENT], stdin=line, env={"ACP_PROXY_RECORD": pg_url})
+    assert done.returncode == 0 and done.stdout == line, done.stderr
+    assert [(d, raw) for _, _, d, raw in _frames(pg_url)] == [("c2a", line), ("a2c", line)]
+    assert_no_password(pg_url, done.stderr)
+
+
+def test_ws_records_a_websocket_client_into_postgresql(pg_url: str) -> None:
+    import aiohttp
+
+    from tests.websocket.helpers import ws_server
+
+    sent = [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i for i in range(20)]
+
+    async def talk(url: str) -> list[bytes]:
+        got: list[bytes] = []
+        async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
+            for frame in sent:
+                await ws.send_str(frame.decode())
+                msg = await ws.receive(timeout=30)
+                got.append(msg.data.encode())
+        return got
+
+    with ws_server(["--record", pg_url, "--", *ECHO_AGENT]) as server:
+        received = asyncio.run(talk(server.url))
+        server.stop()
+    assert server.returncode == 0, server.stderr_text
+    assert received == sent
+    frames = _frames(pg_url)
+    assert [raw for _, _, d, raw in frames if d == "c2a"] == sent
+    assert [raw for _, _, d, raw in frames if d == "a2c"] == sent
+    row = _query(pg_url, "SELECT transport, host, end_reason FROM connections")
+    assert row == [("websocket", socket.gethostname(), "exited")]
+    assert_no_password(pg_url, server.stderr_text.encode())
+
+
+def test_a_server_unreachable_at_start_gets_everything_once_it_is_up(own_server: PgServer) -> None:
+    url = own_server.url()
+    proc = echo_proxy(url)
+    early = _lines(30, "early")
+    _through(proc, early)  # forwarding does not wait for the database
+    time.sleep(1.0)  # the writer has tried and failed by now
+    own_server.start()
+    late = _lines(30, "late")
+    _through(proc, late)
+    _wait_for_frames(url, 2 * (len(early) + len(late)))
+    code, err = _finish(proc)
+    assert code == 0, err
+    frames = _frames(url)
+    assert [raw for _, _, d, raw in frames if d == "c2a"] == early + late
+    assert sorted(s for _, s, _, _ in frames) == list(range(1, 121))
+    assert _query(url, "SELECT count(*), max(end_reason) FROM connections") == [(1, "exited")]
+    own = incident_lines(err)
+    assert len(own) == 2, err
+    assert b"database unreachable" in own[0] and b"frames wait in the spool" in own[0]
+    assert b"back after" in own[1]
+    assert_no_password(url, err)
+
+
+def test_a_server_restarted_mid_session_loses_and_repeats_nothing(own_server: PgServer) -> None:
+    own_server.start()
+    url = own_server.url()
+    proc = echo_proxy(url)
+    first = _lines(50, "first")
+    _through(proc, first)
+    _wait_for_frames(url, 2 * len(first))
+    during = _lines(400, "during")
+    own_server.stop()
+    _through(proc, during[:200])  # the server is down: the frames wait
+    own_server.start()
+    _through(proc, during[200:])
+    _wait_for_frames(url, 2 * (len(first) + len(during)))
+    code, err = _finish(proc)
+    assert code == 0, err
+    frames = _frames(url)
+    assert [raw for _, _, d, raw in frames if d == "c2a"] == first + during
+    assert [raw for _, _, d, raw in frames if d == "a2c"] == first + during
+    assert sorted(s for _, s, _, _ in frames) == list(range(1, 2 * (len(first) + len(during)) + 1))
+    rows = _query(url, "SELECT count(*), max(end_reason), max(frames_dropped) FROM connections")
+    assert rows == [(1, "exited", 0)]
+    own = incident_lines(err)
+    assert len(own) == 2 and b"database unreachable" in own[0] and b"back after" in own[1], err
+    assert_no_password(url, err)
+
+
+def test_a_server_that_never_comes_back_costs_a_bounded_exit_and_one_line(
+    own_server: PgServer,
+) -> None:
+    own_server.start()
+    url = own_server.url()
+    proc = echo_proxy(url, env={"ECHO_EXIT": "5"})
+    first = _lines(20, "kept")
+    _through(proc, first)
+    _wait_for_frames(url, 2 * len(first))
+    own_server.stop()
+    lost = _lines(25, "lost")
+    _through(proc, lost)
+    code, err = _finish(proc)  # bounded: TIMEOUT is far above the drain's few seconds
+    assert code == 5, err
+    own = incident_lines(err)
+    assert len(own) == 2, err
+    assert b"database unreachable" in own[0]
+    assert own[1] == b"acp-proxy: recording: %d frame(s) were not recorded" % (2 * len(lost))
+    own_server.start()
+    assert [raw for _, _, d, raw in _frames(url) if d == "c2a"] == first
+    assert_no_password(url, err)
+
+
+def _big_lines(n: int, tag: str) -> list[bytes]:
+    pad = "p" * 1500
+    return [
+        b'{"jsonrpc":"2.0","method":"note","params":{"n":%d,"t":"%s","pad":"%s"}}\n'
+        % (i, tag.encode(), pad.encode())
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("spool_mb", [64, 1], ids=["in-budget", "past-budget"])
+def test_an_outage_backlog_waits_in_the_spool_and_past_its_budget_is_counted(
+    own_server: PgServer, spool_mb: int
+) -> None:
+    url = own_server.url()
+    proc = echo_proxy(
+        url, "--queue-mb", "1", "--spool-mb", str(spool_mb), env={"ACP_PROXY_STATS": "1"}
+    )
+    lines = _big_lines(3000, "spooled")  # 4.6 MB each way: far past the memory budget
+    _through(proc, lines)
+    own_server.start()
+    expected = 2 * len(lines)
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # everything is either recorded or counted as dropped on the row
+        if _frame_count(url) + _dropped(url) >= expected:
+            break
+        assert time.monotonic() < deadline, "the backlog was never written"
+        time.sleep(0.3)
+    code, err = _finish(proc)
+    assert code == 0, err
+    frames = _frames(url)
+    ((dropped,),) = _query(url, "SELECT frames_dropped FROM connections")
+    assert len(frames) + dropped == expected
+    peak = float(err.split(b"spool peak ")[1].split(b" MB")[0])
+    assert peak >= min(spool_mb, 2) * 0.9, err
+    own = incident_lines(err)
+    if spool_mb == 64:
+        assert dropped == 0
+        assert [raw for _, _, d, raw in frames if d == "c2a"] == lines
+    else:
+        assert dropped > 0
+        assert any(b"dropping frames" in line for line in own), err
+        # what was kept is in order and numbered without gaps or repeats
+        assert sorted(s for _, s, _, _ in frames) == list(range(1, len(frames) + 1))
+    assert sum(b"database unreachable" in line for line in own) == 1, err
+    assert_no_password(url, err)
+
+
+@pytest.mark.parametrize(
+    "break_url",
+    [
+        lambda url: url.replace(PASSWORD, "wrong-" + PASSWORD),
+        lambda url: url.rsplit("/", 1)[0] + "/no_such_database",
+        lambda url: url.replace("127.0.0.1:", "127.0.0.1:x") + "?password=" + PASSWORD,
+    ],
+    ids=["bad-password", "no-database", "bad-port"],
+)
+def test_a_refused_login_is_one_line_and_forwarding_goes_on(
+    pg_server: PgServer, break_url: Any
+) -> None:
+    url = break_url(pg_server.url())
+    line = b'{"jsonrpc":"2.0","method":"hi"}\n'
+    done = run_proxy(["--record", url, "--", *ECHO_AGENT], stdin=line, env={"ECHO_EXIT": "7"})
+    assert done.returncode == 7
+    assert done.stdout == line
+    own = incident_lines(done.stderr)
+    assert len(own) == 2, done.stderr
+    assert own[0].startswith(b"acp-proxy: recording disabled: ")
+    assert own[0].endswith(b"; forwarding continues")
+    assert b"Traceback" not in done.stderr
+    assert_no_password(None, done.stderr)
+
+
+def test_the_password_is_not_on_the_writer_process_command_line(pg_url: str) -> None:
+    from acp_proxy.record.shipper import writer_pids
+
+    proc = echo_proxy(pg_url)
+    try:
+        _through(proc, _lines(1, "x"))
+        pids = writer_pids(proc.pid)
+        assert pids
+        for pid in pids:
+            assert PASSWORD.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    finally:
+        code, err = _finish(proc)
+    assert code == 0, err
+
+
+def test_the_writer_as_threads_records_into_postgresql(pg_url: str) -> None:
+    from acp_proxy.record.writer import Recorder
+
+    warnings: list[str] = []
+    rec = Recorder(pg_url, backend="thread", warn=warnings.append)
+    conn = rec.connection("stdio", agent_command=["agent", "--flag"])
+    conn.stream("c2a", b'{"a":1}\n{"b"')
+    conn.stream("c2a", b":2}\n")
+    conn.event("signal", {"name": "SIGTERM"})
+    conn.close(exit_status=0)
+    rec.close()
+    assert warnings == []
+    assert [raw for _, _, _, raw in _frames(pg_url)] == [b'{"a":1}\n', b'{"b":2}\n']
+    events = _query(pg_url, "SELECT kind, detail FROM events")
+    assert events == [("signal", '{"name":"SIGTERM"}')]
+    assert _query(pg_url, "SELECT agent_command FROM connections") == [('["agent","--flag"]',)]
+
+
+def test_proxy_help_names_the_url_form() -> None:
+    done = subprocess.run([*proxy_exe(), "proxy", "--help"], capture_output=True, timeout=60)
+    assert b"postgresql://" in done.stdout
+
+
+def test_connect_and_ws_record_one_session_into_one_database(pg_url: str) -> None:
+    """SDK stdio client -> connect --record URL -> ws --record URL -> SDK agent: two writers,
+    one database, the same payloads on both connection rows."""
+    import json
+
+    from tests.websocket.helpers import SDK_AGENT, SDK_CLIENT, ws_server
+
+    with ws_server(["--record", pg_url, "--", *SDK_AGENT]) as srv:
+        done = subprocess.run(
+            [*SDK_CLIENT, "--", *proxy_exe(), "connect", srv.url, "--record", pg_url],
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        srv.stop()
+    assert json.loads(done.stdout)["stop"] == "end_turn"
+    ids = dict(_query(pg_url, "SELECT transport, id FROM connections"))
+    assert set(ids) == {"connect", "websocket"}
+    per = {t: [(d, raw) for c, _, d, raw in _frames(pg_url) if c == cid] for t, cid in ids.items()}
+    assert per["connect"] == per["websocket"] and len(per["connect"]) == 8
+    assert_no_password(pg_url, done.stderr, srv.stderr_text.encode())

@@ -1,0 +1,80 @@
+"""docs/fleet.md's retention query, run as written on a real PostgreSQL recording."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from acp_proxy.record.pg import connect_pg
+from tests.pg_server import PgServer
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet.md"
+DAY = 86400.0
+
+
+def retention_sql() -> str:
+    text = DOC.read_text().split("## Retention", 1)[1]
+    (block,) = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "DELETE" in b]
+    return block
+
+
+def vacuum_command() -> str:
+    text = DOC.read_text().split("## Retention", 1)[1]
+    match = re.search(r"-c '(VACUUM[^']*)'", text)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_retention_query_deletes_old_connections_with_all_their_rows(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    now = time.time()
+    db = connect_pg(pg_url, create=True)
+    ids = {}
+    for name, started, ended, seen in [
+        ("old", now - 40 * DAY, now - 40 * DAY + 60, now - 40 * DAY + 60),
+        ("old-killed", now - 40 * DAY, None, now - 39 * DAY),  # its proxy died: stale heartbeat
+        ("old-still-open", now - 40 * DAY, None, now - 5),  # a long session, still recording
+        ("recent", now - 2 * DAY, now - 2 * DAY + 60, now - 2 * DAY + 60),
+    ]:
+        ids[name] = db.execute(
+            "INSERT INTO connections (started_at, ended_at, last_seen_at, transport, label) "
+            "VALUES (?, ?, ?, 'stdio', ?) RETURNING id",
+            (started, ended, seen, name),
+        ).fetchone()[0]
+        for seq in (1, 2):
+            db.execute(
+                "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, size, raw) "
+                "VALUES (?, ?, ?, 0, 'c2a', 3, ?)",
+                (ids[name], seq, started, b"{}\n"),
+            )
+        db.execute(
+            "INSERT INTO stderr_lines (connection_id, seq, ts, mono_ns, raw) "
+            "VALUES (?, 1, ?, 0, ?)",
+            (ids[name], started, b"log\n"),
+        )
+        db.execute(
+            "INSERT INTO events (connection_id, ts, kind) VALUES (?, ?, 'client_eof')",
+            (ids[name], started),
+        )
+    script = tmp_path / "retention.sql"
+    script.write_text(retention_sql())
+    script.chmod(0o644)
+    tmp_path.chmod(0o755)
+    dbname = pg_url.rsplit("/", 1)[1]
+    psql = str(pg_server.bindir / "psql")
+    common = ["-h", str(pg_server.data), "-p", str(pg_server.port), "-U", "acp", "-d", dbname]
+    pg_server._run(psql, *common, "-v", "ON_ERROR_STOP=1", "-f", str(script))
+    pg_server._run(psql, *common, "-c", vacuum_command())
+    kept = {ids["old-still-open"], ids["recent"]}
+    for table, column in [
+        ("connections", "id"),
+        ("frames", "connection_id"),
+        ("stderr_lines", "connection_id"),
+        ("events", "connection_id"),
+    ]:
+        rows = db.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall()
+        assert {r[0] for r in rows} == kept, table
+    assert db.execute("SELECT count(*) FROM frames").fetchone() == (4,)
+    db.close()

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,13 +134,17 @@ def sqlite_rows() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def pg_server() -> Iterator[object]:
     """One real PostgreSQL server for the whole run (see :mod:`tests.pg_server`)."""
     from tests.pg_server import PgServer, find_bindir
 
     if find_bindir() is None:
         pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql)")
-    server = PgServer(tmp_path_factory.mktemp("pg"))
+    # Not under pytest's temporary root: every pytest run as the same user (an inner one of
+    # the plugin tests, another run on the machine) makes /tmp/pytest-of-USER mode 0700, and
+    # the server's user could no longer reach its socket or data directory.
+    base = Path(tempfile.mkdtemp(prefix="acp-proxy-pg-"))
+    server = PgServer(base / "pg")
     server.init()
     server.start()
     try:
@@ -147,6 +152,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     finally:
         if server.running():
             server.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,18 +1,21 @@
 """Benchmark: ``acp-proxy serve`` over Streamable HTTP and over WebSocket vs the peer direct.
 
-One run, one peer (``bench/bench_agent.py``, a stdio agent that answers every request and
-floods ``session/update`` notifications on ``bench/flood``):
+One run, two comparisons, the same raw aiohttp client on every path:
 
-- ``stdio direct``: the client drives the agent over its pipes;
-- ``serve http`` / ``serve http --record``: ``POST /acp`` + the connection's SSE stream;
-- ``serve ws`` / ``serve ws --record``: the WebSocket half of the same endpoint.
+1. The issue's baseline, the same peers connected directly: ``bench/bench_sdk_agent.py``
+   (an SDK agent) on the SDK's own HTTP/WS server (``acp.http.asgi`` under uvicorn) reached
+   directly (``sdk server http|ws (direct)``), versus ``serve --upstream --record`` in
+   front of that server and ``serve --record -- <that agent over stdio>``.
+2. The proxy's own cost: ``bench/bench_agent.py`` (a raw stdio peer) over its pipes
+   (``stdio direct``, not a network transport) versus ``serve`` with and without
+   ``--record``, over HTTP (``POST /acp`` + the connection's SSE stream) and WebSocket.
 
-Throughput: one ``bench/flood`` of ``--frames`` notifications (~300 B each) per measurement,
-frames/s until its response arrives. Latency: ``--rtt`` sequential ``bench/ping`` round trips
-(HTTP: the POST, then its response on SSE), p50/p99 in microseconds. Ratios are relative to
-``stdio direct``.
+Throughput: one flood of ``--frames`` (SDK peer: ``--sdk-frames``) notifications (~300 B
+each) per measurement, frames/s until its response arrives. Latency: ``--rtt`` sequential
+pings (HTTP: the POST, then its response on SSE), p50/p99 in microseconds. Each row's ratios
+are against the row named in its ``base`` column.
 
-    python bench/bench_http.py                 # defaults: 20000 frames, 1000 round trips
+    python bench/bench_http.py                 # defaults: 20000 (SDK: 5000) frames, 1000 pings
 
 Numbers depend on the machine and its load; run it on an idle machine.
 """
@@ -38,6 +41,7 @@ from pathlib import Path
 import aiohttp
 
 AGENT = [sys.executable, str(Path(__file__).parent / "bench_agent.py")]
+SDK_AGENT = [sys.executable, str(Path(__file__).parent / "bench_sdk_agent.py")]
 URL_RE = re.compile(rb"listening on (http://\S+)")
 INIT = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
 
@@ -140,16 +144,19 @@ class Ws:
                 return count
 
 
-async def measure(peer: Stdio | Http | Ws, frames: int, rounds: int) -> tuple[float, float, float]:
+async def measure(
+    peer: Stdio | Http | Ws, frames: int, rounds: int, prefix: str = ""
+) -> tuple[float, float, float]:
+    """``prefix``: ``_`` for the SDK peer, whose bench methods are extension methods."""
     async with peer as p:
-        await p.call(request(1, "bench/flood", '{"count":100}'))  # warm up
+        await p.call(request(1, f"{prefix}bench/flood", '{"count":100}'))  # warm up
         start = time.perf_counter()
-        got = await p.call(request(2, "bench/flood", json.dumps({"count": frames})))
+        got = await p.call(request(2, f"{prefix}bench/flood", json.dumps({"count": frames})))
         fps = got / (time.perf_counter() - start)
         samples = []
         for n in range(rounds + 50):
             t = time.perf_counter()
-            await p.call(request(10 + n, "bench/ping"))
+            await p.call(request(10 + n, f"{prefix}bench/ping"))
             if n >= 50:
                 samples.append((time.perf_counter() - t) * 1e6)
     samples.sort()
@@ -157,11 +164,25 @@ async def measure(peer: Stdio | Http | Ws, frames: int, rounds: int) -> tuple[fl
 
 
 @contextmanager
-def serve(args: list[str]) -> Iterator[str]:
+def serve(args: list[str], agent: list[str] | None = AGENT) -> Iterator[str]:
     exe = shutil.which("acp-proxy")
     if exe is None:
         raise SystemExit("acp-proxy is not installed: pip install -e .")
-    argv = [exe, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "0", *args, "--", *AGENT]
+    argv = [exe, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "0", *args]
+    with listening(argv + (["--", *agent] if agent else [])) as url:
+        yield url
+
+
+@contextmanager
+def sdk_server() -> Iterator[str]:
+    """The SDK peer on the SDK's own server (uvicorn): the direct network baseline."""
+    with listening([*SDK_AGENT, "--serve"]) as url:
+        yield url
+
+
+@contextmanager
+def listening(argv: list[str]) -> Iterator[str]:
+    """Run ``argv`` until the block ends; the URL it prints on stderr."""
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     assert proc.stderr is not None
     try:
@@ -184,38 +205,52 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=20000, help="notifications per flood")
     parser.add_argument("--rtt", type=int, default=1000, help="round trips for latency")
+    parser.add_argument("--sdk-frames", type=int, default=5000, help="per flood, SDK peer")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
-    results: list[tuple[str, float, float, float]] = []
+    results: list[tuple[str, str, float, float, float]] = []
 
-    def run(name: str, peer: Stdio | Http | Ws) -> None:
-        fps, p50, p99 = asyncio.run(measure(peer, args.frames, args.rtt))
-        results.append((name, fps, p50, p99))
+    def run(name: str, base: str, peer: Stdio | Http | Ws, prefix: str = "") -> None:
+        frames = args.sdk_frames if prefix else args.frames
+        fps, p50, p99 = asyncio.run(measure(peer, frames, args.rtt, prefix))
+        results.append((name, base, fps, p50, p99))
         print(
-            f"  {name:<22} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us",
+            f"  {name:<34} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us",
             file=sys.stderr,
         )
 
     print(f"bench_http: {args.frames} notifications, {args.rtt} round trips", file=sys.stderr)
-    run("stdio direct", Stdio())
+    # 1. The issue's baseline: the same SDK peers connected directly, over the network.
+    with sdk_server() as url:
+        run("sdk server http (direct)", "", Http(url), "_")
+        run("sdk server ws (direct)", "", Ws(url), "_")
+        with serve(["--record", str(tmp / "up.db"), "--upstream", url], None) as proxy:
+            run("serve --upstream --record http", "sdk server http (direct)", Http(proxy), "_")
+            run("serve --upstream --record ws", "sdk server ws (direct)", Ws(proxy), "_")
+    with serve(["--record", str(tmp / "sdk.db")], SDK_AGENT) as url:
+        run("serve --record -- sdk agent, http", "sdk server http (direct)", Http(url), "_")
+        run("serve --record -- sdk agent, ws", "sdk server ws (direct)", Ws(url), "_")
+    # 2. The proxy's own cost: a raw stdio peer, against its pipes (not a network baseline).
+    run("stdio direct", "", Stdio())
     with serve([]) as url:
-        run("serve http", Http(url))
-        run("serve ws", Ws(url))
+        run("serve http", "stdio direct", Http(url))
+        run("serve ws", "stdio direct", Ws(url))
     with serve(["--record", str(tmp / "rec.db")]) as url:
-        run("serve http --record", Http(url))
-        run("serve ws --record", Ws(url))
+        run("serve http --record", "stdio direct", Http(url))
+        run("serve ws --record", "stdio direct", Ws(url))
     shutil.rmtree(tmp, ignore_errors=True)
-    base_fps, base_p50 = results[0][1], results[0][2]
+    by_name = {r[0]: r for r in results}
     header = (
-        f"{'path':<22} {'frames/s':>10} {'x direct':>9} {'p50 us':>8} {'p99 us':>8} {'x direct':>9}"
+        f"{'path':<34} {'frames/s':>10} {'x base':>7} {'p50 us':>8} {'p99 us':>8} "
+        f"{'x base':>7}  base"
     )
     print(header)
     print("-" * len(header))
-    for name, fps, p50, p99 in results:
-        print(
-            f"{name:<22} {fps:>10,.0f} {fps / base_fps:>9.2f} {p50:>8.0f} {p99:>8.0f} "
-            f"{p50 / base_p50:>9.2f}"
-        )
+    for name, base, fps, p50, p99 in results:
+        ref = by_name.get(base)
+        fx = f"{fps / ref[2]:>7.2f}" if ref else f"{'':>7}"
+        px = f"{p50 / ref[3]:>7.2f}" if ref else f"{'':>7}"
+        print(f"{name:<34} {fps:>10,.0f} {fx} {p50:>8.0f} {p99:>8.0f} {px}  {base or '-'}")
     print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
     return 0
 

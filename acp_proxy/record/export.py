@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import math
@@ -168,18 +169,47 @@ def _one(db: Store, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def _insert_rows(
-    db: Store, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
-) -> None:
-    """Insert ``rows`` (values in ``columns`` order): ``COPY`` on PostgreSQL."""
-    names = ", ".join(f'"{c}"' for c in columns)
-    if isinstance(db, PgDatabase):
-        with db.conn.cursor() as cur, cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        return
-    marks = ", ".join("?" for _ in columns)
-    db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+class _BulkInserter:
+    """Rows into tables in bulk: ``executemany`` on SQLite; on PostgreSQL one ``COPY`` kept
+    open across batches (the server stores rows while the next batch is read) until
+    :meth:`end`, which must come before any other statement on the connection.
+    """
+
+    def __init__(self, db: Store) -> None:
+        self.db = db
+        self._open: tuple[str, Any, Any, Any] | None = None  # table, cursor, manager, copy
+
+    def write(self, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        names = ", ".join(f'"{c}"' for c in columns)
+        db = self.db
+        if not isinstance(db, PgDatabase):
+            marks = ", ".join("?" for _ in columns)
+            db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+            return
+        if self._open is not None and self._open[0] != table:
+            self.end()
+        if self._open is None:
+            cur = db.conn.cursor()
+            manager = cur.copy(f"COPY {table} ({names}) FROM STDIN")
+            self._open = (table, cur, manager, manager.__enter__())
+        write_row = self._open[3].write_row
+        for row in rows:
+            write_row(row)
+
+    def end(self, error: BaseException | None = None) -> None:
+        """Finish the open ``COPY`` (abort it with ``error``)."""
+        if self._open is None:
+            return
+        _, cur, manager, _ = self._open
+        self._open = None
+        try:
+            if error is None:
+                manager.__exit__(None, None, None)
+            else:
+                with contextlib.suppress(Exception):
+                    manager.__exit__(type(error), error, None)
+        finally:
+            cur.close()
 
 
 def _integrity_errors(db: Store) -> tuple[type[Exception], ...]:
@@ -694,6 +724,7 @@ class _Importer:
         self.derive_facts: dict[int, set[str]] = {}
         self.frames: list[tuple[Any, ...]] = []
         self.stderr: list[tuple[Any, ...]] = []
+        self.bulk = _BulkInserter(db)
 
     def connection(self, record: dict[str, Any], lineno: int) -> None:
         old = _integer(record, "connection", lineno, INT64_MIN, INT64_MAX)
@@ -765,7 +796,7 @@ class _Importer:
         )
         self.summary.frames += 1
         if len(self.frames) >= _BATCH:
-            self.flush()
+            self.flush(end=False)
 
     def stderr_line(self, record: dict[str, Any], lineno: int) -> None:
         cid = self._connection_of(record, lineno)
@@ -775,7 +806,7 @@ class _Importer:
         self.stderr.append((cid, seq, ts, mono_ns, _raw_of(record, lineno), lineno))
         self.summary.stderr_lines += 1
         if len(self.stderr) >= _BATCH:
-            self.flush()
+            self.flush(end=False)
 
     def event(self, record: dict[str, Any], lineno: int) -> None:
         cid = None if record.get("connection") is None else self._connection_of(record, lineno)
@@ -801,18 +832,26 @@ class _Importer:
         ).fetchone()
         return found is not None
 
-    def flush(self) -> None:
+    def flush(self, *, end: bool = True) -> None:
+        """Write the buffered frames and stderr lines; ``end``: and finish the bulk insert
+        (before any other statement)."""
         try:
             if self.frames:
-                _insert_rows(self.db, "frames", FRAME_COLUMNS, [r[:-1] for r in self.frames])
+                self.bulk.write("frames", FRAME_COLUMNS, [r[:-1] for r in self.frames])
             if self.stderr:
-                _insert_rows(self.db, "stderr_lines", STDERR_COLUMNS, [r[:-1] for r in self.stderr])
-        except _integrity_errors(self.db):
-            raise ExportFormatError(self._duplicate()) from None
+                self.bulk.write("stderr_lines", STDERR_COLUMNS, [r[:-1] for r in self.stderr])
+            if end:
+                self.bulk.end()
+        except _integrity_errors(self.db) as exc:
+            self.bulk.end(exc)
+            raise ExportFormatError(self._duplicate(exc)) from None
         self.frames.clear()
         self.stderr.clear()
 
-    def _duplicate(self) -> str:
+    def _duplicate(self, exc: Exception) -> str:
+        detail = getattr(getattr(exc, "diag", None), "message_detail", None)
+        if detail:  # PostgreSQL names the row (its batch may be written already)
+            return f"a frame or stderr seq appears twice in its connection ({detail})"
         seen: set[tuple[str, int, int]] = set()
         for table, rows in (("frame", self.frames), ("stderr", self.stderr)):
             for row in rows:
@@ -905,15 +944,21 @@ def import_stream(
             "stderr": importer.stderr_line,
             "event": importer.event,
         }
-        for lineno, record in iter_records(stream):
-            kind = record["type"]
-            if kind == "header":
-                importer.summary.format_version = record["version"]
-                created_by = record.get("created_by")
-                importer.summary.created_by = created_by if isinstance(created_by, str) else None
-            elif kind != "end":
-                handlers[kind](record, lineno)
-        importer.finish()
+        try:
+            for lineno, record in iter_records(stream):
+                kind = record["type"]
+                if kind == "header":
+                    importer.summary.format_version = record["version"]
+                    created_by = record.get("created_by")
+                    importer.summary.created_by = (
+                        created_by if isinstance(created_by, str) else None
+                    )
+                elif kind != "end":
+                    handlers[kind](record, lineno)
+            importer.finish()
+        except BaseException as exc:
+            importer.bulk.end(exc)
+            raise
     return importer.summary
 
 

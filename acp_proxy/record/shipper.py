@@ -354,7 +354,7 @@ class Shipper:
                     fields = open_row_fields({**shipped.open_fields, **end}, time.time())
                     fields["frames_dropped"] = losses.frames
                     fields["bytes_dropped"] = losses.nbytes
-                    db.execute(*connection_insert(fields)).fetchall()
+                    db.execute(*connection_insert(fields))
                     continue
                 fields = {k: column_value(v) for k, v in end.items()}
                 sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)

@@ -117,10 +117,10 @@ def open_row_fields(fields: dict[str, Any], now: float) -> dict[str, Any]:
 
 
 def connection_insert(values: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The INSERT of a connection row holding ``values`` (both engines: ``RETURNING id``)."""
+    """The INSERT of a connection row holding ``values``: (SQL, parameters)."""
     cols = ", ".join(values)
     marks = ", ".join("?" for _ in values)
-    return f"INSERT INTO connections ({cols}) VALUES ({marks}) RETURNING id", list(values.values())
+    return f"INSERT INTO connections ({cols}) VALUES ({marks})", list(values.values())
 
 
 class SqlSink(Sink):
@@ -139,6 +139,10 @@ class SqlSink(Sink):
     @abstractmethod
     def _execute(self, sql: str, params: Sequence[Any]) -> Any:
         """Run one statement of the shared SQL; returns its cursor."""
+
+    @abstractmethod
+    def _insert_connection(self, sql: str, params: list[Any]) -> int:
+        """Run a connection row's INSERT (:func:`connection_insert`); returns the row's id."""
 
     @abstractmethod
     def _begin(self) -> None: ...
@@ -239,7 +243,7 @@ class SqlSink(Sink):
             if st.db_id is not None:
                 return
             sql, params = connection_insert(open_row_fields(op.fields, now))
-            st.db_id = int(self._execute(sql, params).fetchall()[0][0])
+            st.db_id = self._insert_connection(sql, params)
             opened.append(st)
         elif st.db_id is None:
             return
@@ -324,6 +328,10 @@ class SqliteSink(SqlSink):
     def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
         assert self._db is not None
         return self._db.execute(sql, params)
+
+    def _insert_connection(self, sql: str, params: list[Any]) -> int:
+        assert self._db is not None
+        return int(self._db.execute(sql, params).lastrowid or 0)
 
     def _begin(self) -> None:
         assert self._db is not None

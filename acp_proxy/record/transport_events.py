@@ -15,6 +15,7 @@ and the web inspector read events through :func:`placed_events` and print them w
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,4 +126,4 @@ def describe(kind: str, detail: Any) -> str:
         return text
     if detail is None:
         return kind
-    return f"{kind} {detail}"
+    return f"{kind} {json.dumps(detail, ensure_ascii=False, default=str)}"

@@ -22,7 +22,9 @@ behind. Past the queue's memory budget, chunks go to a spool file; past the spoo
 budget, or when the database fails (disk full, read-only file, a lock held longer than the
 retry window), frames are dropped, counted on the connection row
 (``frames_dropped``/``bytes_dropped``) and reported with one warning line per incident;
-forwarding never waits.
+forwarding never waits. A PostgreSQL server that is away (down, restarting, cut off) is
+waited for instead: the backlog stays in the queue and its spool (in the temporary
+directory, as the recording has no folder) until the server is back.
 """
 
 from __future__ import annotations

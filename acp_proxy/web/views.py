@@ -14,6 +14,7 @@ a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sqlite3
 import threading
@@ -29,7 +30,8 @@ from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
 from acp_proxy.record.compare import compare_connections, member_json
-from acp_proxy.record.reader import RecordingReader
+from acp_proxy.record.pg import connect_pg, describe_error
+from acp_proxy.record.reader import RecordingReader, database_errors
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.search import DOCS as SEARCH_DOCS
 from acp_proxy.record.search import STATE as SEARCH_STATE
@@ -448,11 +450,15 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
-    if not isinstance(path, Path):  # the inspector's search index is built in SQLite
-        raise RecordingError("text search is not available on a PostgreSQL store yet")
+    index: Any = None
+    if not isinstance(path, Path):
+        # PostgreSQL: the same index in memory, fed from a read-only connection of its own
+        pg_source = connect_pg(path.url, create=False, readonly=True, application_name="acp web")
+        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        index = SearchIndex(pg_source, memory, in_file=False)
+        return _keep_index(key, index)
     source = connect(path, create=False, readonly=True)
     saved = sqlite_utils.Database(source)
-    index: Any = None
     if SEARCH_DOCS in saved.table_names() and SEARCH_STATE in saved.table_names():
         index = SearchIndex(source, saved, in_file=True)
         if not index.up_to_date():
@@ -460,6 +466,10 @@ def _held_index(path: store.Location) -> _HeldIndex:
     if index is None:
         memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
         index = SearchIndex(source, memory, in_file=False)
+    return _keep_index(key, index)
+
+
+def _keep_index(key: str, index: Any) -> _HeldIndex:
     held = _HeldIndex(index)
     with _cache_lock:
         _indexes[key] = held
@@ -478,6 +488,7 @@ def search(
     connection_id: int | None,
     session_id: str | None,
     limit: int = 200,
+    _retried: bool = False,
 ) -> dict[str, Any]:
     """The inspector's text filter through the search index ``acp-proxy search`` uses
     (messages joined across chunks, tool output, methods, errors): each hit with its frame's
@@ -492,9 +503,33 @@ def search(
             return search(
                 path, reader, text, connection_id=connection_id, session_id=session_id, limit=limit
             )
-        held.index.update()
-        hits = held.index.search(
-            text, connection_id=connection_id, session_id=session_id, limit=limit
+        try:
+            held.index.update()
+            hits = held.index.search(
+                text, connection_id=connection_id, session_id=session_id, limit=limit
+            )
+        except database_errors() as exc:
+            if isinstance(path, Path):
+                raise
+            # the database went away under the held index: searched again, connected afresh
+            with _cache_lock:
+                _indexes.pop(store.location_key(path), None)
+            with contextlib.suppress(*database_errors()):
+                held.index.close()
+            if _retried:
+                raise RecordingError(f"{path}: {describe_error(exc)}") from None
+            retry = True
+        else:
+            retry = False
+    if retry:  # (a restarted server): once, on a fresh connection
+        return search(
+            path,
+            reader,
+            text,
+            connection_id=connection_id,
+            session_id=session_id,
+            limit=limit,
+            _retried=True,
         )
     out = []
     for hit in hits:

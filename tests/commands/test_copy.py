@@ -321,3 +321,19 @@ def test_export_and_import_take_a_url(tmp_path: Path, pg_url: str, direction: st
     done = run_proxy(["export", pg_url, "-o", str(out)])
     assert done.returncode == 0 and out.exists() and PASSWORD.encode() not in done.stderr
     assert b"exported 4 connection(s)" in done.stderr
+
+
+def test_a_bad_export_imports_nothing_into_a_url(tmp_path: Path, pg_url: str) -> None:
+    db = tmp_path / "session.db"
+    make_recording(db)
+    good = run_proxy(["export", str(db), "--no-redact"]).stdout
+    lines = good.splitlines(keepends=True)
+    frame = next(i for i, line in enumerate(lines) if b'"type":"frame"' in line)
+    duplicate = tmp_path / "dup.jsonl"
+    duplicate.write_bytes(b"".join([*lines[: frame + 1], lines[frame], *lines[frame + 1 :]]))
+    truncated = tmp_path / "cut.jsonl"
+    truncated.write_bytes(b"".join(lines[:-3]))
+    for bad, message in ((duplicate, "appears twice"), (truncated, "truncated")):
+        done = run_proxy(["import", str(bad), pg_url])
+        assert message in fails(done)
+        assert counts(pg_url) == (0, 0, 0, 0)

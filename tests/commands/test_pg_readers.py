@@ -9,6 +9,7 @@ difference, and the URL is printed without its password).
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -240,3 +241,27 @@ async def test_replay_of_a_session_from_a_url(
     replayed = await run_v2_client(argv, V2_PROMPTS, "/elsewhere")
     assert replayed.results == v2_recording.observed.results
     assert replayed.updates == v2_recording.observed.updates
+
+
+def test_what_the_proxy_records_into_a_url_reads_as_the_file(tmp_path: Path, pg_url: str) -> None:
+    """The real writer (``--record URL``) and the readers together: the same traffic
+    recorded into a file and into PostgreSQL reads the same (times aside)."""
+    from tests.conftest import ECHO_AGENT
+
+    lines = b"".join(
+        b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s"}}\n' % n
+        for n in range(1, 6)
+    )
+    db = tmp_path / "proxy.db"
+    for target in (str(db), pg_url):
+        done = run_proxy(["--record", target, "--", *ECHO_AGENT], stdin=lines)
+        assert done.returncode == 0 and done.stdout == lines, done.stderr
+    for args in (["dump", "{db}", "--full"], ["check", "{db}"], ["stats", "{db}"]):
+        on_file = run_proxy([a.replace("{db}", str(db)) for a in args])
+        on_pg = run_proxy([a.replace("{db}", pg_url) for a in args])
+        assert on_pg.returncode == on_file.returncode, on_pg.stderr
+        strip = re.compile(rb"^ +(\d+) +[\d.]+s ", re.M)  # dump's time column
+        assert strip.sub(rb"\1 ", on_pg.stdout) == strip.sub(rb"\1 ", on_file.stdout), args
+    listed = orjson.loads(run_proxy(["ls", pg_url, "--json"]).stdout)
+    assert listed["frame_count"] == 10 and listed["host"]
+    assert run_proxy(["ls", pg_url]).stdout.splitlines()[0].split()[9] == b"host"

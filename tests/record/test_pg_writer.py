@@ -11,6 +11,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,11 +92,50 @@ def _through(proc: subprocess.Popen[bytes], lines: list[bytes]) -> None:
         assert got == line
 
 
+class _Stderr:
+    """A proxy's stderr, read as it comes (so a test can wait for a line)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        self.data = bytearray()
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for chunk in iter(lambda: os.read(stream.fileno(), 1 << 16), b""):
+            with self.cond:
+                self.data += chunk
+                self.cond.notify_all()
+
+    def wait_for(self, marker: bytes) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        with self.cond:
+            while marker not in self.data:
+                assert time.monotonic() < deadline, bytes(self.data)
+                self.cond.wait(0.5)
+
+
+_WATCHED: dict[int, _Stderr] = {}
+
+
+def _await_line(proc: subprocess.Popen[bytes], marker: bytes) -> None:
+    """Wait until the proxy (or its writer) printed ``marker`` on stderr."""
+    watcher = _WATCHED.get(proc.pid)
+    if watcher is None:
+        watcher = _WATCHED[proc.pid] = _Stderr(proc)
+    watcher.wait_for(marker)
+
+
 def _finish(proc: subprocess.Popen[bytes]) -> tuple[int, bytes]:
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.close()
     code = proc.wait(TIMEOUT)
-    return code, proc.stderr.read()
+    watcher = _WATCHED.pop(proc.pid, None)
+    if watcher is None:
+        return code, proc.stderr.read()
+    watcher.thread.join(TIMEOUT)
+    return code, bytes(watcher.data)
 
 
 @pytest.fixture
@@ -183,7 +223,7 @@ def test_a_server_unreachable_at_start_gets_everything_once_it_is_up(own_server:
     proc = echo_proxy(url)
     early = _lines(30, "early")
     _through(proc, early)  # forwarding does not wait for the database
-    time.sleep(1.0)  # the writer has tried and failed by now
+    _await_line(proc, b"database unreachable")  # the writer has tried and failed
     own_server.start()
     late = _lines(30, "late")
     _through(proc, late)
@@ -211,6 +251,7 @@ def test_a_server_restarted_mid_session_loses_and_repeats_nothing(own_server: Pg
     during = _lines(400, "during")
     own_server.stop()
     _through(proc, during[:200])  # the server is down: the frames wait
+    _await_line(proc, b"database unreachable")
     own_server.start()
     _through(proc, during[200:])
     _wait_for_frames(url, 2 * (len(first) + len(during)))
@@ -267,6 +308,7 @@ def test_an_outage_backlog_waits_in_the_spool_and_past_its_budget_is_counted(
     proc = echo_proxy(
         url, "--queue-mb", "1", "--spool-mb", str(spool_mb), env={"ACP_PROXY_STATS": "1"}
     )
+    _await_line(proc, b"database unreachable")
     lines = _big_lines(3000, "spooled")  # 4.6 MB each way: far past the memory budget
     _through(proc, lines)
     own_server.start()
@@ -381,3 +423,66 @@ def test_connect_and_ws_record_one_session_into_one_database(pg_url: str) -> Non
     per = {t: [(d, raw) for c, _, d, raw in _frames(pg_url) if c == cid] for t, cid in ids.items()}
     assert per["connect"] == per["websocket"] and len(per["connect"]) == 8
     assert_no_password(pg_url, done.stderr, srv.stderr_text.encode())
+
+
+def test_a_frame_past_the_big_frame_size_is_stored_byte_exact(pg_url: str) -> None:
+    from acp_proxy.record.rows import BIG_FRAME_BYTES
+
+    text = b"0123456789abcdef" * (BIG_FRAME_BYTES // 16 + 4096)
+    big = b'{"jsonrpc":"2.0","method":"session/update","params":{"text":"' + text + b'"}}\n'
+    small = b'{"jsonrpc":"2.0","method":"after"}\n'
+    done = run_proxy(["--record", pg_url, "--", "cat"], stdin=big + small)
+    assert done.returncode == 0 and done.stdout == big + small, done.stderr
+    frames = _frames(pg_url)
+    for direction in ("c2a", "a2c"):
+        assert [raw for _, _, d, raw in frames if d == direction] == [big, small]
+    sizes = _query(pg_url, "SELECT size FROM frames WHERE method = 'session/update'")
+    assert sizes == [(len(big),), (len(big),)]
+
+
+def test_a_killed_writer_leaves_its_losses_and_end_on_the_postgresql_row(pg_url: str) -> None:
+    import signal
+
+    from acp_proxy.record.shipper import writer_pids
+
+    proc = echo_proxy(pg_url)
+    before = _lines(100, "before")
+    _through(proc, before)
+    _wait_for_frames(pg_url, 200)
+    (writer,) = writer_pids(proc.pid)
+    os.kill(writer, signal.SIGKILL)
+    after = _lines(50, "after")
+    _through(proc, after)
+    code, err = _finish(proc)
+    assert code == 0, err
+    assert err.count(b"the writer process exited") == 1, err
+    assert b"recording: 100 frame(s) were not recorded" in err, err
+    assert [raw for _, _, d, raw in _frames(pg_url) if d == "c2a"] == before
+    rows = _query(
+        pg_url,
+        "SELECT count(*), max(frames_dropped), max(exit_status), bool_and(ended_at IS NOT NULL) "
+        "FROM connections",
+    )
+    assert rows == [(1, 100, 0, True)]
+    assert_no_password(pg_url, err)
+
+
+def test_an_idle_connections_heartbeat_advances_in_postgresql(pg_url: str) -> None:
+    proc = echo_proxy(pg_url)
+    try:
+        _through(proc, _lines(1, "hi"))
+        _wait_for_frames(pg_url, 2)
+        sql = "SELECT last_seen_at, ended_at FROM connections"
+        ((first, ended),) = _query(pg_url, sql)
+        assert isinstance(first, float) and ended is None
+        deadline = time.monotonic() + TIMEOUT
+        later = first
+        while later == first:  # nothing is sent meanwhile
+            assert time.monotonic() < deadline, "the heartbeat never came"
+            time.sleep(0.5)
+            ((later, ended),) = _query(pg_url, sql)
+        assert later > first and ended is None
+    finally:
+        code, err = _finish(proc)
+    assert code == 0, err
+    assert _query(pg_url, "SELECT end_reason FROM connections") == [("exited",)]

@@ -59,6 +59,8 @@ ENDPOINTS = [
     "/api/connections/1/timeline",
     f"/api/connections/1/sessions/{SESSION_ID}",
     "/api/diff?a=1&b=2",
+    "/api/search?q=review",
+    "/api/search?q=main.py&connection=1",
 ]
 
 
@@ -79,6 +81,7 @@ async def test_every_endpoint_answers_as_on_sqlite(
         got = orjson.dumps(await _get(on_pg, path)).replace(shown.encode(), str(recording).encode())
         assert orjson.loads(got) == expected, path
         assert expected, path  # the comparison is of something
+    assert (await _get(on_pg, "/api/search?q=review"))["hits"]
     info = await _get(on_pg, "/api/info")
     assert info["path"] == info["name"] == shown
     assert (info["max_id"], info["connections"]) == (
@@ -215,6 +218,7 @@ async def test_a_database_restart_is_an_error_then_reads_again(
 ) -> None:
     client = await aiohttp_client(make_app(pg_recording))
     before = await _get(client, "/api/frames?limit=3")
+    found = await _get(client, "/api/search?q=review")  # an index held on its own connection
     await asyncio.to_thread(pg_server.stop)
     try:
         failed = await _get(client, "/api/frames?limit=3", 503)
@@ -232,6 +236,7 @@ async def test_a_database_restart_is_an_error_then_reads_again(
     await asyncio.to_thread(pg_server.restart)
     for _ in range(store.PG_POOL.MAX_IDLE + 1):
         assert await _get(client, "/api/frames?limit=3") == before
+    assert await _get(client, "/api/search?q=review") == found
 
 
 def _peak(work: Any) -> int:

@@ -180,6 +180,7 @@
         c.client ? `client ${c.client}` : null,
         c.protocol_version ? `v${c.protocol_version}` : null,
         c.transport,
+        c.host ? `host ${c.host}` : null,
         dateTime(c.started_at),
         live ? "running" : duration(c.duration),
         `${c.frame_count} frames`,

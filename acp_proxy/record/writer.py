@@ -166,6 +166,13 @@ class ConnectionRecorder:
                 self, [Frame(self, direction, time.time(), time.monotonic_ns(), raw, binary)]
             )
 
+    def frames(self, direction: str, raws: list[bytes]) -> None:
+        """Record whole frames forwarded together (the lines of one read): one journal call,
+        one clock reading."""
+        if self._journal is not None and raws:
+            ts, ns = time.time(), time.monotonic_ns()
+            self._journal.frames(self, [Frame(self, direction, ts, ns, raw, False) for raw in raws])
+
     def stderr(self, raw: bytes) -> None:
         """Record one whole line the agent wrote to stderr."""
         if self._journal is not None:

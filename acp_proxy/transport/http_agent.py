@@ -205,8 +205,18 @@ class HttpConnection:
     def deliver(self, line: bytes) -> None:
         """One message from the agent side (a stdout line): recorded, then routed."""
         data = sse_data(line)
-        self.sent += 1
         self.rec.frame(A2C, data)  # before it is sent: causal order
+        self._route(data)
+
+    def deliver_all(self, lines: list[bytes]) -> None:
+        """The messages of one read from the agent: recorded in one call, then routed."""
+        datas = [sse_data(line) for line in lines]
+        self.rec.frames(A2C, datas)  # before they are sent: causal order
+        for data in datas:
+            self._route(data)
+
+    def _route(self, data: bytes) -> None:
+        self.sent += 1
         message = parse(data)
         if not self.initialized.done() and is_response_to(message, self.initialize_id):
             self.initialized.set_result(data)
@@ -251,8 +261,9 @@ class AgentConnection(HttpConnection):
             data = await self.stdout.read(CHUNK)
             if not data:
                 break
-            for line in framer.feed(data):
-                self.deliver(line)
+            lines = framer.feed(data)
+            if lines:
+                self.deliver_all(lines)
         last = framer.close()
         if last is not None:
             self.deliver(last)

@@ -187,14 +187,40 @@ class AgentBridge:
                 break
             if self.too_big:
                 continue  # the connection is closing: drain the agent, keep nothing
-            for line in framer.feed(data):
-                if not await self._send(line):
-                    break
+            await self._send_all(framer.feed(data))
             if framer.pending > limit and not self.too_big:
                 await self._refusetoo_big()
         last = framer.close()
         if last is not None and not self.too_big:
             await self._send(last)
+
+    async def _send_all(self, lines: list[bytes]) -> None:
+        """The lines of one read: recorded in one call, then sent one message each; a line
+        over the limit closes the connection (it and the lines after it are not sent)."""
+        if len(lines) < 2:
+            for line in lines:
+                await self._send(line)
+            return
+        messages: list[tuple[bytes, bool]] = []
+        for line in lines:
+            payload, binary = line_to_message(line)
+            if len(payload) > self.settings.max_message:
+                break
+            messages.append((payload, binary))
+        if any(binary for _, binary in messages):
+            for payload, binary in messages:
+                self.rec.frame(A2C, payload, binary=binary)
+        else:
+            self.rec.frames(A2C, [payload for payload, _ in messages])  # before sending
+        for payload, binary in messages:
+            if self.client_gone:
+                break
+            try:
+                await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
+            except (ConnectionError, RuntimeError):
+                self.client_gone = True
+        if len(messages) < len(lines):
+            await self._refusetoo_big()
 
     async def _send(self, line: bytes) -> bool:
         payload, binary = line_to_message(line)

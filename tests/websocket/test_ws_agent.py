@@ -294,6 +294,40 @@ async def test_agent_line_over_the_limit_closes_1009(tmp_path: Path) -> None:
     assert status is not None and status < 0  # the sleeping agent was ended by a signal
 
 
+async def test_lines_of_one_read_are_each_a_message_up_to_one_over_the_limit(
+    tmp_path: Path,
+) -> None:
+    """Lines that arrive in one read are recorded together and sent one message each (a
+    binary one among them), and a line over the limit in the middle closes 1009: neither it
+    nor the lines after it are sent or recorded."""
+    db = tmp_path / "ws.db"
+    burst = b"one\n\xff\xfe\ntwo\n" + b"x" * 3000 + b"\nafter\n"
+    code = f"import os, sys, time; sys.stdin.readline(); os.write(1, {burst!r}); time.sleep(3600)"
+    agent = [sys.executable, "-c", code]
+    with ws_server(
+        ["--record", str(db), "--max-message-size", "1K", "--grace", "0.2", "--", *agent]
+    ) as server:
+        ws = await _raw_session(server.url)
+        await ws.send_str("go")
+        got = [await ws.receive() for _ in range(4)]
+        assert [(m.type, m.data) for m in got[:3]] == [
+            (aiohttp.WSMsgType.TEXT, "one"),
+            (aiohttp.WSMsgType.BINARY, b"\xff\xfe"),
+            (aiohttp.WSMsgType.TEXT, "two"),
+        ]
+        assert (got[3].type, got[3].data) == (aiohttp.WSMsgType.CLOSE, 1009)
+        await _done(ws)
+        server.stop()
+    conn = sqlite3.connect(db)
+    recorded = conn.execute('SELECT raw, "binary" FROM frames ORDER BY seq').fetchall()
+    assert [(bytes(r), b) for r, b in recorded] == [
+        (b"go", 0),
+        (b"one", 0),
+        (b"\xff\xfe", 1),
+        (b"two", 0),
+    ]
+
+
 async def test_ping_pong_keepalive_drops_a_silent_peer(tmp_path: Path) -> None:
     db = tmp_path / "ws.db"
     with ws_server(["--record", str(db), "--heartbeat", "0.2", "--", *ECHO_AGENT]) as server:

@@ -30,6 +30,20 @@ def _row(db: Path, columns: str) -> tuple[object, ...]:
         con.close()
 
 
+def _seen_at(db: Path) -> object:
+    """The connection row's heartbeat, or None while the recorder has not made it yet."""
+    if not db.exists():
+        return None
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("SELECT last_seen_at FROM connections").fetchone()
+    except sqlite3.OperationalError:  # the writer has not created the schema yet
+        return None
+    finally:
+        con.close()
+    return None if row is None else row[0]
+
+
 def test_a_lone_surrogate_is_recorded_raw_and_indexed_as_far_as_possible(tmp_path: Path) -> None:
     """JSON text may hold half a surrogate pair: the frame is recorded byte for byte, its
     method stored as escaped text, and the frames after it are recorded too."""
@@ -106,7 +120,7 @@ def test_an_idle_connections_heartbeat_advances(tmp_path: Path) -> None:
         first = None
         while first is None and time.monotonic() < deadline:
             time.sleep(0.2)
-            first = _row(db, "last_seen_at")[0] if db.exists() else None
+            first = _seen_at(db)
         assert isinstance(first, float)
         assert _row(db, "host")[0] == os.uname().nodename
         later = first

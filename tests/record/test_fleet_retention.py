@@ -13,6 +13,10 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet.md"
 DAY = 86400.0
 
 
+def dbname_of(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
 def retention_sql() -> str:
     text = DOC.read_text().split("## Retention", 1)[1]
     (block,) = [b for b in re.findall(r"```sql\n(.*?)```", text, re.S) if "DELETE" in b]
@@ -58,11 +62,11 @@ def test_the_retention_query_deletes_old_connections_with_all_their_rows(
             "INSERT INTO events (connection_id, ts, kind) VALUES (?, ?, 'client_eof')",
             (ids[name], started),
         )
-    script = tmp_path / "retention.sql"
+    # beside the server's data (readable by its user; pytest's own tmp root is 0700)
+    script = pg_server.base / f"retention-{dbname_of(pg_url)}.sql"
     script.write_text(retention_sql())
     script.chmod(0o644)
-    tmp_path.chmod(0o755)
-    dbname = pg_url.rsplit("/", 1)[1]
+    dbname = dbname_of(pg_url)
     psql = str(pg_server.bindir / "psql")
     common = ["-h", str(pg_server.data), "-p", str(pg_server.port), "-U", "acp", "-d", dbname]
     pg_server._run(psql, *common, "-v", "ON_ERROR_STOP=1", "-f", str(script))

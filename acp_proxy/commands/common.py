@@ -174,6 +174,32 @@ def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> No
     sys.exit(code)
 
 
+DAMAGED = "the recording is damaged"
+"""What a SQLite error while reading a recording means (:func:`reported`'s ``database``)."""
+
+
+@contextmanager
+def reported(
+    prefix: str, *, database: str | None = None, name_recording_errors: bool = True
+) -> Iterator[None]:
+    """Errors of the block as one ``Error: PREFIX: ...`` line (exit 1): a
+    :class:`RecordingError` (without the prefix unless ``name_recording_errors``: its text
+    names the place already), SQLite's errors (after ``database``, e.g. :data:`DAMAGED`,
+    when given) and PostgreSQL's (a lost server, a refused write; never a password).
+    """
+    try:
+        yield
+    except RecordingError as exc:
+        raise click.ClickException(
+            f"{prefix}: {exc}" if name_recording_errors else str(exc)
+        ) from None
+    except sqlite3.DatabaseError as exc:
+        note = f"{database}: " if database else ""
+        raise click.ClickException(f"{prefix}: {note}{exc}") from None
+    except database_errors() as exc:  # PostgreSQL: the server went away, a query failed
+        raise click.ClickException(f"{prefix}: {describe_error(exc)}") from None
+
+
 @contextmanager
 def recording(path: Path | str, *, writable: bool = False) -> Iterator[Database]:
     """Open a recording (a file or a ``postgresql://`` URL) for a command; user mistakes
@@ -181,18 +207,11 @@ def recording(path: Path | str, *, writable: bool = False) -> Iterator[Database]
 
     ``writable``: opened for writing (an old schema migrated), as ``reindex`` needs.
     """
-    try:
+    with reported(location_name(path), name_recording_errors=False):
         db = open_database(path, writable=writable)
-    except RecordingError as exc:
-        raise click.ClickException(str(exc)) from None
     try:
-        yield db
-    except RecordingError as exc:
-        raise click.ClickException(str(exc)) from None
-    except sqlite3.DatabaseError as exc:
-        raise click.ClickException(f"{path}: the recording is damaged: {exc}") from None
-    except database_errors() as exc:  # PostgreSQL: the server went away, a query failed
-        raise click.ClickException(f"{location_name(path)}: {describe_error(exc)}") from None
+        with reported(location_name(path), database=DAMAGED, name_recording_errors=False):
+            yield db
     finally:
         db.close()
 

@@ -7,19 +7,15 @@ connections or one session, without duplicating what DST already has.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from acp_proxy.commands.common import RECORDING_PATH, recording, reported
 from acp_proxy.commands.reindex import Progress
-from acp_proxy.commands.stores import (
-    STORE,
-    Location,
-    describe,
-    open_destination,
-    open_source,
-    reported,
-    same_store,
-)
+from acp_proxy.commands.stores import open_destination, same_store
 from acp_proxy.record.export import copy_recording, count_frames, select_connections
+from acp_proxy.record.reader import location_name
 
 
 def _plural(n: int, word: str) -> str:
@@ -27,8 +23,8 @@ def _plural(n: int, word: str) -> str:
 
 
 @click.command("copy")
-@click.argument("source", type=STORE, metavar="SRC")
-@click.argument("destination", type=STORE, metavar="DST")
+@click.argument("source", type=RECORDING_PATH, metavar="SRC")
+@click.argument("destination", type=RECORDING_PATH, metavar="DST")
 @click.option(
     "--connection",
     "-c",
@@ -45,8 +41,8 @@ def _plural(n: int, word: str) -> str:
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 def copy_command(
-    source: Location,
-    destination: Location,
+    source: Path,
+    destination: Path,
     connection_ids: tuple[int, ...],
     session_id: str | None,
     quiet: bool,
@@ -69,9 +65,9 @@ def copy_command(
       acp-proxy copy postgresql://db-a/acp postgresql://db-b/acp --connection 7
     """
     if same_store(source, destination):
-        raise click.ClickException(f"SRC and DST are the same recording ({describe(source)})")
-    with open_source(source) as src:
-        with reported(describe(source)):
+        raise click.ClickException(f"SRC and DST are the same recording ({location_name(source)})")
+    with recording(source) as src:
+        with reported(location_name(source)):
             chosen = select_connections(src, connection_ids, session_id)
             total = count_frames(src, chosen)
         progress = Progress(total, quiet, "copy")
@@ -86,4 +82,4 @@ def copy_command(
     text += f", {_plural(summary.events, 'event')}{'; ids ' + mapping if mapping else ''})"
     if summary.skipped:
         text += f", skipped {len(summary.skipped):,} already present"
-    click.echo(f"{text} from {describe(source)} to {describe(destination)}")
+    click.echo(f"{text} from {location_name(source)} to {location_name(destination)}")

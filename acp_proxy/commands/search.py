@@ -6,17 +6,20 @@ brought up to date before each search; in memory for a read-only file).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import orjson
 
-from acp_proxy.commands.stores import STORE, Location, describe
+from acp_proxy.commands.common import RECORDING_ARG
 from acp_proxy.console import warn
+from acp_proxy.record.reader import location_name
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.search import open_search_index
 
 
 @click.command("search")
-@click.argument("recording_path", type=STORE, metavar="DB")
+@RECORDING_ARG
 @click.argument("text")
 @click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--session", "-s", "session_id", help="Only this sessionId.")
@@ -29,7 +32,7 @@ from acp_proxy.record.search import open_search_index
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def search_command(
-    recording_path: Location,
+    recording_path: Path,
     text: str,
     connection_id: int | None,
     session_id: str | None,
@@ -57,7 +60,7 @@ def search_command(
         index = open_search_index(recording_path)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
-    where = describe(recording_path)
+    where = location_name(recording_path)
     in_database = isinstance(recording_path, str)
     try:
         if not index.in_file:

@@ -10,24 +10,16 @@ from typing import IO
 
 import click
 
-from acp_proxy.commands.common import FilePath
+from acp_proxy.commands.common import DAMAGED, RECORDING_ARG, FilePath, recording, reported
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
-from acp_proxy.commands.stores import (
-    STORE,
-    Location,
-    describe,
-    open_destination,
-    open_source,
-    reported,
-)
-from acp_proxy.record.export import Store, check_intact, export_recording, import_export
+from acp_proxy.commands.stores import open_destination
+from acp_proxy.record.export import check_intact, export_recording, import_export
+from acp_proxy.record.reader import Database, location_name
 from acp_proxy.record.schema import RecordingError, create_private_file
-
-STORE_ARG = click.argument("recording_path", type=STORE, metavar="DB")
 
 
 @click.command("export")
-@STORE_ARG
+@RECORDING_ARG
 @click.option(
     "-o",
     "--output",
@@ -53,7 +45,7 @@ STORE_ARG = click.argument("recording_path", type=STORE, metavar="DB")
     "exported copy. --no-redact keeps every frame byte-exact.",
 )
 def export_command(
-    recording_path: Location,
+    recording_path: Path,
     output: Path | None,
     connection_id: int | None,
     fmt: str,
@@ -79,8 +71,8 @@ def export_command(
     args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
     if run_otlp_export(fmt, *args):
         return
-    damaged = "the recording is damaged"
-    with open_source(recording_path) as db, reported(describe(recording_path), database=damaged):
+    where = location_name(recording_path)
+    with recording(recording_path) as db, reported(where, database=DAMAGED):
         if output is None:
             check_intact(db)
             _export_to_stdout(db, connection_id, redact)
@@ -107,7 +99,7 @@ def export_command(
         )
 
 
-def _export_to_stdout(db: Store, connection_id: int | None, redact: bool) -> None:
+def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:
     out = sys.stdout.buffer
     try:
         export_recording(db, out, connection_id=connection_id, redact=redact)
@@ -122,13 +114,13 @@ def _export_to_stdout(db: Store, connection_id: int | None, redact: bool) -> Non
 
 @click.command("import")
 @click.argument("source", type=FilePath("an export file", allow_dash=True), metavar="FILE")
-@STORE_ARG
+@RECORDING_ARG
 @click.option(
     "--allow-duplicates",
     is_flag=True,
     help="Import connections that are already in DB (same content digest) again.",
 )
-def import_command(source: Path, recording_path: Location, allow_duplicates: bool) -> None:
+def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -> None:
     """Import an export FILE (- for stdin) into the recording DB (created if missing).
 
     DB is a file or a postgresql:// URL (an empty database gets acp-proxy's schema).
@@ -145,7 +137,7 @@ def import_command(source: Path, recording_path: Location, allow_duplicates: boo
       acp-proxy export old.db --no-redact | acp-proxy import - merged.db
       acp-proxy import session.jsonl postgresql://me@db.internal/acp
     """
-    where = describe(recording_path)
+    where = location_name(recording_path)
     with open_destination(recording_path) as db:
         stream: Path | IO[bytes] = sys.stdin.buffer if str(source) == "-" else source
         try:

@@ -29,14 +29,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any
 
 import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.record.pg import PgDatabase, migrate_pg, translate
-from acp_proxy.record.reader import json_column
+from acp_proxy.record.reader import Database, json_column, table_columns
 from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
 from acp_proxy.record.redact import redact_value as _redact_value
 from acp_proxy.record.schema import RecordingError, migrate
@@ -127,29 +127,15 @@ class ImportSummary:
 
 # -- the two engines -------------------------------------------------------------------------
 # Every query of this module is written once and runs on SQLite and PostgreSQL alike; what
-# differs between them (listing columns, streaming a result, bulk inserts, transactions,
-# constraint errors) is here and only here.
-
-Store: TypeAlias = sqlite3.Connection | PgDatabase
-"""A recording open for export or import: a SQLite connection or a PostgreSQL database."""
+# differs between them (streaming a result, bulk inserts, transactions, constraint errors)
+# is here and only here; a :data:`~acp_proxy.record.reader.Database` and its columns
+# (:func:`~acp_proxy.record.reader.table_columns`) come from the reader.
 
 _STREAM_ROWS = 100
 """Rows PostgreSQL sends per round trip while a result streams (frames can be large)."""
 
 
-def table_columns(db: Store, table: str) -> list[str]:
-    """The column names of ``table``, in order (empty when there is no such table)."""
-    if isinstance(db, PgDatabase):
-        found = db.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "AND table_schema = current_schema() ORDER BY ordinal_position",
-            (table,),
-        ).fetchall()
-        return [str(r[0]) for r in found]
-    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
-
-
-def stream_rows(db: Store, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+def stream_rows(db: Database, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
     """The rows of a query, streamed: memory stays flat however many rows it returns.
 
     (psycopg's plain ``execute`` would fetch a whole result into memory first; a
@@ -162,7 +148,7 @@ def stream_rows(db: Store, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple
         yield from db.execute(sql, tuple(args))
 
 
-def _one(db: Store, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
+def _one(db: Database, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
     """The one row a query always returns (an aggregate, ``INSERT ... RETURNING``)."""
     row = db.execute(sql, list(args)).fetchone()
     assert row is not None
@@ -175,7 +161,7 @@ class _BulkInserter:
     :meth:`end`, which must come before any other statement on the connection.
     """
 
-    def __init__(self, db: Store) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self._open: tuple[str, Any, Any, Any] | None = None  # table, cursor, manager, copy
 
@@ -212,7 +198,7 @@ class _BulkInserter:
             cur.close()
 
 
-def _integrity_errors(db: Store) -> tuple[type[Exception], ...]:
+def _integrity_errors(db: Database) -> tuple[type[Exception], ...]:
     """The exceptions a violated UNIQUE constraint raises on ``db``'s engine."""
     if isinstance(db, PgDatabase):
         import psycopg
@@ -222,7 +208,7 @@ def _integrity_errors(db: Store) -> tuple[type[Exception], ...]:
 
 
 @contextmanager
-def _import_transaction(db: Store) -> Iterator[None]:
+def _import_transaction(db: Database) -> Iterator[None]:
     """One transaction for an import (a savepoint inside the caller's), the schema migrated."""
     if isinstance(db, PgDatabase):
         if db.conn.info.transaction_status == 0:  # idle: not inside the caller's transaction
@@ -265,14 +251,14 @@ def _raw_fields(raw: bytes) -> dict[str, str]:
 
 
 def _put_raw(record: dict[str, Any], raw: bytes, clean: bytes, stats: ExportSummary) -> None:
-    """Store ``clean`` (the redacted copy of ``raw``, or ``raw`` itself) in ``record``."""
+    """Database ``clean`` (the redacted copy of ``raw``, or ``raw`` itself) in ``record``."""
     if clean is not raw and clean != raw:
         record["redacted"] = True
         stats.redacted += 1
     record.update(_raw_fields(clean))
 
 
-def _connection_columns(db: Store) -> list[str]:
+def _connection_columns(db: Database) -> list[str]:
     return table_columns(db, "connections")
 
 
@@ -286,7 +272,7 @@ def _redact_field(name: str, value: Any) -> tuple[Any, bool]:
 
 
 def iter_export(
-    db: Store,
+    db: Database,
     *,
     connection_id: int | None = None,
     connection_ids: Sequence[int] | None = None,
@@ -360,7 +346,7 @@ def iter_export(
     )
 
 
-def _export_frames(db: Store, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+def _export_frames(db: Database, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
     cur = stream_rows(
         db,
         'SELECT seq, ts, mono_ns, direction, raw, "binary" FROM frames '
@@ -384,7 +370,7 @@ def _export_frames(db: Store, cid: int, redact: bool, stats: ExportSummary) -> I
         yield _line(record)
 
 
-def _export_stderr(db: Store, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+def _export_stderr(db: Database, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
     cur = stream_rows(
         db,
         "SELECT seq, ts, mono_ns, raw FROM stderr_lines WHERE connection_id = ? ORDER BY seq",
@@ -405,7 +391,7 @@ def _export_stderr(db: Store, cid: int, redact: bool, stats: ExportSummary) -> I
 
 
 def _export_events(
-    db: Store, where: str, args: list[Any], redact: bool, stats: ExportSummary
+    db: Database, where: str, args: list[Any], redact: bool, stats: ExportSummary
 ) -> Iterator[bytes]:
     cur = stream_rows(
         db, f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
@@ -423,7 +409,7 @@ def _export_events(
         yield _line(record)
 
 
-def check_intact(db: Store) -> None:
+def check_intact(db: Database) -> None:
     """Refuse a damaged recording before anything is written (:class:`RecordingError`).
 
     Export to a stream cannot take back lines it has written, so it reads every page once
@@ -443,7 +429,7 @@ def check_intact(db: Store) -> None:
 
 
 def export_recording(
-    db: Store,
+    db: Database,
     out: IO[bytes],
     *,
     connection_id: int | None = None,
@@ -656,7 +642,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def connection_digest(db: Store, connection_id: int) -> str:
+def connection_digest(db: Database, connection_id: int) -> str:
     """A content digest of one recorded connection: its identity facts and every frame.
 
     SHA-256 over the :data:`IDENTITY_COLUMNS` (as canonical JSON) and, in ``seq`` order,
@@ -710,7 +696,7 @@ STDERR_COLUMNS = ("connection_id", "seq", "ts", "mono_ns", "raw")
 
 
 class _Importer:
-    def __init__(self, db: Store, *, skip_duplicates: bool = False) -> None:
+    def __init__(self, db: Database, *, skip_duplicates: bool = False) -> None:
         self.db = db
         self.columns = set(_connection_columns(db))
         if not self.columns:
@@ -880,7 +866,7 @@ class _Importer:
             self._deduplicate()
 
     def _deduplicate(self) -> None:
-        """Store each imported connection's digest; with ``skip_duplicates`` drop the ones
+        """Database each imported connection's digest; with ``skip_duplicates`` drop the ones
         already in the database (compared with the rows that were there before the import).
 
         Only rows with the same start time, transport and frame count can be the same, so
@@ -927,7 +913,7 @@ class _Importer:
 
 def import_stream(
     stream: IO[bytes] | Iterable[bytes],
-    db: Store,
+    db: Database,
     *,
     skip_duplicates: bool = False,
 ) -> ImportSummary:
@@ -963,7 +949,7 @@ def import_stream(
 
 
 def import_export(
-    source: Path | str | IO[bytes], db: Store, *, skip_duplicates: bool = False
+    source: Path | str | IO[bytes], db: Database, *, skip_duplicates: bool = False
 ) -> ImportSummary:
     """Import an export file (a path or a binary stream) into the open recording ``db``.
 
@@ -989,7 +975,7 @@ def import_export(
 
 
 def select_connections(
-    db: Store, connection_ids: Sequence[int] = (), session_id: str | None = None
+    db: Database, connection_ids: Sequence[int] = (), session_id: str | None = None
 ) -> list[int] | None:
     """The connections a copy of part of ``db`` takes (None: all of them, and the
     recording-wide events); :class:`RecordingError` naming what is not in ``db``.
@@ -1031,7 +1017,7 @@ def select_connections(
     return chosen
 
 
-def count_frames(db: Store, connection_ids: Sequence[int] | None = None) -> int:
+def count_frames(db: Database, connection_ids: Sequence[int] | None = None) -> int:
     """How many frames ``db`` holds (in those connections)."""
     if connection_ids is None:
         return int(_one(db, "SELECT count(*) FROM frames")[0])
@@ -1041,8 +1027,8 @@ def count_frames(db: Store, connection_ids: Sequence[int] | None = None) -> int:
 
 
 def copy_recording(
-    source: Store,
-    destination: Store,
+    source: Database,
+    destination: Database,
     *,
     connection_ids: Sequence[int] | None = None,
     progress: Callable[[int], None] | None = None,

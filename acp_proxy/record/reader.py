@@ -120,10 +120,21 @@ def open_database(
     Read-only unless ``writable`` (``reindex``); never creates a store. Raises
     :class:`RecordingError` (one line, no password) when it is not there or not one.
     """
-    if isinstance(location, RecordingUrl) or is_pg_url(location):
-        url = location.url if isinstance(location, RecordingUrl) else str(location)
+    url = database_url(location)
+    if url is not None:
         return connect_pg(url, create=False, readonly=not writable, timeout=timeout)
     return connect(location, create=False, readonly=not writable, timeout=timeout)
+
+
+def database_url(location: str | Path) -> str | None:
+    """The whole URL (password included) to connect to when ``location`` names a
+    PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
+
+    ``str()`` of a :class:`RecordingUrl` has no password: whatever connects uses this.
+    """
+    if isinstance(location, RecordingUrl):
+        return location.url
+    return str(location) if is_pg_url(location) else None
 
 
 def location_name(location: str | Path) -> str:

@@ -45,9 +45,8 @@ from acp_proxy.record.pg import (
     connect_pg,
     describe_error,
     ensure_search_tables_pg,
-    is_pg_url,
 )
-from acp_proxy.record.reader import FRAME_COLUMNS, FrameRow, iter_frames
+from acp_proxy.record.reader import FRAME_COLUMNS, FrameRow, database_url, iter_frames
 from acp_proxy.record.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -607,8 +606,9 @@ def open_search_index(path: str | Path) -> SearchIndex:
     ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
     :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
     """
-    if is_pg_url(path):
-        return open_pg_search_index(str(path))
+    url = database_url(path)
+    if url is not None:
+        return open_pg_search_index(url)
     p = Path(path)
     if writable(p):
         conn = connect(p, create=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,7 +24,7 @@ from acp_proxy.record.pg import connect_pg, is_pg_url
 from acp_proxy.record.schema import connect
 from acp_proxy.wire.frame import Direction
 
-__all__ = ["NewFrame", "insert_frames", "unwritable"]
+__all__ = ["NewFrame", "insert_frames", "listening_url", "unwritable"]
 
 
 def insert_frames(
@@ -90,3 +91,20 @@ def unwritable(directory: Path) -> Iterator[None]:
             subprocess.run(["chattr", "-i", str(p)], check=True)
         for p in paths:
             p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def listening_url(
+    proc: subprocess.Popen[bytes], pattern: re.Pattern[bytes]
+) -> tuple[str, list[bytes]]:
+    """Read ``proc``'s stderr up to its ``listening on URL`` line; the URL and the lines read.
+
+    Fails the test (with what the server printed) when it exits without one.
+    """
+    assert proc.stderr is not None
+    lines: list[bytes] = []
+    for line in iter(proc.stderr.readline, b""):
+        lines.append(line)
+        match = pattern.search(line)
+        if match:
+            return match.group(1).decode(), lines
+    raise AssertionError(f"{proc.args!r} did not start: {b''.join(lines)!r}")

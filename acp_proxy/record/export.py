@@ -39,6 +39,7 @@ from acp_proxy.record.pg import PgDatabase, migrate_pg, translate
 from acp_proxy.record.reader import Database, json_column, table_columns
 from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
 from acp_proxy.record.redact import redact_value as _redact_value
+from acp_proxy.record.rows import FRAME_COLUMN_NAMES
 from acp_proxy.record.schema import RecordingError, migrate
 
 FORMAT_NAME = "acp-proxy-recording"
@@ -675,23 +676,7 @@ def connection_digest(db: Database, connection_id: int) -> str:
 
 # -- importing -------------------------------------------------------------------------------
 
-FRAME_COLUMNS = (
-    "connection_id",
-    "seq",
-    "ts",
-    "mono_ns",
-    "direction",
-    "raw",
-    "size",
-    "binary",
-    "kind",
-    "rpc_id",
-    "method",
-    "session_id",
-    "update_kind",
-    "entity_type",
-    "entity_id",
-)
+FRAME_COLUMNS = FRAME_COLUMN_NAMES
 STDERR_COLUMNS = ("connection_id", "seq", "ts", "mono_ns", "raw")
 
 

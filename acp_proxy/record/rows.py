@@ -47,6 +47,9 @@ FRAME_COLUMNS = (
 )
 """The columns of a frame row, in order (index columns last: 0 stands for NULL)."""
 
+FRAME_COLUMN_NAMES = tuple(name.strip().strip('"') for name in FRAME_COLUMNS.split(","))
+""":data:`FRAME_COLUMNS` as names (unquoted), for code that builds its own statements."""
+
 INDEX_START = 8
 """Position of the first index column in a frame row."""
 

@@ -444,15 +444,7 @@ class SearchIndex:
     ) -> list[Hit]:
         """Documents matching every word of ``text`` (FTS5, quoted: no query syntax), in order."""
         query = self.store.quote_fts(text)
-        where = [f"{DOCS}_fts MATCH ?"]
-        args: list[Any] = [query]
-        if connection_id is not None:
-            where.append("d.connection_id = ?")
-            args.append(connection_id)
-        if session_id is not None:
-            where.append("d.session_id = ?")
-            args.append(session_id)
-        args.append(limit)
+        where, args = _where([f"{DOCS}_fts MATCH ?"], [query], connection_id, session_id, limit)
         rows = self.store.execute(
             f"SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
             f"d.field, d.method, d.variant, "
@@ -467,6 +459,25 @@ class SearchIndex:
         if not self.in_file:
             self.store.close()
         self.source.close()
+
+
+def _where(
+    where: list[str],
+    args: list[Any],
+    connection_id: int | None,
+    session_id: str | None,
+    limit: int,
+) -> tuple[list[str], list[Any]]:
+    """A search's WHERE terms and arguments: the match, then the optional filters, then LIMIT."""
+    where, args = list(where), list(args)
+    if connection_id is not None:
+        where.append("d.connection_id = ?")
+        args.append(connection_id)
+    if session_id is not None:
+        where.append("d.session_id = ?")
+        args.append(session_id)
+    args.append(limit)
+    return where, args
 
 
 _WORD_BREAK = re.compile(r"[\W_]+")
@@ -501,16 +512,8 @@ class PgSearchIndex(SearchIndex):
         pieces = [p for p in (_WORD_BREAK.sub(" ", t).strip() for t in text.split()) if p]
         if not pieces:
             return []
-        where = [" && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)]
-        where[0] = f"d.words @@ ({where[0]})"
-        args: list[Any] = list(pieces)
-        if connection_id is not None:
-            where.append("d.connection_id = ?")
-            args.append(connection_id)
-        if session_id is not None:
-            where.append("d.session_id = ?")
-            args.append(session_id)
-        args.append(limit)
+        match = " && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)
+        where, args = _where([f"d.words @@ ({match})"], pieces, connection_id, session_id, limit)
         rows = self.store.execute(
             "SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
             f"d.field, d.method, d.variant, d.text FROM {DOCS} d "

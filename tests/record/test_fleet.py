@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ECHO_AGENT, incident_lines, proxy_exe
+from tests.helpers import listening_url
 from tests.netns import Host, Lab, unavailable
 from tests.pg_server import PASSWORD, USER, PgServer, find_bindir
 
@@ -121,16 +122,7 @@ def proxy_on(host: Host, args: list[str]) -> Iterator[Proxy]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    assert proc.stderr is not None
-    lines: list[bytes] = []
-    url = None
-    for line in iter(proc.stderr.readline, b""):
-        lines.append(line)
-        match = URL_RE.search(line)
-        if match:
-            url = match.group(1).decode()
-            break
-    assert url is not None, f"acp-proxy {args[0]} did not start on {host.name}: {lines!r}"
+    url, lines = listening_url(proc, URL_RE)
     proxy = Proxy(host, proc, url, lines)
     reader = threading.Thread(
         target=lambda: lines.extend(iter(proc.stderr.readline, b"")),  # type: ignore[union-attr]

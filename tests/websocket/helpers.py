@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import proxy_exe
+from tests.helpers import listening_url
 
 HERE = Path(__file__).parent
 SDK_AGENT = [sys.executable, str(HERE / "sdk_agent.py")]
@@ -64,16 +65,7 @@ def listening(args: list[str], env: dict[str, str] | None = None) -> Iterator[Se
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    assert proc.stderr is not None
-    lines: list[bytes] = []
-    url = None
-    for line in iter(proc.stderr.readline, b""):
-        lines.append(line)
-        match = URL_RE.search(line)
-        if match:
-            url = match.group(1).decode()
-            break
-    assert url is not None, f"acp-proxy ws did not start: {b''.join(lines)!r}"
+    url, lines = listening_url(proc, URL_RE)
     server = Server(proc, url, lines)
     thread = threading.Thread(target=_drain, args=(proc.stderr, lines), daemon=True)
     thread.start()

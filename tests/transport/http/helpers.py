@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import proxy_exe
+from tests.helpers import listening_url
 
 HERE = Path(__file__).parent
 SDK_AGENT = [sys.executable, str(HERE.parent / "sdk_agent.py")]
@@ -56,16 +57,7 @@ def serving(args: list[str], env: dict[str, str] | None = None) -> Iterator[Serv
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    assert proc.stderr is not None
-    lines: list[bytes] = []
-    url = None
-    for line in iter(proc.stderr.readline, b""):
-        lines.append(line)
-        match = URL_RE.search(line)
-        if match:
-            url = match.group(1).decode()
-            break
-    assert url is not None, f"acp-proxy serve did not start: {b''.join(lines)!r}"
+    url, lines = listening_url(proc, URL_RE)
     server = Serve(proc, url, lines)
 
     def drain() -> None:

@@ -37,6 +37,14 @@ WRITER_GC_THRESHOLD = 20_000
 The writer allocates a dict per parsed frame and a tuple per row, nearly all freed at
 once; the default collected every few hundred frames, for a few % of the rows thread's time."""
 
+PG_SWITCH_SECONDS = 0.0005
+"""The writer's GIL switch interval when it records into PostgreSQL (Python's default: 5 ms).
+
+The sink thread waits for the server several times a batch (``BEGIN``, ``COPY``, ``COMMIT``)
+and then waits for the GIL while the rows thread runs Python: up to a switch interval each
+time, while the server has nothing to do. Measured (200k frames, 7 alternating runs): 0.5 ms
+recorded about 13% more frames/s; 0.1 ms and 1 ms no better."""
+
 PROGRESS_SECONDS = 0.1
 """How often the writer reports its progress to the proxy."""
 
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     path, retry, queue_bytes, batch_bytes = args[0], float(args[1]), int(args[2]), int(args[3])
     if path == "-":  # a PostgreSQL URL, passed in the environment (it may hold a password)
         path = os.environ.pop(LOCATION_ENV, "")
+        sys.setswitchinterval(PG_SWITCH_SECONDS)
     journal = Journal(
         queue_bytes=queue_bytes,
         batch_bytes=batch_bytes,

@@ -73,7 +73,7 @@ class WriterPipeline:
         self.journal = journal
         self.observer = observer
         self.sink = sink
-        self.rows = Rows()
+        self.rows = Rows(sink.null)
         self.lock_retry = lock_retry
         self.warn = warn
         self.frames_written = 0

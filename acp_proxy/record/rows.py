@@ -112,10 +112,16 @@ Op: TypeAlias = RowsOp | ControlOp | FactsOp
 
 
 class Rows:
-    """Turns journal items into sink operations, in order, for any number of connections."""
+    """Turns journal items into sink operations, in order, for any number of connections.
 
-    def __init__(self) -> None:
+    ``null`` is what a missing index value is in a frame row: 0 for SQLite (cheaper to
+    bind than ``None``), ``None`` for PostgreSQL (``COPY`` then takes the row as it is).
+    """
+
+    def __init__(self, null: Any = 0) -> None:
         self.states: dict[Any, RowState] = {}
+        self.null = null
+        self._unindexed = ("invalid", *(null,) * (len(_UNINDEXED) - 1))
 
     def state(self, conn: Any) -> RowState:
         """The writer's state of ``conn`` (created at first sight)."""
@@ -139,6 +145,7 @@ class Rows:
                 frame_rows, stderr_rows = [], []
 
         states = self.states
+        nulls = (self.null, self._unindexed)
         last_conn: Any = None
         for item in items:
             key = item[0]
@@ -159,9 +166,21 @@ class Rows:
                     if stream != STDERR:
                         st.losses.add(1, len(lost))
                 if lines:
-                    _rows(st, stream, item[2], item[3], lines, frame_rows, stderr_rows, False)
+                    _rows(
+                        st, stream, item[2], item[3], lines, frame_rows, stderr_rows, False, nulls
+                    )
             elif isinstance(item, Frame):
-                _rows(st, item[1], item[2], item[3], [item[4]], frame_rows, stderr_rows, item[5])
+                _rows(
+                    st,
+                    item[1],
+                    item[2],
+                    item[3],
+                    [item[4]],
+                    frame_rows,
+                    stderr_rows,
+                    item[5],
+                    nulls,
+                )
             elif isinstance(item, Gap):
                 stream = item[1]
                 start = _partial(st, stream)
@@ -181,7 +200,17 @@ class Rows:
                         if stream != STDERR:
                             st.losses.add(1, len(last))
                     else:
-                        _rows(st, stream, item[2], item[3], [last], frame_rows, stderr_rows, False)
+                        _rows(
+                            st,
+                            stream,
+                            item[2],
+                            item[3],
+                            [last],
+                            frame_rows,
+                            stderr_rows,
+                            False,
+                            nulls,
+                        )
                 st.skip_partial.discard(stream)
             elif isinstance(item, Drops):
                 st.losses.add(item[1], item[2])
@@ -260,11 +289,13 @@ def _rows(
     frame_rows: list[tuple[Any, ...]],
     stderr_rows: list[tuple[Any, ...]],
     binary: bool,
+    nulls: tuple[Any, tuple[Any, ...]],
 ) -> None:
     # Rows are bound the cheap way: Python's sqlite3 binds int, float, str and bytearray
     # directly but sends bytes and None through its adaptation machinery (about 1 us
     # each, measured). So raw bytes travel as bytearray (stored as the same BLOB) and a
-    # missing index value as 0, which the sink turns back into NULL.
+    # missing index value as 0, which the sink turns back into NULL. ``nulls``: the missing
+    # value and the columns of an unindexed frame (PostgreSQL's rows take None).
     if stream == STDERR:
         for raw in lines:
             st.stderr_seq += 1
@@ -276,12 +307,13 @@ def _rows(
     seq = st.seq
     bin_flag = int(binary)
     cid = st.db_id  # None until the row exists; the sink fills it in then
+    missing, unindexed = nulls
     for raw in lines:
         seq += 1
         try:
-            columns = values(direction, raw, 0)
+            columns = values(direction, raw, missing)
         except Exception:  # the indexer failed on this frame: stored raw, unindexed
-            columns = _UNINDEXED
+            columns = unindexed
         append((cid, seq, ts, mono, direction, _blob(raw), len(raw), bin_flag, *columns))
     st.seq = seq
 

@@ -82,6 +82,9 @@ class Sink(ABC):
     engine: str = "SQLite"
     """The database engine, as named in messages."""
 
+    null: Any = 0
+    """A missing index value in the frame rows :meth:`write` takes (see :class:`~.rows.Rows`)."""
+
     @abstractmethod
     def open(self, give_up_at: Callable[[], float]) -> None:
         """Connect (create, migrate); raises :class:`SinkFailed` (``locked`` if it was)."""

@@ -70,7 +70,7 @@ def test_a_batch_whose_commit_got_no_answer_is_stored_exactly_once(
 ) -> None:
     sink = _LosingSink(pg_url, committed=committed)
     sink.open(lambda: time.monotonic() + 5)
-    rows = Rows()
+    rows = Rows(PostgresSink.null)
     ops = _batch(rows, "conn", 100)
     assert _write_until_stored(sink, ops) == 100
     more = rows.build([Frame("conn", "a2c", 2.0, 3, b'{"more":1}\n', False)])
@@ -82,3 +82,34 @@ def test_a_batch_whose_commit_got_no_answer_is_stored_exactly_once(
         got = conn.execute("SELECT connection_id, seq FROM frames ORDER BY seq").fetchall()
     assert rows.state("conn").db_id == cid
     assert got == [(cid, seq) for seq in range(1, 102)]
+
+
+def test_missing_index_values_are_null_and_nul_is_escaped(pg_url: str) -> None:
+    # The PostgreSQL rows carry None for a missing index value and go to COPY as they
+    # are; a frame that may hold a NUL takes the slow way (escaped, never a failed batch).
+    sink = PostgresSink(pg_url)
+    sink.open(lambda: time.monotonic() + 5)
+    rows = Rows(PostgresSink.null)
+    raws = [
+        b'{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1"}}\n',
+        b'{"n":1}\n',
+        b"not json \xff\n",
+        b'{"jsonrpc":"2.0","method":"a\\u0000b"}\n',
+    ]
+    items: list[Any] = [Control("c", "open", {"transport": "stdio", "started_at": 1.0})]
+    items += [Frame("c", "c2a", 2.0, 3, raw, False) for raw in raws]
+    try:
+        assert sink.write(rows.build(items), lambda: time.monotonic() + 5) == len(raws)
+    finally:
+        sink.close()
+    with psycopg.connect(pg_url) as pg:
+        got = pg.execute(
+            "SELECT raw, kind, rpc_id, method, session_id, update_kind, entity_type, entity_id "
+            "FROM frames ORDER BY seq"
+        ).fetchall()
+    assert [bytes(r[0]) for r in got] == raws
+    assert got[0][1:5] == ("request", "7", "session/prompt", "s1")
+    assert got[0][5:] == (None, None, None)
+    assert got[1][2:] == (None,) * 6
+    assert got[2][2:] == (None,) * 6
+    assert got[3][3] == "a\\u0000b"

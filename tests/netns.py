@@ -108,6 +108,10 @@ class Host:
     ip: str
     veth: str
     """The switch's end of this host's link (``Lab.cut`` takes it down)."""
+    started: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    """What :meth:`popen` started (``ip netns exec``, ``unshare`` and ``sh`` all exec, so
+    each keeps its pid): killed by ``Lab.close`` even if it had not entered the namespace yet
+    when the lab listed the namespace's processes."""
 
     @property
     def prefix(self) -> list[str]:
@@ -141,7 +145,11 @@ class Host:
         self, argv: list[str], *, hostname: bool = True, **kwargs: object
     ) -> subprocess.Popen[bytes]:
         """Start ``argv`` on this host (the lab kills it at the end if it still runs)."""
-        return subprocess.Popen(self.argv(argv, hostname=hostname), **kwargs)  # type: ignore[call-overload, no-any-return]
+        proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            self.argv(argv, hostname=hostname), **kwargs
+        )
+        self.started.append(proc)
+        return proc
 
 
 @dataclass
@@ -198,6 +206,11 @@ class Lab:
 
     def close(self) -> None:
         """Kill every process in the lab's namespaces and delete them (idempotent)."""
+        for host in self.hosts.values():
+            for proc in host.started:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
         while self._made:
             _remove(self._made.pop())
         self.hosts.clear()

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import proxy_exe
 from tests.transport.test_lifecycle import dead, wait_dead
 
@@ -138,7 +140,10 @@ def test_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> N
         kill_tree(pids)
 
 
-def test_kill_9_of_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_a_signal_to_replay_client_leaves_no_process_of_the_agents_tree(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     db = _recording(tmp_path)
     pidfile = tmp_path / "pids"
     proc = subprocess.Popen(
@@ -158,34 +163,7 @@ def test_kill_9_of_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: 
     )
     pids = tree_pids(pidfile, proc)
     try:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(TIMEOUT)
-        assert_all_gone(pids)
-    finally:
-        kill_tree(pids)
-
-
-def test_sigterm_of_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> None:
-    db = _recording(tmp_path)
-    pidfile = tmp_path / "pids"
-    proc = subprocess.Popen(
-        [
-            *proxy_exe(),
-            "replay",
-            "--client",
-            str(db),
-            "--step-timeout",
-            "30",
-            "--",
-            *wrapper_agent(pidfile),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    pids = tree_pids(pidfile, proc)
-    try:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         proc.wait(TIMEOUT)
         assert_all_gone(pids)
     finally:

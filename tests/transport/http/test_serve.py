@@ -4,28 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.transport.http.helpers import DEMO, SDK_AGENT, SDK_HTTP_CLIENT, rows, serving
+from tests.transport.http.helpers import DEMO, SDK_AGENT, rows, sdk_client_run, serving
 from tests.transport.http.peers import HttpPeer, Peer, StdioPeer, v2_scenario
-
-
-def _sdk_client(target: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    import os
-
-    done = subprocess.run(
-        [*SDK_HTTP_CLIENT, *target],
-        capture_output=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 @pytest.mark.parametrize("agent", ["sdk", "demo"])
@@ -33,9 +18,9 @@ def test_sdk_http_client_through_serve_sees_what_stdio_sees(tmp_path: Path, agen
     db = tmp_path / "http.db"
     argv = SDK_AGENT if agent == "sdk" else [*DEMO, "--state", str(tmp_path / "http-state")]
     with serving(["--record", str(db), "--", *argv]) as server:
-        over_http = _sdk_client([f"{server.url}"])
+        over_http = sdk_client_run([f"{server.url}"])
     direct_argv = SDK_AGENT if agent == "sdk" else [*DEMO, "--state", str(tmp_path / "st")]
-    direct = _sdk_client(["--", *direct_argv])
+    direct = sdk_client_run(["--", *direct_argv])
     assert over_http == direct
     assert any(item[0] == "permission" for item in over_http["turn"])
     if agent == "demo":
@@ -149,6 +134,6 @@ def test_serve_exports_spans_live_like_every_recording_command(tmp_path: Path) -
     db = tmp_path / "otlp.db"
     with otlp_collector() as (url, got):
         with serving(["--record", str(db), "--otlp-endpoint", url, "--", *SDK_AGENT]) as server:
-            _sdk_client([f"{server.url}"])
+            sdk_client_run([f"{server.url}"])
         names = {s.name for s in got.wait_spans(3)}
     assert "acp.session" in names and any(n.startswith("invoke_agent") for n in names)

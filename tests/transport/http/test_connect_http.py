@@ -6,8 +6,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import proxy_exe
-from tests.transport.http.helpers import DEMO, rows, serving
-from tests.transport.http.test_serve import _sdk_client
+from tests.transport.http.helpers import DEMO, rows, sdk_client_run, serving
 
 
 def test_sdk_stdio_client_through_connect_and_serve_equals_stdio(tmp_path: Path) -> None:
@@ -15,10 +14,10 @@ def test_sdk_stdio_client_through_connect_and_serve_equals_stdio(tmp_path: Path)
     serve_db = tmp_path / "serve.db"
     argv = [*DEMO, "--state", str(tmp_path / "http-state")]
     with serving(["--record", str(serve_db), "--", *argv]) as server:
-        chained = _sdk_client(
+        chained = sdk_client_run(
             ["--", *proxy_exe(), "connect", server.url, "--record", str(bridge_db)]
         )
-    direct = _sdk_client(["--", *DEMO, "--state", str(tmp_path / "direct-state")])
+    direct = sdk_client_run(["--", *DEMO, "--state", str(tmp_path / "direct-state")])
     assert chained == direct
     assert chained["load"], "session/load replayed over the chain"
     # both ends recorded the same messages

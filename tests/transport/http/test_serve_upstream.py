@@ -13,8 +13,7 @@ from pathlib import Path
 import aiohttp
 import httpx2
 
-from tests.transport.http.helpers import HERE, URL_RE, rows, serving
-from tests.transport.http.test_serve import _sdk_client
+from tests.transport.http.helpers import HERE, URL_RE, rows, sdk_client_run, serving
 
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 
@@ -37,8 +36,8 @@ def sdk_server() -> Iterator[str]:
 def test_sdk_client_through_serve_upstream_equals_direct(tmp_path: Path) -> None:
     db = tmp_path / "up.db"
     with sdk_server() as upstream, serving(["--upstream", upstream, "--record", str(db)]) as srv:
-        via = _sdk_client([srv.url])
-        direct = _sdk_client([upstream])
+        via = sdk_client_run([srv.url])
+        direct = sdk_client_run([upstream])
     assert via == direct
     assert any(item[0] == "permission" for item in via["turn"])
     assert rows(db, "select transport, ended_at is not null from connections") == [("http", 1)]

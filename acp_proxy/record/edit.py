@@ -21,7 +21,7 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
-from acp_proxy.record.pg import PgDatabase
+from acp_proxy.record.pg import PgDatabase, frames_transaction
 from acp_proxy.wire.frame import Direction
 
 _CONNECTION_WRITABLE = {
@@ -83,7 +83,7 @@ def write_transaction(db: WritableDatabase) -> Iterator[None]:
     when it ends. (On PostgreSQL inside a caller's transaction: a savepoint of it.)
     """
     if isinstance(db, PgDatabase):
-        with db.transaction():
+        with frames_transaction(db):
             yield
         return
     if db.in_transaction:

@@ -35,7 +35,7 @@ import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.index import ConnectionIndexer
-from acp_proxy.record.pg import PgDatabase, migrate_pg, translate
+from acp_proxy.record.pg import PgDatabase, frames_transaction, migrate_pg, translate
 from acp_proxy.record.reader import Database, json_column, table_columns
 from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
 from acp_proxy.record.redact import redact_value as _redact_value
@@ -214,7 +214,7 @@ def _import_transaction(db: Database) -> Iterator[None]:
     if isinstance(db, PgDatabase):
         if db.conn.info.transaction_status == 0:  # idle: not inside the caller's transaction
             migrate_pg(db)
-        with db.transaction():
+        with frames_transaction(db):
             yield
         return
     if not db.in_transaction:

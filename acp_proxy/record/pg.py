@@ -19,9 +19,10 @@ as ``bytes``. The shared SQL keeps to what both engines speak (``"binary"`` quot
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -123,6 +124,29 @@ PG_MIGRATIONS: list[str] = [
 assert len(PG_MIGRATIONS) == SCHEMA_VERSION
 
 _MIGRATION_LOCK = 0x616370  # pg_advisory_xact_lock key: "acp"
+
+FRAMES_WRITER_LOCK = 0x61637066  # "acpf"
+"""The shared advisory lock every transaction that inserts frames holds from its start.
+
+Taken before the transaction's first frame id, so a live follower can tell which writers
+may still commit ids below the highest one it sees (:mod:`acp_proxy.record.live_tail`)."""
+
+TAKE_WRITER_LOCK = f"SELECT pg_advisory_xact_lock_shared({FRAMES_WRITER_LOCK})"
+
+FRAME_WRITERS = (
+    "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    f"AND classid = 0 AND objid = {FRAMES_WRITER_LOCK} AND objsubid = 1"
+)
+"""The frame-writer transactions in progress (their ids), readable by any user."""
+
+
+@contextlib.contextmanager
+def frames_transaction(db: PgDatabase) -> Iterator[None]:
+    """One transaction that writes frames (a savepoint inside the caller's), marked as such."""
+    with db.transaction():
+        db.execute(TAKE_WRITER_LOCK, ())
+        yield
 
 
 def is_pg_url(location: object) -> bool:

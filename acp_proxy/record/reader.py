@@ -35,8 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.liveness import ConnectionState, State, connection_state
-from acp_proxy.record.pg import PgDatabase, connect_pg, is_pg_url, safe_url, translate
+from acp_proxy.record.pg import (
+    FRAME_WRITERS,
+    PgDatabase,
+    connect_pg,
+    is_pg_url,
+    safe_url,
+    translate,
+)
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
@@ -790,6 +798,36 @@ class RecordingReader:
         if before_id is not None:
             rows.reverse()
         return [self._summary(r) for r in rows], more
+
+    def frame_writers(self) -> frozenset[str]:
+        """The transactions writing frames right now (PostgreSQL; SQLite: none, since its
+        one writer at a time commits ids in order). See :mod:`~acp_proxy.record.live_tail`."""
+        if not isinstance(self.db, PgDatabase):
+            return frozenset()
+        return frozenset(str(r[0]) for r in self.db.execute(FRAME_WRITERS, []).fetchall())
+
+    def live_frames(
+        self, flt: FrameFilter, tail: LiveTail, *, limit: int, preview: int
+    ) -> tuple[list[FrameSummary], bool]:
+        """Up to ``limit`` frames above ``tail``'s horizon not delivered yet, in id order,
+        and whether more exist."""
+        clauses, args = _filter_where(flt)
+        clauses.append("id > ?")
+        args.append(tail.horizon)
+        prefix = ""
+        seen = tail.seen_above()
+        if seen:
+            prefix = f"WITH seen (cid, last_seq) AS (VALUES {', '.join(['(?, ?)'] * len(seen))}) "
+            clauses.append(
+                "NOT EXISTS (SELECT 1 FROM seen WHERE cid = connection_id AND seq <= last_seq)"
+            )
+        pairs = [v for item in seen.items() for v in item]
+        rows = self.db.execute(
+            f"{prefix}SELECT {_SUMMARY_COLUMNS} FROM frames WHERE {' AND '.join(clauses)} "
+            "ORDER BY id LIMIT ?",
+            [*pairs, preview, *args, limit + 1],
+        ).fetchall()
+        return [self._summary(r) for r in rows[:limit]], len(rows) > limit
 
     def frame_exists(
         self,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp_proxy.record.pg import (
+    TAKE_WRITER_LOCK,
     PgDatabase,
     PgUnavailable,
     connect_pg,
@@ -149,10 +150,12 @@ class PostgresSink(SqlSink):
         return int(row[0])
 
     def _begin(self) -> None:
-        """Open the batch's transaction and note its id, in one round trip."""
+        """Open the batch's transaction, mark it a frame writer and note its id, in one
+        round trip (the mark comes first: before any frame id is drawn)."""
         assert self._db is not None
-        cur = self._db.conn.execute("BEGIN; SELECT pg_current_xact_id()::text")
-        cur.nextset()  # one round trip: BEGIN's result, then the id's
+        cur = self._db.conn.execute(f"BEGIN; {TAKE_WRITER_LOCK}; SELECT pg_current_xact_id()::text")
+        cur.nextset()  # one round trip: BEGIN's result, the lock's, then the id's
+        cur.nextset()
         row = cur.fetchone()
         self._xid = str(row[0]) if row else None
 

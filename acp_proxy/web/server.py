@@ -7,8 +7,9 @@ CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (key
 reconstructed conversation), ``/api/connections/{id}/timeline`` (waterfall, turns and
 per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON lines),
 ``/api/diff?a=&b=`` (two connections aligned side by side), ``/api/search?q=`` (the search
-index) and ``/api/live`` (WebSocket: the server polls the database by
-frame id every ``poll_interval`` seconds and pushes new frames).
+index) and ``/api/live`` (WebSocket: the server polls the database every
+``poll_interval`` seconds and pushes the frames committed since, also those several writers
+commit out of id order: :mod:`acp_proxy.record.live_tail`).
 
 Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
 cookie it sets) is checked in constant time on every request when one is configured, and is
@@ -36,6 +37,7 @@ from typing import Any, TypeVar
 import orjson
 from aiohttp import WSMsgType, web
 
+from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen, is_loopback
@@ -488,7 +490,7 @@ async def api_live(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     sockets: set[web.WebSocketResponse] = request.app[SOCKETS_KEY]
     sockets.add(ws)
-    sub: dict[str, Any] = {"after_id": None, "filter": store.FrameFilter(), "follow": False}
+    sub: dict[str, Any] = {"tail": None, "filter": store.FrameFilter(), "follow": False}
     changed = asyncio.Event()
 
     async def reader() -> None:
@@ -502,7 +504,7 @@ async def api_live(request: web.Request) -> web.StreamResponse:
                 flt = _filter_from(data.get("filter") or {})
                 after = data.get("after_id")
                 sub["filter"] = flt
-                sub["after_id"] = None if after is None else _integer("after_id", after)
+                sub["tail"] = None if after is None else LiveTail(_integer("after_id", after))
                 sub["follow"] = bool(data.get("follow"))
                 changed.set()
             except (orjson.JSONDecodeError, ValueError, TypeError):
@@ -512,12 +514,11 @@ async def api_live(request: web.Request) -> web.StreamResponse:
         with store.read_connection(path) as reader:
             now = store.db_state(reader)
             out: dict[str, Any] = {"state": now, "frames": None, "more": False}
-            after = sub["after_id"]
-            if sub["follow"] and after is not None and now[0] > after:
-                page = store.list_frames(reader, sub["filter"], after_id=after, limit=LIVE_BATCH)
+            tail = sub["tail"]
+            if sub["follow"] and tail is not None and now[0] > tail.horizon:
+                page = store.follow_frames(reader, sub["filter"], tail, now[0], limit=LIVE_BATCH)
                 out["frames"] = page["frames"]
                 out["more"] = page["has_more_after"]
-                out["scanned_to"] = now[0] if not page["has_more_after"] else None
             return out
 
     read_task = asyncio.create_task(reader())
@@ -539,10 +540,7 @@ async def api_live(request: web.Request) -> web.StreamResponse:
                 state: tuple[int, int, float, int] = tuple(result["state"])
                 frames = result["frames"]
                 if frames:
-                    sub["after_id"] = frames[-1]["id"]
                     await _send(ws, {"type": "frames", "frames": frames, "max_id": state[0]})
-                elif sub["follow"] and result.get("scanned_to") is not None:
-                    sub["after_id"] = max(sub["after_id"] or 0, result["scanned_to"])
                 if state != last:
                     await _send(
                         ws,

@@ -19,6 +19,7 @@ import base64
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.preview import frame_preview
+from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.pg import PgDatabase, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     ConnectionRow,
@@ -46,6 +48,7 @@ __all__ = [
     "connection_json",
     "db_state",
     "distinct_values",
+    "follow_frames",
     "frame_detail",
     "frame_raw",
     "frame_summary_json",
@@ -371,6 +374,20 @@ def list_frames(
         "has_more_after": has_after,
         "max_id": reader.max_frame_id(),
     }
+
+
+def follow_frames(
+    reader: RecordingReader, flt: FrameFilter, tail: LiveTail, max_id: int, *, limit: int
+) -> dict[str, Any]:
+    """The frames committed since ``tail`` last looked, in id order (the live push).
+
+    ``max_id`` is the highest frame id this poll saw (read before anything else); see
+    :mod:`acp_proxy.record.live_tail` for why that order matters with several writers.
+    """
+    tail.noted(time.monotonic(), max_id, reader.frame_writers())
+    rows, more = reader.live_frames(flt, tail, limit=max(1, limit), preview=PREVIEW_BYTES)
+    tail.fetched(((r.id, r.connection_id, r.seq) for r in rows), complete=not more)
+    return {"frames": [_summary(reader, r) for r in rows], "has_more_after": more}
 
 
 def frame_summary_json(reader: RecordingReader, frame_id: int) -> dict[str, Any] | None:

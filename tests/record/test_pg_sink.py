@@ -16,9 +16,12 @@ import psycopg
 import pytest
 
 from acp_proxy.record.ipc import Control, Frame
+from acp_proxy.record.pg import FRAME_WRITERS, connect_pg, frames_transaction
+from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.rows import Op, Rows
 from acp_proxy.record.sink import SinkFailed
 from acp_proxy.record.sink_pg import PostgresSink
+from tests.helpers import insert_frames
 
 
 class _LosingSink(PostgresSink):
@@ -113,3 +116,34 @@ def test_missing_index_values_are_null_and_nul_is_escaped(pg_url: str) -> None:
     assert got[1][2:] == (None,) * 6
     assert got[2][2:] == (None,) * 6
     assert got[3][3] == "a\\u0000b"
+
+
+class _WatchedSink(PostgresSink):
+    """Notes, from another connection, which frame writers are in progress at its COMMIT."""
+
+    seen: frozenset[str] = frozenset()
+
+    def _commit(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as other:
+            self.seen = frozenset(r[0] for r in other.execute(FRAME_WRITERS).fetchall())
+        super()._commit()
+
+
+def test_every_frame_writing_transaction_is_marked_for_live_followers(pg_url: str) -> None:
+    # The recorder's batches, an import and a test writer hold the frame-writer lock for
+    # their whole transaction, so a live tail waits for them (record/live_tail.py).
+    sink = _WatchedSink(pg_url)
+    sink.open(lambda: time.monotonic() + 5)
+    assert sink.write(_batch(Rows(PostgresSink.null), "c", 3), lambda: time.monotonic() + 5) == 3
+    assert len(sink.seen) == 1
+    sink.close()
+    reader = RecordingReader.open(pg_url)
+    assert reader.frame_writers() == frozenset()  # none once committed
+    db = connect_pg(pg_url, create=False)
+    with frames_transaction(db):
+        insert_frames(db, [("c2a", b'{"n":1}\n')])
+        (held,) = reader.frame_writers()
+        assert held.count("/") == 1  # a virtual transaction id
+    assert reader.frame_writers() == frozenset()
+    db.close()
+    reader.close()

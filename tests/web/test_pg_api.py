@@ -9,6 +9,7 @@ watches must be pushed; pages must be keyset index scans (never ``OFFSET``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
-from acp_proxy.record.pg import PgDatabase, connect_pg
+from acp_proxy.record.pg import PgDatabase, connect_pg, frames_transaction
 from acp_proxy.record.reader import FrameFilter, RecordingReader
 from acp_proxy.web import store
 from acp_proxy.web.server import make_app
@@ -137,6 +138,47 @@ async def test_the_live_socket_pushes_frames_committed_by_another_connection(
     listed = (await _get(client, "/api/connections"))["connections"]
     assert [c["host"] for c in listed] == ["alpha", "beta"]
     print(f"live delay on PostgreSQL (poll {PG_POLL}s): max {max(delays) * 1000:.0f} ms")
+
+
+async def test_a_batch_committed_after_higher_ids_is_still_pushed(
+    aiohttp_client: Any, pg_url: str
+) -> None:
+    """Two writers: A draws an id, B draws the next and commits first, then A commits.
+
+    A tail that moved past B's id would never push A's frame."""
+    init = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+    alpha = insert_frames(pg_url, [("c2a", init)], connection={"host": "alpha"}, index=True)
+    beta = insert_frames(pg_url, [("c2a", init)], connection={"host": "beta"}, index=True)
+    client = await aiohttp_client(make_app(pg_url, poll_interval=PG_POLL))
+    ws = await client.ws_connect("/api/live")
+    await ws.send_str(orjson.dumps({"follow": True, "after_id": 2, "filter": {}}).decode())
+
+    async def pushed() -> list[tuple[int, int]]:
+        while True:
+            data = orjson.loads((await ws.receive(timeout=15)).data)
+            if data["type"] == "frames":
+                return [(f["connection_id"], f["seq"]) for f in data["frames"]]
+
+    line = b'{"jsonrpc":"2.0","method":"session/update","params":{}}\n'
+    slow = connect_pg(pg_url, create=False)
+    with contextlib.ExitStack() as open_batch:
+        open_batch.enter_context(frames_transaction(slow))
+        await asyncio.to_thread(
+            insert_frames, slow, [("a2c", line)], connection_id=alpha, first_seq=2
+        )
+        await asyncio.to_thread(
+            insert_frames, pg_url, [("a2c", line)], connection_id=beta, first_seq=2
+        )
+        assert await pushed() == [(beta, 2)]
+        await asyncio.sleep(PG_POLL * 4)  # polls while A is still in progress
+    # A committed (its id is below B's): it is pushed all the same, once.
+    assert await pushed() == [(alpha, 2)]
+    await asyncio.to_thread(insert_frames, pg_url, [("a2c", line)], connection_id=beta, first_seq=3)
+    assert await pushed() == [(beta, 3)]
+    slow.close()
+    await ws.close()
+    ids = [f["id"] for f in (await _get(client, "/api/frames?limit=10"))["frames"]]
+    assert ids == [1, 2, 3, 4, 5]  # A's frame has id 3, below B's 4
 
 
 @pytest.fixture(scope="module")

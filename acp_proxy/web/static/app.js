@@ -607,6 +607,20 @@
     finally { if (gen === list.gen) list.loading = false; updateFoot(); }
   }
 
+  // Frames pushed live. With several writers (a fleet into one PostgreSQL database) a
+  // batch may be committed after frames with higher ids: such a frame goes to its place.
+  function addLive(frames) {
+    const have = new Set(list.rows.map((r) => r.id));
+    const fresh = frames.filter((f) => !have.has(f.id));
+    if (!fresh.length) return;
+    const byTime = state.connection === null;
+    const before = (a, b) => (byTime && a.ts !== b.ts ? a.ts < b.ts : a.id < b.id);
+    const last = list.rows[list.rows.length - 1];
+    if (!last || !fresh.some((f) => before(f, last))) { appendRows(fresh); return; }
+    list.rows = list.rows.concat(fresh).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+    if (trimRows(true)) list.hasBefore = true;
+    renderRows();
+  }
   function appendRows(frames) {
     if (!frames.length) return;
     const box = $("frame-list");
@@ -1352,10 +1366,7 @@
   }
   function onLive(msg) {
     if (msg.type === "frames") {
-      if (state.view === "frames" && !list.hasAfter && !searching()) {
-        const last = list.rows.length ? list.rows[list.rows.length - 1].id : 0;
-        appendRows(msg.frames.filter((f) => f.id > last));
-      }
+      if (state.view === "frames" && !list.hasAfter && !searching()) addLive(msg.frames);
       state.maxId = Math.max(state.maxId, msg.max_id);
       updateFoot();
     } else if (msg.type === "state") {

@@ -132,6 +132,8 @@ class SqlSink(Sink):
     Subclasses provide the engine's primitives (transaction control, the frame and stderr
     bulk inserts, statements in the shared SQL with ``?`` placeholders); this class owns
     the connection rows' life (created, updated, closed with the loss counts, heartbeats).
+    A batch's frame rows, of all its connections, go to one bulk insert (one ``COPY`` on
+    PostgreSQL), as do its stderr rows.
     """
 
     def __init__(self) -> None:
@@ -208,6 +210,8 @@ class SqlSink(Sink):
         seen: dict[RowState, None] = {}
         written = 0
         now = time.time()
+        frames: list[list[tuple[Any, ...]]] = []
+        stderr: list[list[tuple[Any, ...]]] = []
         for op in ops:
             st = op[0]
             seen[st] = None
@@ -217,10 +221,10 @@ class SqlSink(Sink):
                     st.losses.add(len(op.frames), sum(r[6] for r in op.frames))
                     continue
                 if op.frames:
-                    self._insert_frames(_with_id(op.frames, cid))
+                    frames.append(_with_id(op.frames, cid))
                     written += len(op.frames)
                 if op.stderr:
-                    self._insert_stderr(_with_id(op.stderr, cid))
+                    stderr.append(_with_id(op.stderr, cid))
             elif type(op) is ControlOp:
                 self._control(op, now, opened, closed)
             elif st.db_id is not None:  # facts
@@ -230,6 +234,11 @@ class SqlSink(Sink):
                     "agent_info = ? WHERE id = ?",
                     (op.protocol_version, op.client_info, op.agent_info, st.db_id),
                 )
+        # Every connection's rows in one bulk insert (a fleet's batch holds hundreds)
+        if frames:
+            self._insert_frames(_joined(frames))
+        if stderr:
+            self._insert_stderr(_joined(stderr))
         for st in seen:
             if (st.losses.frames or st.losses.nbytes) and st.db_id is not None:
                 self._execute(
@@ -428,3 +437,7 @@ def _with_id(rows: list[tuple[Any, ...]], cid: int) -> list[tuple[Any, ...]]:
     if rows[0][0] == cid and rows[-1][0] == cid:
         return rows
     return [(cid, *r[1:]) for r in rows]
+
+
+def _joined(parts: list[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    return parts[0] if len(parts) == 1 else [row for rows in parts for row in rows]

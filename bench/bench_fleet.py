@@ -1,0 +1,163 @@
+"""Benchmark: recorded/s of a fleet-shaped load, into SQLite and into PostgreSQL, in one run.
+
+``acp-proxy ws --record STORE --upstream ECHO`` serves ``--connections`` WebSocket
+connections at once (the shape of a team's hosted agents), each sending ``--frames``
+JSON-RPC frames that the echo server returns (so 2 x frames are recorded per connection).
+The clock runs from the first frame sent until the proxy, told to stop once every echo
+arrived, has exited with the recording complete. recorded/s = frames in the store / that
+time. The same run with ``--record`` a SQLite file and a PostgreSQL URL (a private server
+from ``tests/pg_server.py``, or ``--pg-url``), alternating ``--runs`` times; the table
+gives each run and the medians, PostgreSQL's as a ratio of SQLite's.
+
+Usage::
+
+    python bench/bench_fleet.py [--connections 200] [--frames 500] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_ws import URL_RE, background, frame  # noqa: E402
+
+
+async def load(url: str, connections: int, frames: int, size: int) -> None:
+    async def one(session: aiohttp.ClientSession, c: int) -> None:
+        async with session.ws_connect(url, max_msg_size=0) as ws:
+            payloads = [frame(c * frames + n, size) for n in range(frames)]
+
+            async def send() -> None:
+                for p in payloads:
+                    await ws.send_str(p)
+
+            sender = asyncio.create_task(send())
+            for _ in payloads:
+                await ws.receive()
+            await sender
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        await asyncio.gather(*(one(session, c) for c in range(connections)))
+
+
+def stored_frames(store: str) -> int:
+    if store.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(store) as pg:
+            return int(pg.execute("SELECT count(*) FROM frames").fetchone()[0])
+    con = sqlite3.connect(store)
+    try:
+        return int(con.execute("SELECT count(*) FROM frames").fetchone()[0])
+    finally:
+        con.close()
+
+
+def empty(store: str) -> None:
+    if store.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(store, autocommit=True) as pg:
+            if pg.execute("SELECT to_regclass('frames')").fetchone() != (None,):
+                pg.execute("TRUNCATE frames, stderr_lines, events, connections")
+        return
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+
+
+def run(exe: str, store: str, echo: str, args: argparse.Namespace) -> tuple[float, int, float]:
+    """One measured run: (recorded/s, frames recorded, seconds)."""
+    empty(store)
+    argv = [exe, "ws", "--listen", "127.0.0.1:0", "--heartbeat", "0", "--record", store]
+    proc = subprocess.Popen(
+        [*argv, "--upstream", echo], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert proc.stderr is not None
+    url = None
+    for line in iter(proc.stderr.readline, b""):
+        match = URL_RE.search(line)
+        if match:
+            url = match.group(1).decode()
+            break
+    if url is None:
+        raise SystemExit(f"could not start: {' '.join(argv)}")
+    start = time.perf_counter()
+    asyncio.run(load(url, args.connections, args.frames, args.size))
+    proc.send_signal(signal.SIGTERM)
+    proc.stderr.read()
+    proc.wait(600)
+    seconds = time.perf_counter() - start
+    recorded = stored_frames(store)
+    return recorded / seconds, recorded, seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--connections", type=int, default=200)
+    ap.add_argument("--frames", type=int, default=500, help="frames sent per connection")
+    ap.add_argument("--size", type=int, default=300, help="approximate frame size (bytes)")
+    ap.add_argument("--runs", type=int, default=3, help="alternating runs per store")
+    ap.add_argument("--pg-url", help="PostgreSQL database (emptied first; default: own server)")
+    args = ap.parse_args()
+    exe = shutil.which("acp-proxy")
+    if exe is None:
+        raise SystemExit("acp-proxy is not installed: pip install -e .")
+    tmp = Path(tempfile.mkdtemp(prefix="acp-bench-fleet-"))
+    server = None
+    pg_url = args.pg_url
+    if pg_url is None:
+        from tests.pg_server import PgServer
+
+        server = PgServer(tmp / "pg")
+        server.init()
+        server.start()
+        pg_url = server.url()
+    stores = {"SQLite": str(tmp / "fleet.db"), "PostgreSQL": pg_url}
+    rates: dict[str, list[float]] = {name: [] for name in stores}
+    expected = 2 * args.connections * args.frames
+    print(
+        f"{args.connections} WebSocket connections x {args.frames} frames of ~{args.size} B "
+        f"(echoed: {expected:,} frames to record), {args.runs} alternating runs, "
+        f"{os.cpu_count()} CPUs\n"
+    )
+    print("| run | store | recorded | seconds | recorded/s |")
+    print("|---:|---|---:|---:|---:|")
+    try:
+        with background([sys.executable, str(HERE / "bench_ws.py"), "--echo-server"], False) as e:
+            for n in range(1, args.runs + 1):
+                for name, store in stores.items():
+                    fps, recorded, seconds = run(exe, store, e, args)
+                    rates[name].append(fps)
+                    note = "" if recorded >= expected else f" (expected {expected:,})"
+                    print(f"| {n} | {name} | {recorded:,}{note} | {seconds:.2f} | {fps:,.0f} |")
+    finally:
+        if server is not None:
+            server.stop("immediate")
+        shutil.rmtree(tmp, ignore_errors=True)
+    sqlite, pg = statistics.median(rates["SQLite"]), statistics.median(rates["PostgreSQL"])
+    print(
+        f"\nmedian recorded/s: SQLite {sqlite:,.0f}, PostgreSQL {pg:,.0f} ({pg / sqlite:.2f}x); "
+        f"load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -75,6 +75,16 @@ About 3,400 frames of 300 bytes. 2 MiB measured no faster and cost the writer pr
 about 10 MB more (two batches of rows in flight and a bigger queue).
 """
 
+PG_BATCH_BYTES = 2 * BATCH_BYTES
+"""The most raw bytes of one transaction into PostgreSQL (about 6,800 300-byte frames).
+
+Each batch costs round trips (``BEGIN``, ``COPY``, ``COMMIT``) during which the server has
+nothing to do, so a backlog goes faster in bigger batches, at the price of the rows they
+hold in the writer. Measured (``bench_proxy.py``, 200k frames, 3 alternating runs, local
+server): 1 MiB 71k-74k recorded/s and 106 MB peak RSS, 2 MiB 84k-91k and 126 MB, 4 MiB
+81k-91k and 156-165 MB. Only a backlog fills a batch: at a lower rate a batch holds what
+arrived in the linger time, whatever this is."""
+
 CHILD_QUEUE_BATCHES = 2
 """Batches the writer process queues before it stops reading (the pipe then fills)."""
 
@@ -236,6 +246,8 @@ class Recorder:
             self.where = safe_url(self.path)
             self.engine = "PostgreSQL"
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
+            if batch_bytes == BATCH_BYTES:
+                batch_bytes = PG_BATCH_BYTES
         elif path is not None:
             self.path = Path(path)
             self.where = str(self.path)

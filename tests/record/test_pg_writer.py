@@ -309,7 +309,7 @@ def test_an_outage_backlog_waits_in_the_spool_and_past_its_budget_is_counted(
         url, "--queue-mb", "1", "--spool-mb", str(spool_mb), env={"ACP_PROXY_STATS": "1"}
     )
     _await_line(proc, b"database unreachable")
-    lines = _big_lines(3000, "spooled")  # 4.6 MB each way: far past the memory budget
+    lines = _big_lines(5000, "spooled")  # 7.7 MB each way: far past what memory holds
     _through(proc, lines)
     own_server.start()
     expected = 2 * len(lines)

@@ -21,6 +21,7 @@ nothing is stored twice.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,7 @@ class _Doubt:
     """A batch whose ``COMMIT`` had no answer: what it did, should it have committed."""
 
     xid: str
+    pid: int  # the server process of the connection that sent the COMMIT
     key: list[tuple[int, Any]]
     ids: list[tuple[RowState, int | None]]
     closed: list[int]
@@ -81,6 +83,7 @@ class PostgresSink(SqlSink):
         self.connect_seconds = connect_seconds
         self._db: PgDatabase | None = None
         self._xid: str | None = None
+        self._pid = 0
         self._committing = False
         self._doubt: _Doubt | None = None
 
@@ -114,19 +117,47 @@ class PostgresSink(SqlSink):
             self.open(give_up_at)
         try:
             doubt, self._doubt = self._doubt, None
-            if doubt is not None and doubt.key == _batch_key(ops):
-                row = self._execute("SELECT pg_xact_status(?::xid8)", (doubt.xid,)).fetchone()
-                if row is not None and row[0] == "committed":
-                    for st, cid in doubt.ids:
-                        st.db_id = cid
-                    self._settle([st for st, _ in doubt.ids], doubt.closed)
-                    return doubt.written
+            retried = doubt is not None and doubt.key == _batch_key(ops)
+            if retried and self._outcome(doubt, give_up_at) == "committed":
+                assert doubt is not None
+                for st, cid in doubt.ids:
+                    st.db_id = cid
+                self._settle([st for st, _ in doubt.ids], doubt.closed)
+                return doubt.written
             return self._apply(ops)
         except psycopg.Error as exc:
             failure = self._failed(exc)
             if doubt is not None and self._doubt is None and failure.unavailable:
                 self._doubt = doubt  # still unresolved: ask again after reconnecting
             raise failure from None
+
+    def _outcome(self, doubt: _Doubt | None, give_up_at: Callable[[], float]) -> str | None:
+        """What became of the doubtful transaction: committed, aborted (or None if unknown).
+
+        Still in progress means its server process has not yet read the COMMIT, nor seen
+        that its client is gone, and may yet commit: sending the batch again would then
+        store it twice (or wait on its rows, then fail). That process is ended
+        (``pg_terminate_backend``, allowed on one's own sessions), which settles it either
+        way; until it has, the batch waits (:class:`SinkFailed`, ``unavailable``).
+        """
+        assert doubt is not None
+        status = self._xact_status(doubt.xid)
+        if status == "in progress":
+            self._execute("SELECT pg_terminate_backend(?)", (doubt.pid,))
+            while status == "in progress" and time.monotonic() < give_up_at():
+                time.sleep(0.05)
+                status = self._xact_status(doubt.xid)
+            if status == "in progress":
+                self._doubt = doubt
+                raise SinkFailed(
+                    f"{self.where}: an earlier attempt at this batch is still in progress",
+                    unavailable=True,
+                )
+        return status
+
+    def _xact_status(self, xid: str) -> str | None:
+        row = self._execute("SELECT pg_xact_status(?::xid8)", (xid,)).fetchone()
+        return None if row is None else row[0]
 
     def close(self) -> None:
         if self._db is not None:
@@ -163,6 +194,7 @@ class PostgresSink(SqlSink):
         cur.nextset()
         row = cur.fetchone()
         self._xid = str(row[0]) if row else None
+        self._pid = self._db.conn.info.backend_pid
 
     def _commit(self) -> None:
         assert self._db is not None
@@ -181,7 +213,7 @@ class PostgresSink(SqlSink):
                 len(op.frames) for op in ops if type(op) is RowsOp and op.conn.db_id is not None
             )
             ids = [(st, st.db_id) for st in opened]
-            self._doubt = _Doubt(self._xid, _batch_key(ops), ids, list(closed), written)
+            self._doubt = _Doubt(self._xid, self._pid, _batch_key(ops), ids, list(closed), written)
         self._committing = False
 
     def _insert_frames(self, rows: list[tuple[Any, ...]]) -> None:

@@ -9,6 +9,9 @@ The break is real: the sink's own connection is killed from the server side
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -147,3 +150,50 @@ def test_every_frame_writing_transaction_is_marked_for_live_followers(pg_url: st
     assert reader.frame_writers() == frozenset()
     db.close()
     reader.close()
+
+
+class _SlowCommitSink(PostgresSink):
+    """Its first ``COMMIT`` reaches a server process that is frozen (``SIGSTOP``), and the
+    connection is then lost: after reconnecting, that transaction is still in progress,
+    and commits once the process runs again (here: a second later)."""
+
+    thawed_after = 1.0
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.frozen: int | None = None
+
+    def _commit(self) -> None:
+        if self.frozen is not None:
+            return super()._commit()
+        assert self._db is not None
+        self.frozen = pid = self._db.conn.info.backend_pid
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(self.thawed_after, os.kill, (pid, signal.SIGCONT)).start()
+        self._committing = True
+        self._db.conn.pgconn.send_query(b"COMMIT")  # waits in the frozen process's socket
+        self._db.conn.pgconn.flush()
+        self._db.conn.close()
+        self._db.execute("SELECT 1")  # the connection is gone: raises
+        raise AssertionError("the connection survived")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="freezing the server's process needs root")
+def test_a_commit_still_in_progress_after_reconnecting_is_settled_not_sent_twice(
+    pg_url: str,
+) -> None:
+    sink = _SlowCommitSink(pg_url)
+    sink.open(lambda: time.monotonic() + 5)
+    rows = Rows(PostgresSink.null)
+    ops = _batch(rows, "conn", 50)
+    assert _write_until_stored(sink, ops) == 50
+    sink.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+        deadline = time.monotonic() + 30
+        while conn.execute(gone, (sink.frozen,)).fetchone() != (0,):  # thawed, and done
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        got = conn.execute("SELECT seq FROM frames ORDER BY seq").fetchall()
+        assert conn.execute("SELECT count(*) FROM connections").fetchone() == (1,)
+    assert got == [(seq,) for seq in range(1, 51)]

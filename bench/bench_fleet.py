@@ -29,32 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_ws import URL_RE, background, frame  # noqa: E402
-
-
-async def load(url: str, connections: int, frames: int, size: int) -> None:
-    async def one(session: aiohttp.ClientSession, c: int) -> None:
-        async with session.ws_connect(url, max_msg_size=0) as ws:
-            payloads = [frame(c * frames + n, size) for n in range(frames)]
-
-            async def send() -> None:
-                for p in payloads:
-                    await ws.send_str(p)
-
-            sender = asyncio.create_task(send())
-            for _ in payloads:
-                await ws.receive()
-            await sender
-
-    conn = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=conn) as session:
-        await asyncio.gather(*(one(session, c) for c in range(connections)))
+from bench_pg import BenchPostgres  # noqa: E402
+from bench_ws import URL_RE, background, throughput  # noqa: E402
 
 
 def stored_frames(store: str) -> int:
@@ -70,21 +50,19 @@ def stored_frames(store: str) -> int:
         con.close()
 
 
-def empty(store: str) -> None:
-    if store.startswith("postgresql://"):
-        import psycopg
-
-        with psycopg.connect(store, autocommit=True) as pg:
-            if pg.execute("SELECT to_regclass('frames')").fetchone() != (None,):
-                pg.execute("TRUNCATE frames, stderr_lines, events, connections")
+def empty(store: str, pg: BenchPostgres) -> None:
+    if store == pg.url:
+        pg.fresh()
         return
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store}{suffix}").unlink(missing_ok=True)
 
 
-def run(exe: str, store: str, echo: str, args: argparse.Namespace) -> tuple[float, int, float]:
+def run(
+    exe: str, store: str, pg: BenchPostgres, echo: str, args: argparse.Namespace
+) -> tuple[float, int, float]:
     """One measured run: (recorded/s, frames recorded, seconds)."""
-    empty(store)
+    empty(store, pg)
     argv = [exe, "ws", "--listen", "127.0.0.1:0", "--heartbeat", "0", "--record", store]
     proc = subprocess.Popen(
         [*argv, "--upstream", echo], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -99,7 +77,7 @@ def run(exe: str, store: str, echo: str, args: argparse.Namespace) -> tuple[floa
     if url is None:
         raise SystemExit(f"could not start: {' '.join(argv)}")
     start = time.perf_counter()
-    asyncio.run(load(url, args.connections, args.frames, args.size))
+    asyncio.run(throughput(url, args.frames, args.size, args.connections))
     proc.send_signal(signal.SIGTERM)
     proc.stderr.read()
     proc.wait(600)
@@ -120,18 +98,10 @@ def main() -> int:
     if exe is None:
         raise SystemExit("acp-proxy is not installed: pip install -e .")
     tmp = Path(tempfile.mkdtemp(prefix="acp-bench-fleet-"))
-    server = None
-    pg_url = args.pg_url
-    if pg_url is None:
-        from tests.pg_server import PgServer
-
-        server = PgServer(tmp / "pg")
-        server.init()
-        server.start()
-        pg_url = server.url()
-    stores = {"SQLite": str(tmp / "fleet.db"), "PostgreSQL": pg_url}
+    pg = BenchPostgres(args.pg_url, tmp)
+    stores = {"SQLite": str(tmp / "fleet.db"), "PostgreSQL": pg.url}
     rates: dict[str, list[float]] = {name: [] for name in stores}
-    expected = 2 * args.connections * args.frames
+    expected = 2 * args.connections * args.frames + 2  # and bench_ws's warm-up frame
     print(
         f"{args.connections} WebSocket connections x {args.frames} frames of ~{args.size} B "
         f"(echoed: {expected:,} frames to record), {args.runs} alternating runs, "
@@ -143,13 +113,12 @@ def main() -> int:
         with background([sys.executable, str(HERE / "bench_ws.py"), "--echo-server"], False) as e:
             for n in range(1, args.runs + 1):
                 for name, store in stores.items():
-                    fps, recorded, seconds = run(exe, store, e, args)
+                    fps, recorded, seconds = run(exe, store, pg, e, args)
                     rates[name].append(fps)
                     note = "" if recorded >= expected else f" (expected {expected:,})"
                     print(f"| {n} | {name} | {recorded:,}{note} | {seconds:.2f} | {fps:,.0f} |")
     finally:
-        if server is not None:
-            server.stop("immediate")
+        pg.close()
         shutil.rmtree(tmp, ignore_errors=True)
     sqlite, pg = statistics.median(rates["SQLite"]), statistics.median(rates["PostgreSQL"])
     print(

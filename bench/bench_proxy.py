@@ -49,6 +49,9 @@ from pathlib import Path
 
 from acp_proxy.record.shipper import writer_pids
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pg import BenchPostgres
+
 HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting
 AGENT = [sys.executable, str(HERE / "bench_agent.py")]
@@ -284,36 +287,6 @@ def recording_counts(db: Path | str) -> tuple[int, int]:
         return int(con.execute(chunks).fetchone()[0]), int(con.execute(dropped).fetchone()[0])
     finally:
         con.close()
-
-
-class BenchPostgres:
-    """The PostgreSQL database of the ``proxy-record-pg`` target: ``--pg-url``, or a
-    private server started from ``tests/pg_server.py`` (stopped at the end)."""
-
-    def __init__(self, url: str | None, base: Path) -> None:
-        self.server = None
-        if url is None:
-            sys.path.insert(0, str(HERE.parent))
-            from tests.pg_server import PgServer
-
-            self.server = PgServer(base / "pg")
-            self.server.init()
-            self.server.start()
-            url = self.server.url()
-        self.url = url
-
-    def fresh(self) -> str:
-        """Empty the recording tables (every run counts only its own frames)."""
-        import psycopg
-
-        with psycopg.connect(self.url, autocommit=True) as pg:
-            if pg.execute("SELECT to_regclass('frames')").fetchone() != (None,):
-                pg.execute("TRUNCATE frames, stderr_lines, events, connections")
-        return self.url
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.stop("immediate")
 
 
 def run_target(

@@ -30,6 +30,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_pg import BenchPostgres  # noqa: E402
 
 from acp_proxy.record.ipc import Control, Frame  # noqa: E402
 from acp_proxy.record.rows import Op, Rows  # noqa: E402
@@ -89,28 +92,15 @@ def main() -> int:
     ap.add_argument("--pg-url", help="PostgreSQL database (emptied first; default: own server)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="acp-bench-sink-"))
-    server = None
-    url = args.pg_url
-    if url is None:
-        from tests.pg_server import PgServer
-
-        server = PgServer(tmp / "pg")
-        server.init()
-        server.start()
-        url = server.url()
+    pg = BenchPostgres(args.pg_url, tmp)
     try:
-        import psycopg
-
         print(f"{args.batches} batches per run, {os.cpu_count()} CPUs\n")
         print("| batches of | engine | frames/s | vs SQLite | sink CPU s | server CPU s |")
         print("|---|---|---:|---:|---:|---:|")
         for name, shape in SHAPES.items():
             db = tmp / f"{shape[0]}.db"
             sqlite_fps, sqlite_cpu, _ = run(SqliteSink(db), shape, args.batches)
-            with psycopg.connect(url, autocommit=True) as pg:
-                if pg.execute("SELECT to_regclass('frames')").fetchone() != (None,):
-                    pg.execute("TRUNCATE frames, stderr_lines, events, connections")
-            pg_fps, pg_cpu, pg_server = run(PostgresSink(url), shape, args.batches)
+            pg_fps, pg_cpu, pg_server = run(PostgresSink(pg.fresh()), shape, args.batches)
             total = shape[0] * shape[1]
             label = f"{total:,} frames ({name})"
             print(f"| {label} | SQLite | {sqlite_fps:,.0f} | 1.00x | {sqlite_cpu:.2f} | - |")
@@ -119,8 +109,7 @@ def main() -> int:
                 f"{pg_cpu:.2f} | {pg_server or 0:.2f} |"
             )
     finally:
-        if server is not None:
-            server.stop("immediate")
+        pg.close()
     return 0
 
 

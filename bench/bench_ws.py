@@ -90,7 +90,7 @@ async def throughput(url: str, frames: int, size: int, connections: int) -> floa
                     raise SystemExit(f"bad echo on {url}: {msg!r}")
             await sender
 
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         # Warm up (agent start-up, connection set-up) outside the measurement.
         async with session.ws_connect(url) as ws:
             await ws.send_str(frame(0, size))

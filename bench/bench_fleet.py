@@ -20,10 +20,8 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from bench_pg import BenchPostgres  # noqa: E402
-from bench_ws import URL_RE, background, throughput  # noqa: E402
+from bench_ws import background, throughput  # noqa: E402
 
 
 def stored_frames(store: str) -> int:
@@ -64,24 +62,10 @@ def run(
     """One measured run: (recorded/s, frames recorded, seconds)."""
     empty(store, pg)
     argv = [exe, "ws", "--listen", "127.0.0.1:0", "--heartbeat", "0", "--record", store]
-    proc = subprocess.Popen(
-        [*argv, "--upstream", echo], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    assert proc.stderr is not None
-    url = None
-    for line in iter(proc.stderr.readline, b""):
-        match = URL_RE.search(line)
-        if match:
-            url = match.group(1).decode()
-            break
-    if url is None:
-        raise SystemExit(f"could not start: {' '.join(argv)}")
-    start = time.perf_counter()
-    asyncio.run(throughput(url, args.frames, args.size, args.connections))
-    proc.send_signal(signal.SIGTERM)
-    proc.stderr.read()
-    proc.wait(600)
-    seconds = time.perf_counter() - start
+    with background([*argv, "--upstream", echo], url_from_stderr=True) as url:
+        start = time.perf_counter()
+        asyncio.run(throughput(url, args.frames, args.size, args.connections))
+    seconds = time.perf_counter() - start  # (the proxy has exited: told to, on leaving)
     recorded = stored_frames(store)
     return recorded / seconds, recorded, seconds
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from acp_proxy.record.live_tail import LiveTail
+from acp_proxy.record.live_tail import SETTLE_SECONDS, LiveTail
 from acp_proxy.record.liveness import ConnectionState, State, connection_state
 from acp_proxy.record.pg import (
     FRAME_WRITERS,
@@ -93,6 +93,32 @@ def _pg_stream(db: PgDatabase, sql: str, args: Iterable[Any]) -> Iterator[tuple[
 
 
 _cursor_numbers = itertools.count(1)
+
+
+def frame_writers(db: Database) -> frozenset[str]:
+    """The transactions writing frames right now (PostgreSQL; SQLite: none, since its one
+    writer at a time commits ids in order). See :mod:`~acp_proxy.record.live_tail`."""
+    if not isinstance(db, PgDatabase):
+        return frozenset()
+    return frozenset(str(r[0]) for r in db.execute(FRAME_WRITERS, []).fetchall())
+
+
+def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
+    """The highest frame id at or below which every frame is committed (or never will be).
+
+    With several writers (PostgreSQL) a higher id may be committed before a lower one: the
+    highest visible id is noted, then the writers in progress are waited for (a batch:
+    milliseconds; at most ``wait`` seconds, for a writer stuck in progress). Whatever
+    reads ids up to the answer, in one pass, misses nothing committed later.
+    """
+    row = db.execute("SELECT coalesce(max(id), 0) FROM frames", []).fetchone()
+    top = int(row[0]) if row else 0
+    writers = frame_writers(db)
+    deadline = time.monotonic() + wait
+    while writers and time.monotonic() < deadline:
+        time.sleep(0.02)
+        writers &= frame_writers(db)
+    return top
 
 
 def database_errors() -> tuple[type[BaseException], ...]:
@@ -800,11 +826,8 @@ class RecordingReader:
         return [self._summary(r) for r in rows], more
 
     def frame_writers(self) -> frozenset[str]:
-        """The transactions writing frames right now (PostgreSQL; SQLite: none, since its
-        one writer at a time commits ids in order). See :mod:`~acp_proxy.record.live_tail`."""
-        if not isinstance(self.db, PgDatabase):
-            return frozenset()
-        return frozenset(str(r[0]) for r in self.db.execute(FRAME_WRITERS, []).fetchall())
+        """The transactions writing frames right now (:func:`frame_writers`)."""
+        return frame_writers(self.db)
 
     def live_frames(
         self, flt: FrameFilter, tail: LiveTail, *, limit: int, preview: int

@@ -46,7 +46,13 @@ from acp_proxy.record.pg import (
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.record.reader import FRAME_COLUMNS, FrameRow, database_url, iter_frames
+from acp_proxy.record.reader import (
+    FRAME_COLUMNS,
+    FrameRow,
+    database_url,
+    iter_frames,
+    settled_frame_id,
+)
 from acp_proxy.record.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -81,12 +87,17 @@ _JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_
 
 
 def _frames_after(db: sqlite3.Connection | PgDatabase, after_id: int) -> Iterator[FrameRow]:
-    """The one place this module reads frames: every frame with a larger id, streamed."""
+    """The one place this module reads frames: every frame with a larger id, streamed.
+
+    PostgreSQL: up to :func:`~acp_proxy.record.reader.settled_frame_id`, since several
+    writers commit ids out of order: an id skipped now would never be indexed later.
+    """
     if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
         rows = stream_rows(
             db,
-            f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? ORDER BY connection_id, seq",
-            (after_id,),
+            f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? AND id <= ? "
+            "ORDER BY connection_id, seq",
+            (after_id, settled_frame_id(db)),
         )
         return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
     return iter_frames(db, after_id=after_id)

@@ -7,6 +7,7 @@ A recording is written to a SQLite file, copied into a real PostgreSQL database 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import orjson
 import psycopg
 import pytest
 
+from acp_proxy.record.pg import connect_pg, frames_transaction
 from tests.check.helpers import v1_prelude, write_recording
 from tests.commands.test_search import chunk, connection_one, connection_two
-from tests.conftest import run_proxy
+from tests.conftest import proxy_exe, run_proxy
+from tests.helpers import insert_frames
 from tests.pg_server import PASSWORD
 
 LONG = (
@@ -145,3 +148,46 @@ def test_a_read_only_role_searches_in_memory(stores: tuple[Path, str], pg_server
     assert doc["index"] == "memory"
     assert doc["hits"] == search(db, "world")[1]["hits"]
     assert b"read-only: indexed in memory" in done.stderr
+
+
+def _said(text: str) -> bytes:
+    return (
+        orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s9",
+                    "update": {"sessionUpdate": "tool_call", "toolCallId": "t", "title": text},
+                },
+            }
+        )
+        + b"\n"
+    )
+
+
+def test_a_batch_committed_after_a_higher_id_is_still_indexed(pg_url: str) -> None:
+    # Two writers (hosts): A draws an id, B the next and commits; a search runs while A
+    # is in progress (and waits for it), then A commits. A's frame must be found later.
+    alpha = insert_frames(pg_url, [("c2a", _said("hello"))], index=True)
+    beta = insert_frames(pg_url, [("c2a", _said("hello"))], index=True)
+    slow = connect_pg(pg_url, create=False)
+    with frames_transaction(slow):
+        insert_frames(slow, [("a2c", _said("saffron late"))], connection_id=alpha, first_seq=2,
+                      index=True)  # fmt: skip
+        insert_frames(pg_url, [("a2c", _said("umber early"))], connection_id=beta, first_seq=2,
+                      index=True)  # fmt: skip
+        searching = subprocess.Popen(
+            [*proxy_exe(), "search", pg_url, "umber", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(1.0)  # (it waits for A: a writer in progress holds an id below B's)
+        assert searching.poll() is None
+    slow.close()
+    out, err = searching.communicate(timeout=60)
+    assert searching.returncode == 0, err
+    assert [h["connection"] for h in orjson.loads(out)["hits"]] == [beta]
+    code, found = search(pg_url, "saffron")
+    assert code == 0
+    assert [(h["connection"], h["seq"]) for h in found["hits"]] == [(alpha, 2)]

@@ -18,8 +18,8 @@ process by :mod:`~acp_proxy.record.child` (which takes a longer one for PostgreS
 forwarding thread whose read just returned waits at most this long for the GIL while the
 shipper (or, with threads, the rows thread) runs Python; in the writer, the sink thread gets
 the GIL back this soon after each SQLite statement, instead of waiting up to 5 ms each time
-while the rows thread runs Python (measured, 200k-frame floods, 32 alternating runs: the
-sink's wait for the GIL 0.24-0.47 s -> 0.10-0.17 s a run, a median 8% more frames/s).
+while the rows thread runs Python (measured, 200k-frame floods, 48 alternating runs: the
+sink's wait for the GIL 0.24-0.47 s -> 0.10-0.17 s a run, a median 9% more frames/s).
 """
 
 

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING
 
-from acp_proxy.record.priority import lower_priority
+from acp_proxy.record.priority import SWITCH_INTERVAL, lower_priority
 
 if TYPE_CHECKING:
     from acp_proxy.record.pipeline import WriterPipeline
@@ -38,7 +38,8 @@ The writer allocates a dict per parsed frame and a tuple per row, nearly all fre
 once; the default collected every few hundred frames, for a few % of the rows thread's time."""
 
 PG_SWITCH_SECONDS = 0.0005
-"""The writer's GIL switch interval when it records into PostgreSQL (Python's default: 5 ms).
+"""The writer's GIL switch interval when it records into PostgreSQL (Python's default: 5 ms;
+into SQLite: :data:`~acp_proxy.record.priority.SWITCH_INTERVAL`).
 
 The sink thread waits for the server several times a batch (``BEGIN``, ``COPY``, ``COMMIT``)
 and then waits for the GIL while the rows thread runs Python: up to a switch interval each
@@ -127,9 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # what the imports made is never garbage: keep it out of collections
     gc.set_threshold(WRITER_GC_THRESHOLD)
     path, retry, queue_bytes, batch_bytes = args[0], float(args[1]), int(args[2]), int(args[3])
+    switch = SWITCH_INTERVAL
     if path == "-":  # a PostgreSQL URL, passed in the environment (it may hold a password)
         path = os.environ.pop(LOCATION_ENV, "")
-        sys.setswitchinterval(PG_SWITCH_SECONDS)
+        switch = PG_SWITCH_SECONDS
+    sys.setswitchinterval(switch)
     journal = Journal(
         queue_bytes=queue_bytes,
         batch_bytes=batch_bytes,

@@ -43,6 +43,7 @@ from acp_proxy.record.ipc import STDERR, Frame
 from acp_proxy.record.journal import LINGER_SECONDS, Journal
 from acp_proxy.record.pg import is_pg_url, safe_url
 from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
+from acp_proxy.record.priority import SWITCH_INTERVAL
 from acp_proxy.record.shipper import Shipper
 from acp_proxy.record.sink import SinkFailed
 
@@ -99,15 +100,6 @@ OPEN_LOCK_WAIT_SECONDS = 0.2
 
 LOCK_RETRY_ENV = "ACP_PROXY_LOCK_RETRY_SECONDS"
 DEFAULT_LOCK_RETRY_SECONDS = 30.0
-
-SWITCH_INTERVAL = 0.0002
-"""GIL switch interval (seconds) a recording process runs with (Python's default: 5 ms).
-
-Set by the :class:`Recorder`, so in the proxy; the writer process sets it too. A forwarding
-thread whose read just returned waits at most this long for the GIL while the shipper (or,
-with threads, the rows thread) runs Python; in the writer, the sink thread gets the GIL
-back this soon after each statement (measured there: a few % more frames/s).
-"""
 
 
 def lock_retry_seconds() -> float:

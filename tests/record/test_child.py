@@ -8,18 +8,22 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from acp_proxy.record import schema
-from acp_proxy.record.child import serve
+from acp_proxy.record.child import PG_SWITCH_SECONDS, serve
 from acp_proxy.record.ipc import Control, Drops, encode_batch
 from acp_proxy.record.journal import Journal
 from acp_proxy.record.pipeline import WriterPipeline
-from acp_proxy.record.shipper import writer_pids
+from acp_proxy.record.priority import SWITCH_INTERVAL
+from acp_proxy.record.shipper import LOCATION_ENV, writer_pids
 from acp_proxy.record.sink import SqliteSink
 from acp_proxy.record.writer import Recorder
 from tests.conftest import echo_proxy, echo_through, frame_count, frames_of
@@ -182,6 +186,38 @@ def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_pat
     _finish(proc)
     assert dead(writer)  # the proxy waited for it: nothing left behind
     assert [raw for _, raw in frames_of(db)] == lines + lines  # c2a echoed as a2c
+
+
+# The writer's entry point, with serve() replaced by a report of the GIL switch interval
+# the pipeline would run with.
+_SWITCH_PROBE = """
+import sys
+from acp_proxy.record import child
+child.serve = lambda pipeline, fd, out: out.write(repr(sys.getswitchinterval()))
+sys.exit(child.main(sys.argv[1:]))
+"""
+
+
+def _writer_switch_interval(location: str, env: dict[str, str]) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", _SWITCH_PROBE, location, "1.0", "1048576", "65536"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, **env},
+        timeout=TIMEOUT,
+        check=True,
+    )
+    return float(done.stdout)
+
+
+def test_the_writer_takes_the_gil_back_soon_after_each_statement(tmp_path: Path) -> None:
+    # With Python's default switch interval (5 ms; a fresh interpreter's) the sink thread
+    # waited up to that long for the GIL after each SQLite statement while the rows thread
+    # ran Python.
+    sqlite = _writer_switch_interval(str(tmp_path / "s.db"), {})
+    assert sqlite == pytest.approx(SWITCH_INTERVAL)
+    pg = _writer_switch_interval("-", {LOCATION_ENV: "postgresql://u@127.0.0.1:9/none"})
+    assert pg == pytest.approx(PG_SWITCH_SECONDS)
 
 
 def test_a_killed_writer_is_reported_once_and_forwarding_goes_on(tmp_path: Path) -> None:

@@ -48,11 +48,12 @@ LINE = (
 SHAPES = {"one connection": (1, 3400), "400 connections": (400, 5)}
 
 
-def batches(null: Any, connections: int, per: int, count: int) -> tuple[list[Op], list[list[Op]]]:
-    rows = Rows(null)
-    opened = rows.build(
-        [Control(k, "open", {"transport": "ws", "started_at": 1.0}) for k in range(connections)]
-    )
+def batches(sink: Sink, connections: int, per: int, count: int) -> list[list[Op]]:
+    """Open the connections through ``sink``, then build the frame batches (whose rows
+    carry the connection ids by then, as the writer's do)."""
+    rows = Rows(sink.null)
+    opens = [Control(k, "open", {"transport": "ws", "started_at": 1.0}) for k in range(connections)]
+    sink.write(rows.build(opens), lambda: time.monotonic() + 30)
     out = []
     for _ in range(count):
         items: list[Any] = [
@@ -61,7 +62,7 @@ def batches(null: Any, connections: int, per: int, count: int) -> tuple[list[Op]
             for _ in range(per)
         ]
         out.append(rows.build(items))
-    return opened, out
+    return out
 
 
 def backend_cpu(sink: PostgresSink) -> float:
@@ -73,8 +74,7 @@ def backend_cpu(sink: PostgresSink) -> float:
 
 def run(sink: Sink, shape: tuple[int, int], count: int) -> tuple[float, float, float | None]:
     sink.open(lambda: time.monotonic() + 30)
-    opened, todo = batches(sink.null, *shape, count)
-    sink.write(opened, lambda: time.monotonic() + 30)
+    todo = batches(sink, *shape, count)
     server0 = backend_cpu(sink) if isinstance(sink, PostgresSink) else None
     cpu0, t0 = time.thread_time(), time.perf_counter()
     frames = 0

@@ -457,9 +457,7 @@ class SearchIndex:
         query = self.store.quote_fts(text)
         where, args = _where([f"{DOCS}_fts MATCH ?"], [query], connection_id, session_id, limit)
         rows = self.store.execute(
-            f"SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
-            f"d.field, d.method, d.variant, "
-            f"snippet({DOCS}_fts, 0, '[', ']', '…', 16) "
+            f"SELECT {_HIT_COLUMNS}, snippet({DOCS}_fts, 0, '[', ']', '…', 16) "
             f"FROM {DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid "
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
             args,
@@ -470,6 +468,13 @@ class SearchIndex:
         if not self.in_file:
             self.store.close()
         self.source.close()
+
+
+_HIT_COLUMNS = (
+    "d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, d.field, "
+    "d.method, d.variant"
+)
+"""A hit's columns of the documents table ``d``, before its snippet (both engines)."""
 
 
 def _where(
@@ -526,8 +531,7 @@ class PgSearchIndex(SearchIndex):
         match = " && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)
         where, args = _where([f"d.words @@ ({match})"], pieces, connection_id, session_id, limit)
         rows = self.store.execute(
-            "SELECT d.connection_id, d.session_id, d.frame_id, d.seq, d.last_seq, d.frames, "
-            f"d.field, d.method, d.variant, d.text FROM {DOCS} d "
+            f"SELECT {_HIT_COLUMNS}, d.text FROM {DOCS} d "
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
             args,
         ).fetchall()

@@ -117,9 +117,11 @@ class PostgresSink(SqlSink):
             self.open(give_up_at)
         try:
             doubt, self._doubt = self._doubt, None
-            retried = doubt is not None and doubt.key == _batch_key(ops)
-            if retried and self._outcome(doubt, give_up_at) == "committed":
-                assert doubt is not None
+            if (
+                doubt is not None
+                and doubt.key == _batch_key(ops)
+                and self._outcome(doubt, give_up_at) == "committed"
+            ):
                 for st, cid in doubt.ids:
                     st.db_id = cid
                 self._settle([st for st, _ in doubt.ids], doubt.closed)
@@ -131,7 +133,7 @@ class PostgresSink(SqlSink):
                 self._doubt = doubt  # still unresolved: ask again after reconnecting
             raise failure from None
 
-    def _outcome(self, doubt: _Doubt | None, give_up_at: Callable[[], float]) -> str | None:
+    def _outcome(self, doubt: _Doubt, give_up_at: Callable[[], float]) -> str | None:
         """What became of the doubtful transaction: committed, aborted (or None if unknown).
 
         Still in progress means its server process has not yet read the COMMIT, nor seen
@@ -140,7 +142,6 @@ class PostgresSink(SqlSink):
         (``pg_terminate_backend``, allowed on one's own sessions), which settles it either
         way; until it has, the batch waits (:class:`SinkFailed`, ``unavailable``).
         """
-        assert doubt is not None
         status = self._xact_status(doubt.xid)
         if status == "in progress":
             self._execute("SELECT pg_terminate_backend(?)", (doubt.pid,))

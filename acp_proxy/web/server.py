@@ -343,40 +343,33 @@ async def api_frame_raw(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def api_findings(request: web.Request) -> web.StreamResponse:
+async def _connection_view(
+    request: web.Request, build: Callable[[store.Location, RecordingReader, int], Any]
+) -> web.StreamResponse:
+    """One connection's view (404 for an unknown connection), built off the event loop."""
     path = request.app[DB_KEY]
     connection_id = _path_int(request, "connection_id")
 
-    def work() -> dict[str, Any]:
+    def work() -> Any:
         with store.read_connection(path) as reader:
             _require_connection(reader, connection_id)
-            return views.findings(path, reader, connection_id)
+            return build(path, reader, connection_id)
 
     return _json(await _blocking(work))
+
+
+async def api_findings(request: web.Request) -> web.StreamResponse:
+    return await _connection_view(request, views.findings)
 
 
 async def api_timeline(request: web.Request) -> web.StreamResponse:
-    path = request.app[DB_KEY]
-    connection_id = _path_int(request, "connection_id")
-
-    def work() -> dict[str, Any]:
-        with store.read_connection(path) as reader:
-            _require_connection(reader, connection_id)
-            return views.timeline(path, reader, connection_id)
-
-    return _json(await _blocking(work))
+    return await _connection_view(request, views.timeline)
 
 
 async def api_events(request: web.Request) -> web.StreamResponse:
-    path = request.app[DB_KEY]
-    connection_id = _path_int(request, "connection_id")
-
-    def work() -> dict[str, Any]:
-        with store.read_connection(path) as reader:
-            _require_connection(reader, connection_id)
-            return views.transport_events(reader, connection_id)
-
-    return _json(await _blocking(work))
+    return await _connection_view(
+        request, lambda _path, reader, cid: views.transport_events(reader, cid)
+    )
 
 
 async def api_export(request: web.Request) -> web.StreamResponse:

@@ -138,6 +138,14 @@ def proxy_on(host: Host, args: list[str]) -> Iterator[Proxy]:
         reader.join(10)
 
 
+@contextmanager
+def ws_proxies(fleet: Fleet, ws_args: list[str]) -> Iterator[tuple[Proxy, Proxy]]:
+    """``acp-proxy ws WS_ARGS`` on each of the two proxy hosts, on its LAN address."""
+    a, b = (["ws", "--listen", f"{h.ip}:{WS_PORT}", *ws_args] for h in fleet.hosts[:2])
+    with proxy_on(fleet.hosts[0], a) as proxy_a, proxy_on(fleet.hosts[1], b) as proxy_b:
+        yield proxy_a, proxy_b
+
+
 class Peers:
     """``fleet_client.py sdk`` on a host: SDK peers taking prompt rounds from the test."""
 
@@ -220,14 +228,7 @@ def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet, tmp_
     url = fleet.database()
     names = {h.name: [f"{h.name}-{n}" for n in range(PEERS)] for h in fleet.hosts}
     ws_args = ["--record", url, "--token", TOKEN, "--heartbeat", "0", "--", *SDK_AGENT]
-    with (
-        proxy_on(
-            fleet.hosts[0], ["ws", "--listen", f"{fleet.hosts[0].ip}:{WS_PORT}", *ws_args]
-        ) as proxy_a,
-        proxy_on(
-            fleet.hosts[1], ["ws", "--listen", f"{fleet.hosts[1].ip}:{WS_PORT}", *ws_args]
-        ) as proxy_b,
-    ):
+    with ws_proxies(fleet, ws_args) as (proxy_a, proxy_b):
         proxies = (proxy_a, proxy_b)
         peers = [Peers(proxy.host, proxy.url, names[proxy.host.name]) for proxy in proxies]
         for p in peers:
@@ -370,14 +371,7 @@ def test_200_connections_on_each_of_two_hosts_into_one_database(fleet: Fleet) ->
 
     url = fleet.database()
     ws_args = ["--record", url, "--token", TOKEN, "--heartbeat", "0", "--", "cat"]
-    with (
-        proxy_on(
-            fleet.hosts[0], ["ws", "--listen", f"{fleet.hosts[0].ip}:{WS_PORT}", *ws_args]
-        ) as proxy_a,
-        proxy_on(
-            fleet.hosts[1], ["ws", "--listen", f"{fleet.hosts[1].ip}:{WS_PORT}", *ws_args]
-        ) as proxy_b,
-    ):
+    with ws_proxies(fleet, ws_args) as (proxy_a, proxy_b):
         clients = [
             proxy.host.popen(
                 [

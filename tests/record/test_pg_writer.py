@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ECHO_AGENT, echo_proxy, incident_lines, proxy_exe, run_proxy
+from tests.conftest import (
+    ECHO_AGENT,
+    echo_proxy,
+    echo_through,
+    incident_lines,
+    proxy_exe,
+    run_proxy,
+)
 from tests.pg_server import PASSWORD, PgServer, find_bindir
 
 TIMEOUT = 120.0
@@ -80,16 +87,8 @@ def _lines(n: int, tag: str) -> list[bytes]:
 
 def _through(proc: subprocess.Popen[bytes], lines: list[bytes]) -> None:
     """Send ``lines`` through a proxy in front of the echo agent, one at a time, read back."""
-    assert proc.stdin is not None and proc.stdout is not None
     for line in lines:
-        proc.stdin.write(line)
-        proc.stdin.flush()
-        got = b""
-        while len(got) < len(line):
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)
-            assert chunk, "the proxy stopped forwarding"
-            got += chunk
-        assert got == line
+        echo_through(proc, line)
 
 
 class _Stderr:

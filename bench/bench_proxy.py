@@ -16,6 +16,12 @@ For each target it measures, through real pipes and processes:
 - ``acp-proxy --record postgresql://...`` the same way, into a local PostgreSQL server (one
   it starts from ``tests/pg_server.py`` on a private port and directory, or ``--pg-url``):
   recorded/s beside SQLite's in the same run;
+- with that private server, a diagnostic: the same into a database whose schema lacks the two
+  secondary indexes every flood row goes into (``frames_session``, ``frames_method_update``),
+  which shows what maintaining them costs the server;
+- the recording ceilings of each recording target: recorded / (the machine's CPU time over the
+  run / its CPUs), the most that much work could reach with every CPU busy throughout, and
+  for the private server recorded / its CPU time, the most one server process could;
 - a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
   steady rate through ``acp-proxy --record``, while a reader polls the database. It reports
   how far the recording lags behind the frames the client has already received (the
@@ -50,7 +56,7 @@ from pathlib import Path
 from acp_proxy.record.shipper import writer_pids
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pg import BenchPostgres
+from bench_pg import SECONDARY_INDEXES, BenchPostgres, cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting
@@ -79,6 +85,8 @@ class Result:
     rate: float | None = None  # the paced run's offered rate (frames/s)
     lag_frames: int | None = None  # the most frames forwarded but not yet in the database
     caught_up_s: float | None = None  # last frame at the client -> every frame in the database
+    busy_s: float | None = None  # the machine's CPU time, flood request -> recording complete
+    server_cpu_s: float | None = None  # the private PostgreSQL server's CPU time, the same span
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -90,14 +98,12 @@ class Result:
         return self.nbytes / self.seconds / 1e6 if self.seconds else 0.0
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time ``pid`` has used so far (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def machine_busy_seconds() -> float:
+    """CPU time the machine's CPUs have not been idle so far, all CPUs summed (Linux)."""
+    with open("/proc/stat") as fh:
+        ticks = [int(v) for v in fh.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def vm_hwm_mb(pid: int) -> float | None:
@@ -296,6 +302,7 @@ def run_target(
     pings: int,
     db: Path | str | None,
     rate: float | None = None,
+    pg: BenchPostgres | None = None,
 ) -> Result:
     res = Result(name, rate=rate)
     peer = Peer(argv)
@@ -316,6 +323,10 @@ def run_target(
     lag = LagSampler(db, peer) if isinstance(db, Path) and rate else None
     if lag is not None:
         lag.start()
+    server = pg.cpu() if pg is not None else None
+    if server is not None:
+        server.start()
+    busy0 = machine_busy_seconds()
     t0 = time.perf_counter()
     params: dict[str, object] = {"count": frames, **({"rate": rate} if rate else {})}
     got, nbytes = peer.read_until(peer.send("bench/flood", params))
@@ -330,6 +341,9 @@ def run_target(
         res.lag_frames = lag.max_lag
     code = peer.close()
     t2 = time.perf_counter()
+    res.busy_s = machine_busy_seconds() - busy0
+    if server is not None:
+        res.server_cpu_s = server.finish()
     sampler.stop.set()
     sampler.join()
     res.peak_rss_mb = sampler.peak
@@ -353,7 +367,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="keep the recording in this directory")
     ap.add_argument(
         "--only",
-        default="agent,relay,proxy,proxy-record,proxy-record-pg",
+        default="agent,relay,proxy,proxy-record,proxy-record-pg,proxy-record-pg-bare",
         help="comma-separated targets",
     )
     ap.add_argument(
@@ -380,8 +394,22 @@ def main() -> int:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     extra = args.proxy_args.split()
     only = args.only.split(",")
-    pg = BenchPostgres(args.pg_url, tmp) if "proxy-record-pg" in only else None
+    known = ("agent", "relay", "proxy", "proxy-record", "proxy-record-pg", "proxy-record-pg-bare")
+    unknown = [key for key in only if key not in known]
+    if unknown:
+        print(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        return 2
+    pg = (
+        BenchPostgres(args.pg_url, tmp)
+        if any(k.startswith("proxy-record-pg") for k in only)
+        else None
+    )
     pg_url = pg.url if pg is not None else ""
+    bare_url = (
+        pg.without_secondary_indexes()
+        if pg is not None and "proxy-record-pg-bare" in only
+        else None
+    )
     targets: dict[str, tuple[str, list[str], Path | str | None]] = {
         "agent": ("agent directly", AGENT, None),
         "relay": ("asyncio line relay (baseline)", [*RELAY, *AGENT], None),
@@ -396,15 +424,29 @@ def main() -> int:
             [exe, *extra, "--record", pg_url, "--", *AGENT],
             pg_url,
         ),
+        "proxy-record-pg-bare": (
+            f"acp-proxy --record postgresql://, without {len(SECONDARY_INDEXES)} indexes "
+            "(diagnostic)",
+            [exe, *extra, "--record", bare_url or "", "--", *AGENT],
+            bare_url,
+        ),
     }
+    assert set(targets) == set(known)
     results: list[Result] = []
     try:
         for key in only:
             name, argv, rec = targets[key]
+            if key == "proxy-record-pg-bare" and bare_url is None:
+                print(f"skipped: {name}: only on the benchmark's own server", file=sys.stderr)
+                continue
             print(f"running: {name} ...", file=sys.stderr, flush=True)
-            if pg is not None and key == "proxy-record-pg":
-                rec = pg.fresh()
-            results.append(run_target(name, argv, args.frames, args.pings, rec))
+            if rec == db:  # a SQLite target given twice in --only: every run its own file
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{db}{suffix}").unlink(missing_ok=True)
+            if pg is not None and key.startswith("proxy-record-pg"):
+                rec = pg.fresh(str(rec))
+            server = pg if key.startswith("proxy-record-pg") else None
+            results.append(run_target(name, argv, args.frames, args.pings, rec, pg=server))
     finally:
         if pg is not None:
             pg.close()
@@ -419,6 +461,9 @@ def main() -> int:
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         name, argv, rec = targets["proxy-record"]
         paced = run_target(f"{name}, paced", argv, args.frames, 0, rec, rate=args.rate)
+    if not results:
+        print("nothing measured: every target given to --only was skipped", file=sys.stderr)
+        return 2
     base = next((r for r in results if "baseline" in r.name), None)
     direct = next((r for r in results if r.name == "agent directly"), None)
     size = results[0].nbytes // max(1, results[0].frames)
@@ -446,6 +491,28 @@ def main() -> int:
             f"{r.p99_us:.0f} µs | {r.p999_us:.0f} µs | {added} | {rss} | {rec} | {drop} | "
             f"{drain} | {rfps} | {cpu} |"
         )
+    recorded = [r for r in results if r.record_fps is not None and r.busy_s]
+    if recorded:
+        cpus = os.cpu_count() or 1
+        print(
+            "\nRecording ceilings: recorded / (CPU time of the whole machine / its CPUs) is the "
+            "most that\nmuch work could reach with every CPU busy all along; recorded / the "
+            "database server's CPU\nthe most a server that works through one COPY at a time "
+            "could (its own server only).\n"
+        )
+        print(
+            "| target | recorded/s | machine CPU s | ceiling, all CPUs | server CPU s "
+            "| ceiling, server |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in recorded:
+            assert r.recorded is not None and r.busy_s
+            server_cpu = f"{r.server_cpu_s:.2f}" if r.server_cpu_s else "-"
+            server_cap = f"{r.recorded / r.server_cpu_s:,.0f}" if r.server_cpu_s else "-"
+            print(
+                f"| {r.name} | {r.record_fps:,.0f} | {r.busy_s:.2f} | "
+                f"{r.recorded / (r.busy_s / cpus):,.0f} | {server_cpu} | {server_cap} |"
+            )
     if paced is not None and paced.rate:
         lag_s = (paced.lag_frames or 0) / paced.rate
         caught = f"{paced.caught_up_s:.2f} s" if paced.caught_up_s is not None else "never"

@@ -455,7 +455,14 @@ class SearchIndex:
     ) -> list[Hit]:
         """Documents matching every word of ``text`` (FTS5, quoted: no query syntax), in order."""
         query = self.store.quote_fts(text)
-        where, args = _where([f"{DOCS}_fts MATCH ?"], [query], connection_id, session_id, limit)
+        where, args = _where(
+            [f"{DOCS}_fts MATCH ?"],
+            [query],
+            connection_id,
+            session_id,
+            limit,
+            beside_recording=self.in_file,
+        )
         rows = self.store.execute(
             f"SELECT {_HIT_COLUMNS}, snippet({DOCS}_fts, 0, '[', ']', '…', 16) "
             f"FROM {DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid "
@@ -483,9 +490,18 @@ def _where(
     connection_id: int | None,
     session_id: str | None,
     limit: int,
+    *,
+    beside_recording: bool,
 ) -> tuple[list[str], list[Any]]:
-    """A search's WHERE terms and arguments: the match, then the optional filters, then LIMIT."""
+    """A search's WHERE terms and arguments: the match, then the optional filters, then LIMIT.
+
+    ``beside_recording``: the documents are in the recording's own database, so only those
+    of connections it still has are hits. A connection deleted since it was indexed (a
+    retention purge, or by hand) is then never found again, nor shown in a snippet.
+    """
     where, args = list(where), list(args)
+    if beside_recording:
+        where.append("EXISTS (SELECT 1 FROM connections c WHERE c.id = d.connection_id)")
     if connection_id is not None:
         where.append("d.connection_id = ?")
         args.append(connection_id)
@@ -529,7 +545,14 @@ class PgSearchIndex(SearchIndex):
         if not pieces:
             return []
         match = " && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)
-        where, args = _where([f"d.words @@ ({match})"], pieces, connection_id, session_id, limit)
+        where, args = _where(
+            [f"d.words @@ ({match})"],
+            pieces,
+            connection_id,
+            session_id,
+            limit,
+            beside_recording=True,
+        )
         rows = self.store.execute(
             f"SELECT {_HIT_COLUMNS}, d.text FROM {DOCS} d "
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",

@@ -533,7 +533,10 @@ def search(
         )
     out = []
     for hit in hits:
+        summary = store.frame_summary_json(reader, hit.frame_id)
+        if summary is None:  # deleted since the index held in memory took it in (a purge)
+            continue
         item = hit.to_json()
-        item["summary"] = store.frame_summary_json(reader, hit.frame_id)
+        item["summary"] = summary
         out.append(item)
     return {"hits": out, "limit": limit, "more": len(hits) >= limit}

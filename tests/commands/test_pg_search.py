@@ -191,3 +191,20 @@ def test_a_batch_committed_after_a_higher_id_is_still_indexed(pg_url: str) -> No
     code, found = search(pg_url, "saffron")
     assert code == 0
     assert [(h["connection"], h["seq"]) for h in found["hits"]] == [(alpha, 2)]
+
+
+def test_a_connection_deleted_after_it_was_indexed_is_never_a_hit(
+    stores: tuple[Path, str],
+) -> None:
+    _, url = stores
+    assert {h["connection"] for h in search(url, "world")[1]["hits"]} == {1, 2}
+    with psycopg.connect(url, autocommit=True) as conn:  # its rows, not the index's text
+        conn.execute("DELETE FROM frames WHERE connection_id = 1")
+        conn.execute("DELETE FROM connections WHERE id = 1")
+        assert conn.execute(
+            "SELECT count(*) FROM search_docs WHERE connection_id = 1"
+        ).fetchone() != (0,)
+    code, doc = search(url, "world")
+    assert (code, doc["index"]) == (0, "database")
+    assert [h["connection"] for h in doc["hits"]] == [2]
+    assert search(url, "morning")[0] == 1

@@ -221,3 +221,14 @@ def test_an_index_saved_before_the_file_became_read_only_is_used(db: Path, tmp_p
     doc = orjson.loads(done.stdout)
     assert doc["index"] == "file" and len(doc["hits"]) == 2
     assert ro.read_bytes() == before
+
+
+def test_a_connection_deleted_after_it_was_indexed_is_never_a_hit(db: Path) -> None:
+    assert {h["connection"] for h in search(db, "world")[1]["hits"]} == {1, 2}
+    with sqlite3.connect(db) as con:  # by hand: its frames and its row, not the index's text
+        con.execute("DELETE FROM frames WHERE connection_id = 1")
+        con.execute("DELETE FROM connections WHERE id = 1")
+    code, doc = search(db, "world")
+    assert (code, doc["index"]) == (0, "file")
+    assert [h["connection"] for h in doc["hits"]] == [2]
+    assert search(db, "morning")[0] == 1  # only connection 1 said it

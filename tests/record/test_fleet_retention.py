@@ -6,7 +6,10 @@ import re
 import time
 from pathlib import Path
 
+import orjson
+
 from acp_proxy.record.pg import connect_pg
+from tests.conftest import echo_proxy, echo_through, run_proxy
 from tests.pg_server import PgServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet.md"
@@ -81,4 +84,51 @@ def test_the_retention_query_deletes_old_connections_with_all_their_rows(
         rows = db.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall()
         assert {r[0] for r in rows} == kept, table
     assert db.execute("SELECT count(*) FROM frames").fetchone() == (4,)
+    db.close()
+
+
+def recorded_connection(url: str, word: str) -> None:
+    """One connection recorded through the real proxy: a request carrying ``word``, echoed."""
+    proc = echo_proxy(url)
+    line = orjson.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "x/note", "params": {"text": f"{word} here"}}
+    )
+    echo_through(proc, line + b"\n")
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else b""
+
+
+def searched_connections(url: str, word: str) -> set[int]:
+    done = run_proxy(["search", url, word, "--json"])
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return {hit["connection"] for hit in orjson.loads(done.stdout)["hits"]}
+
+
+def test_the_retention_query_deletes_what_search_indexed_of_them(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    now = time.time()
+    recorded_connection(pg_url, "zebracorn")
+    recorded_connection(pg_url, "zebracorn")
+    db = connect_pg(pg_url, create=False)
+    (old, new) = [r[0] for r in db.execute("SELECT id FROM connections ORDER BY id").fetchall()]
+    db.execute(
+        "UPDATE connections SET started_at = ?, ended_at = ? WHERE id = ?",
+        (now - 40 * DAY, now - 40 * DAY + 60, old),
+    )
+    assert searched_connections(pg_url, "zebracorn") == {old, new}  # the index, in the database
+    assert db.execute(
+        "SELECT count(*) FROM search_docs WHERE connection_id = ?", (old,)
+    ).fetchone()[0]
+    script = pg_server.base / f"retention-search-{dbname_of(pg_url)}.sql"
+    script.write_text(retention_sql())
+    script.chmod(0o644)
+    psql = str(pg_server.bindir / "psql")
+    common = ["-h", str(pg_server.data), "-p", str(pg_server.port), "-U", "acp"]
+    pg_server._run(
+        psql, *common, "-d", dbname_of(pg_url), "-v", "ON_ERROR_STOP=1", "-f", str(script)
+    )
+    assert db.execute("SELECT DISTINCT connection_id FROM search_docs").fetchall() == [(new,)]
+    assert searched_connections(pg_url, "zebracorn") == {new}
     db.close()

@@ -273,3 +273,40 @@ def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
     if f.update_kind:
         what += f" [{f.update_kind}]"
     return what
+
+
+PROGRESS_STEP = 5000
+"""The fewest frames between two progress lines."""
+
+
+class Progress:
+    """Progress lines on stderr for long work on many frames (a rewritten line on a terminal).
+
+    ``reindex``, ``copy`` and ``search`` (its first index of a big recording). Nothing for
+    under twice :data:`PROGRESS_STEP` frames, or with ``quiet``.
+    """
+
+    def __init__(self, total: int, quiet: bool, name: str = "reindex", verb: str = "") -> None:
+        self.name = f"{name}: {verb}" if verb else f"{name}:"
+        self.total = total
+        self.enabled = not quiet and total >= 2 * PROGRESS_STEP
+        self.tty = sys.stderr.isatty()
+        self.step = max(PROGRESS_STEP, total // 20)
+        self.next = self.step
+
+    def update(self, done: int) -> None:
+        if not self.enabled or done < self.next:
+            return
+        self.next = done + self.step
+        text = f"acp-proxy {self.name} {done}/{self.total} frames ({100 * done // self.total}%)"
+        sys.stderr.write(("\r" + text) if self.tty else text + "\n")
+        sys.stderr.flush()
+
+    def after(self, done: int) -> Callable[[int], None]:
+        """A progress callback for a part that starts after ``done`` frames."""
+        return lambda seen: self.update(done + seen)
+
+    def end(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_PATH, recording, reported
-from acp_proxy.commands.reindex import Progress
+from acp_proxy.commands.common import RECORDING_PATH, Progress, recording, reported
 from acp_proxy.commands.stores import open_destination, same_store
 from acp_proxy.record.export import copy_recording, count_frames, select_connections
 from acp_proxy.record.reader import location_name

@@ -12,46 +12,13 @@ recording for writing (and migrates an old one).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, recording
-from acp_proxy.record.analyze import REINDEX_BATCH, reindex_connection
+from acp_proxy.commands.common import RECORDING_ARG, Progress, recording
+from acp_proxy.record.analyze import reindex_connection
 from acp_proxy.record.reader import RecordingReader
-
-BATCH = REINDEX_BATCH
-
-
-class Progress:
-    """Progress lines on stderr for big files (a rewritten line on a terminal)."""
-
-    def __init__(self, total: int, quiet: bool, name: str = "reindex") -> None:
-        self.name = name
-        self.total = total
-        self.enabled = not quiet and total >= 2 * BATCH
-        self.tty = sys.stderr.isatty()
-        self.step = max(BATCH, total // 20)
-        self.next = self.step
-
-    def update(self, done: int) -> None:
-        if not self.enabled or done < self.next:
-            return
-        self.next = done + self.step
-        text = f"acp-proxy {self.name}: {done}/{self.total} frames ({100 * done // self.total}%)"
-        sys.stderr.write(("\r" + text) if self.tty else text + "\n")
-        sys.stderr.flush()
-
-    def after(self, done: int) -> Callable[[int], None]:
-        """A progress callback for a part that starts after ``done`` frames."""
-        return lambda seen: self.update(done + seen)
-
-    def end(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 @click.command("reindex")

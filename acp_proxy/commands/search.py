@@ -6,12 +6,13 @@ brought up to date before each search; in memory for a read-only file).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 import orjson
 
-from acp_proxy.commands.common import RECORDING_ARG
+from acp_proxy.commands.common import RECORDING_ARG, Progress
 from acp_proxy.console import warn
 from acp_proxy.record.reader import location_name
 from acp_proxy.record.schema import RecordingError
@@ -31,6 +32,7 @@ from acp_proxy.record.search import open_search_index
     help="Show at most this many hits.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr while indexing.")
 def search_command(
     recording_path: Path,
     text: str,
@@ -38,6 +40,7 @@ def search_command(
     session_id: str | None,
     limit: int,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Search message text, prompts, tool output, methods and errors; exit 1 if nothing matches.
 
@@ -46,7 +49,8 @@ def search_command(
     Consecutive chunks of one message are searched as one text; a hit names its
     connection, frame (#seq as in `acp-proxy dump`, and the frame id) and session.
     The index is kept in the recording (tables search_docs*, derived and rebuilt when
-    needed); a read-only recording is indexed in memory for the search instead.
+    needed); a read-only recording is indexed in memory for the search instead. The first
+    search of a big recording indexes all of it, with progress on stderr.
     DB may be a postgresql:// URL: PostgreSQL's own full-text search (a tsvector column
     under a GIN index in table search_docs), the same hits.
     Examples:
@@ -56,10 +60,19 @@ def search_command(
     """
     if not text.strip():
         raise click.BadParameter("nothing to search for", param_hint="TEXT")
+    shown: list[Progress] = []
+
+    def progress(total: int) -> Callable[[int], None]:
+        shown.append(Progress(total, quiet, "search", verb="indexed"))
+        return shown[-1].update
+
     try:
-        index = open_search_index(recording_path)
+        index = open_search_index(recording_path, progress)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
+    finally:
+        for bar in shown:
+            bar.end()
     where = location_name(recording_path)
     in_database = isinstance(recording_path, str)
     try:

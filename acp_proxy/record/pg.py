@@ -429,8 +429,15 @@ SEARCH_LOCK = 0x61637073  # pg_advisory_xact_lock key of the index update: "acps
 
 
 def ensure_search_tables_pg(db: PgDatabase) -> None:
-    """Create the search tables if missing (idempotent; serialised by an advisory lock)."""
+    """Create the search tables if missing (idempotent; serialised by an advisory lock).
+
+    Derived data a user may drop: if only one of the two is left, it goes too and the index
+    is built again from the start."""
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(?)", (SEARCH_LOCK,))
-        if db.execute("SELECT to_regclass('search_state')").fetchone() == (None,):
+        found = db.execute(
+            "SELECT to_regclass('search_docs') IS NOT NULL, to_regclass('search_state') IS NOT NULL"
+        ).fetchone()
+        if found != (True, True):
+            db.execute("DROP TABLE IF EXISTS search_docs, search_state")
             db.conn.execute(PG_SEARCH_TABLES)

@@ -31,7 +31,7 @@ import os
 import re
 import sqlite3
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,16 @@ from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
 STATE = "search_state"
+_INDEX_TABLES = (DOCS, f"{DOCS}_fts", STATE)
+
+
+def has_saved_index(db: sqlite_utils.Database) -> bool:
+    """Whether ``db`` holds a whole saved index (every table of it; derived data that a
+    user may have dropped in part)."""
+    names = set(db.table_names())
+    return all(name in names for name in _INDEX_TABLES)
+
+
 TEXT_CAP = 64 * 1024
 """Characters of text kept per document (the rest of a huge frame or message is not indexed)."""
 
@@ -86,21 +96,45 @@ _TOOL_VARIANTS = frozenset(
 _JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_thought_chunk"})
 
 
-def _frames_after(db: sqlite3.Connection | PgDatabase, after_id: int) -> Iterator[FrameRow]:
-    """The one place this module reads frames: every frame with a larger id, streamed.
+Progress = Callable[[int], Callable[[int], None]]
+"""How an index update reports: called once with the number of frames it is about to
+index, it returns the callback then called with the number indexed so far."""
 
-    PostgreSQL: up to :func:`~acp_proxy.record.reader.settled_frame_id`, since several
-    writers commit ids out of order: an id skipped now would never be indexed later.
+_PROGRESS_EVERY = 1000
+
+
+def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
+    """The highest frame id an update may index now (None: every frame there is).
+
+    PostgreSQL: :func:`~acp_proxy.record.reader.settled_frame_id`, since several writers
+    commit ids out of order: an id skipped now would never be indexed later.
     """
+    return settled_frame_id(db) if isinstance(db, PgDatabase) else None
+
+
+def _frames_after(
+    db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None
+) -> Iterator[FrameRow]:
+    """The one place this module reads frames: every frame with a larger id (up to
+    ``upto``, from :func:`_upper_bound`), streamed."""
     if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
         rows = stream_rows(
             db,
             f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? AND id <= ? "
             "ORDER BY connection_id, seq",
-            (after_id, settled_frame_id(db)),
+            (after_id, upto),
         )
         return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
     return iter_frames(db, after_id=after_id)
+
+
+def _count_after(db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None) -> int:
+    """How many frames :func:`_frames_after` will yield (for progress)."""
+    sql, args = "SELECT count(*) FROM frames WHERE id > ?", [after_id]
+    if upto is not None:
+        sql, args = sql + " AND id <= ?", [after_id, upto]
+    row = db.execute(sql, args).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _strings(value: Any, out: list[str], budget: list[int]) -> None:
@@ -233,8 +267,10 @@ class SearchIndex:
 
     def _ensure_tables(self) -> None:
         db = self.store
-        if DOCS in db.table_names():
+        if has_saved_index(db):
             return
+        for name in (f"{DOCS}_fts", DOCS, STATE):  # what is left of a partly dropped index
+            db.execute(f"DROP TABLE IF EXISTS {name}")
         docs, state = db.table(DOCS), db.table(STATE)
         docs.create(
             {
@@ -296,12 +332,14 @@ class SearchIndex:
         last, where = self._state()
         return self._newest() == last and not self._stale(last, where)
 
-    def update(self) -> int:
+    def update(self, progress: Progress | None = None) -> int:
         """Index the frames added since the last update; return how many were indexed.
 
         Up to date: two reads, no lock. Otherwise one write transaction on the index's
         database (state re-read inside it, so concurrent searches never index a frame twice).
         If the frame indexed last is gone or is another frame now, the index is rebuilt.
+        ``progress`` (:data:`Progress`) hears how many frames there are to index, then every
+        thousand indexed.
         """
         if self.up_to_date():
             return 0
@@ -315,12 +353,18 @@ class SearchIndex:
                 db.execute(f"DELETE FROM {DOCS}")
                 self._runs.clear()
                 last = 0
-            for frame in _frames_after(self.source, last):
+            upto = _upper_bound(self.source)
+            report = None
+            if progress is not None:
+                report = progress(_count_after(self.source, last, upto))
+            for frame in _frames_after(self.source, last, upto):
                 self._index(frame)
                 if frame.id > last:
                     last = frame.id
                     where = (frame.connection_id, frame.seq, zlib.crc32(frame.raw))
                 count += 1
+                if report is not None and count % _PROGRESS_EVERY == 0:
+                    report(count)
             self._flush_all()
             if count and where is not None:
                 db.execute(
@@ -610,7 +654,7 @@ def writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
 
 
-def open_pg_search_index(url: str) -> SearchIndex:
+def open_pg_search_index(url: str, progress: Progress | None = None) -> SearchIndex:
     """A PostgreSQL recording's index, in the database; in memory (SQLite FTS5, fed from the
     database) when the index cannot be written there (a read-only role, a standby)."""
     import psycopg
@@ -624,7 +668,7 @@ def open_pg_search_index(url: str) -> SearchIndex:
     index: SearchIndex
     try:
         index = PgSearchIndex(source, store, in_file=True)
-        index.update()
+        index.update(progress)
         return index
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
         store.close()
@@ -634,28 +678,29 @@ def open_pg_search_index(url: str) -> SearchIndex:
         raise RecordingError(f"{source.source}: {describe_error(exc)}") from None
     index = SearchIndex(source, sqlite_utils.Database(memory=True), in_file=False)
     try:
-        index.update()
+        index.update(progress)
     except BaseException:
         index.close()
         raise
     return index
 
 
-def open_search_index(path: str | Path) -> SearchIndex:
-    """The recording's search index, brought up to date (in memory if the file is read-only).
+def open_search_index(path: str | Path, progress: Progress | None = None) -> SearchIndex:
+    """The recording's search index, brought up to date (in memory if the file is read-only);
+    ``progress`` hears how that goes (:data:`Progress`).
 
     ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
     :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
     """
     url = database_url(path)
     if url is not None:
-        return open_pg_search_index(url)
+        return open_pg_search_index(url, progress)
     p = Path(path)
     if writable(p):
         conn = connect(p, create=False)
         try:
             index = SearchIndex(conn, sqlite_utils.Database(conn), in_file=True)
-            index.update()
+            index.update(progress)
             return index
         except sqlite3.OperationalError as exc:
             conn.close()
@@ -663,13 +708,13 @@ def open_search_index(path: str | Path) -> SearchIndex:
                 raise
     conn = open_readonly(p)
     saved = sqlite_utils.Database(conn)
-    if DOCS in saved.table_names() and STATE in saved.table_names():
+    if has_saved_index(saved):
         index = SearchIndex(conn, saved, in_file=True)
         if index.up_to_date():  # an index saved before the file became read-only
             return index
     index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
     try:
-        index.update()
+        index.update(progress)
     except BaseException:
         index.close()
         raise

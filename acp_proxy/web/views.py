@@ -33,9 +33,7 @@ from acp_proxy.record.compare import compare_connections, member_json
 from acp_proxy.record.pg import connect_pg, describe_error
 from acp_proxy.record.reader import RecordingReader, database_errors
 from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.record.search import DOCS as SEARCH_DOCS
-from acp_proxy.record.search import STATE as SEARCH_STATE
-from acp_proxy.record.search import SearchIndex
+from acp_proxy.record.search import SearchIndex, has_saved_index
 from acp_proxy.record.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -459,7 +457,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
         return _keep_index(key, index)
     source = connect(path, create=False, readonly=True)
     saved = sqlite_utils.Database(source)
-    if SEARCH_DOCS in saved.table_names() and SEARCH_STATE in saved.table_names():
+    if has_saved_index(saved):
         index = SearchIndex(source, saved, in_file=True)
         if not index.up_to_date():
             index = None

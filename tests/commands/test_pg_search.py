@@ -208,3 +208,12 @@ def test_a_connection_deleted_after_it_was_indexed_is_never_a_hit(
     assert (code, doc["index"]) == (0, "database")
     assert [h["connection"] for h in doc["hits"]] == [2]
     assert search(url, "morning")[0] == 1
+
+
+@pytest.mark.parametrize("dropped", ["search_docs", "search_state"])
+def test_a_partly_dropped_index_is_built_again(stores: tuple[Path, str], dropped: str) -> None:
+    _, url = stores
+    before = search(url, "world")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {dropped}")
+    assert search(url, "world") == before

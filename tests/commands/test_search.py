@@ -232,3 +232,32 @@ def test_a_connection_deleted_after_it_was_indexed_is_never_a_hit(db: Path) -> N
     assert (code, doc["index"]) == (0, "file")
     assert [h["connection"] for h in doc["hits"]] == [2]
     assert search(db, "morning")[0] == 1  # only connection 1 said it
+
+
+def test_the_first_index_of_a_big_recording_shows_progress(tmp_path: Path) -> None:
+    big = tmp_path / "big.db"
+    chunks = [chunk(f"word{i} ", variant="agent_thought_chunk") for i in range(12_000)]
+    write_recording(big, [[*v1_prelude(), *chunks]], protocol_version=1)
+    done = run_proxy(["search", str(big), "word11999", "--json"])
+    assert done.returncode == 0, done.stderr.decode()
+    total = 12_000 + len(v1_prelude())
+    assert done.stderr.decode().splitlines() == [
+        f"acp-proxy search: indexed 5000/{total} frames (41%)",
+        f"acp-proxy search: indexed 10000/{total} frames (83%)",
+    ]
+    assert orjson.loads(done.stdout)["hits"][0]["snippet"].endswith("[word11999] ")
+    again = run_proxy(["search", str(big), "word7"])  # up to date: nothing to index
+    assert (again.returncode, again.stderr) == (0, b"")
+    write_recording(big, [[*v1_prelude(), *chunks]], protocol_version=1)  # a second one
+    quiet = run_proxy(["search", str(big), "word7", "--quiet", "--json"])
+    assert (quiet.returncode, quiet.stderr) == (0, b"")
+    assert {h["connection"] for h in orjson.loads(quiet.stdout)["hits"]} == {1, 2}
+
+
+@pytest.mark.parametrize("dropped", ["search_docs", "search_docs_fts", "search_state"])
+def test_a_partly_dropped_index_is_built_again(db: Path, dropped: str) -> None:
+    assert search(db, "world")[0] == 0  # the index, saved in the file
+    with sqlite3.connect(db) as con:
+        con.execute(f"DROP TABLE {dropped}")
+    code, doc = search(db, "world")
+    assert (code, doc["index"], len(doc["hits"])) == (0, "file", 2)

@@ -23,7 +23,8 @@ For each target it measures, through real pipes and processes:
   run / its CPUs), the most that much work could reach with every CPU busy throughout, and
   for the private server recorded / its CPU time, the most one server process could;
 - a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
-  steady rate through ``acp-proxy --record``, while a reader polls the database. It reports
+  steady rate through ``acp-proxy --record`` (into SQLite, and into PostgreSQL when that is
+  measured too), while a reader polls the database. It reports
   how far the recording lags behind the frames the client has already received (the
   maximum over the run, in frames and in time at that rate) and how long after the last
   frame reached the client the recording held every frame. A recorder that keeps up at
@@ -52,6 +53,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acp_proxy.record.shipper import writer_pids
 
@@ -235,14 +237,27 @@ class LagSampler(threading.Thread):
     query, so the lag is never under-stated.
     """
 
-    def __init__(self, db: Path, peer: Peer) -> None:
+    def __init__(self, db: Path | str, peer: Peer) -> None:
         super().__init__(daemon=True)
         self.db, self.peer = db, peer
         self.max_lag = 0
         self.recorded = 0
         self.stop = threading.Event()
+        self.errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+        if isinstance(db, str):
+            import psycopg
 
-    def poll(self, con: sqlite3.Connection) -> int:
+            self.errors = (psycopg.Error,)
+
+    def connect(self) -> Any:
+        """A read connection to the recording (a SQLite file, or a PostgreSQL URL)."""
+        if isinstance(self.db, str):
+            import psycopg
+
+            return psycopg.connect(self.db, autocommit=True, connect_timeout=5)
+        return sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+
+    def poll(self, con: Any) -> int:
         row = con.execute(
             "SELECT max(seq) FROM frames WHERE connection_id = (SELECT max(id) FROM connections)"
         ).fetchone()
@@ -250,13 +265,13 @@ class LagSampler(threading.Thread):
         return self.peer.sent + self.peer.received - self.recorded
 
     def run(self) -> None:
-        con: sqlite3.Connection | None = None
+        con: Any = None
         while not self.stop.wait(0.05):
             try:
                 if con is None:
-                    con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+                    con = self.connect()
                 self.max_lag = max(self.max_lag, self.poll(con))
-            except sqlite3.Error:
+            except self.errors:
                 continue  # not created yet, or busy: the next poll
         if con is not None:
             con.close()
@@ -264,7 +279,7 @@ class LagSampler(threading.Thread):
     def wait_caught_up(self, target: int, timeout: float = 600) -> float | None:
         """Seconds until the database holds ``target`` frames (None: it never did)."""
         t0 = time.perf_counter()
-        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+        con = self.connect()
         try:
             while time.perf_counter() - t0 < timeout:
                 self.max_lag = max(self.max_lag, self.poll(con))
@@ -320,7 +335,7 @@ def run_target(
         res.p50_us = statistics.median(lat)
         res.p99_us = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         res.p999_us = lat[min(len(lat) - 1, int(len(lat) * 0.999))]
-    lag = LagSampler(db, peer) if isinstance(db, Path) and rate else None
+    lag = LagSampler(db, peer) if db is not None and rate else None
     if lag is not None:
         lag.start()
     server = pg.cpu() if pg is not None else None
@@ -433,6 +448,7 @@ def main() -> int:
     }
     assert set(targets) == set(known)
     results: list[Result] = []
+    paced: list[Result] = []
     try:
         for key in only:
             name, argv, rec = targets[key]
@@ -447,20 +463,21 @@ def main() -> int:
                 rec = pg.fresh(str(rec))
             server = pg if key.startswith("proxy-record-pg") else None
             results.append(run_target(name, argv, args.frames, args.pings, rec, pg=server))
+        # paced: into SQLite, and into PostgreSQL when it was measured too
+        for key in ("proxy-record", "proxy-record-pg"):
+            if not args.rate or (key == "proxy-record-pg" and key not in only):
+                continue
+            name, argv, rec = targets[key]
+            print(f"running: {name}, paced at {args.rate:,.0f} frames/s ...", file=sys.stderr)
+            if pg is not None and key == "proxy-record-pg":
+                rec = pg.fresh()
+            else:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{db}{suffix}").unlink(missing_ok=True)
+            paced.append(run_target(f"{name}, paced", argv, args.frames, 0, rec, rate=args.rate))
     finally:
         if pg is not None:
             pg.close()
-    paced: Result | None = None
-    if args.rate:
-        print(
-            f"running: acp-proxy --record, paced at {args.rate:,.0f} frames/s ...",
-            file=sys.stderr,
-            flush=True,
-        )
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
-        name, argv, rec = targets["proxy-record"]
-        paced = run_target(f"{name}, paced", argv, args.frames, 0, rec, rate=args.rate)
     if not results:
         print("nothing measured: every target given to --only was skipped", file=sys.stderr)
         return 2
@@ -513,22 +530,25 @@ def main() -> int:
                 f"| {r.name} | {r.record_fps:,.0f} | {r.busy_s:.2f} | "
                 f"{r.recorded / (r.busy_s / cpus):,.0f} | {server_cpu} | {server_cap} |"
             )
-    if paced is not None and paced.rate:
-        lag_s = (paced.lag_frames or 0) / paced.rate
-        caught = f"{paced.caught_up_s:.2f} s" if paced.caught_up_s is not None else "never"
+    if paced:
         print(
-            f"\nPaced: {paced.frames:,} frames offered at {paced.rate:,.0f}/s through "
-            f"acp-proxy --record (delivered at {paced.fps:,.0f}/s)\n"
+            f"\nPaced: {paced[0].frames:,} frames offered at {args.rate:,.0f}/s through "
+            "acp-proxy --record\n"
         )
         print(
-            "| offered rate | delivered | max recording lag | every frame recorded after the last |"
+            "| target | offered rate | delivered | max recording lag "
+            "| every frame recorded after the last |"
         )
-        print("|---:|---:|---:|---:|")
-        print(
-            f"| {paced.rate:,.0f}/s | {paced.fps:,.0f}/s | {paced.lag_frames:,} frames "
-            f"({lag_s * 1000:,.0f} ms) | {caught} |"
-        )
-        results.append(paced)
+        print("|---|---:|---:|---:|---:|")
+        for r in paced:
+            assert r.rate
+            lag_s = (r.lag_frames or 0) / r.rate
+            caught = f"{r.caught_up_s:.2f} s" if r.caught_up_s is not None else "never"
+            print(
+                f"| {r.name} | {r.rate:,.0f}/s | {r.fps:,.0f}/s | {r.lag_frames or 0:,} frames "
+                f"({lag_s * 1000:,.0f} ms) | {caught} |"
+            )
+        results.extend(paced)
     for r in results:
         if r.stats:
             print(f"recorder: {r.name}: {r.stats}")

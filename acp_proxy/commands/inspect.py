@@ -18,7 +18,13 @@ from acp_proxy.commands.common import (
     recording,
 )
 from acp_proxy.record.export import escape_strings, escape_surrogates
-from acp_proxy.record.reader import ConnectionRow, RecordingReader, get_connection, iter_frames
+from acp_proxy.record.reader import (
+    ConnectionRow,
+    RecordingReader,
+    get_connection,
+    iter_frames,
+    location_name,
+)
 from acp_proxy.wire.frame import C2A
 
 
@@ -53,7 +59,14 @@ def _duration(row: ConnectionRow, now: float) -> float | None:
 @click.command("ls")
 @RECORDING_ARG
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per connection.")
-def ls_command(recording_path: Path, as_json: bool) -> None:
+@click.option("--host", help="Only the connections recorded on this host (the host column).")
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Only the newest N connections (of those --host keeps); quick on a big store.",
+)
+def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int | None) -> None:
     """List the connections in a recording: when, which agent and client, how it ended.
 
     One row per connection (one per proxied agent process or WebSocket connection): start
@@ -67,12 +80,13 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
     Examples:
       acp-proxy ls session.db
       acp-proxy ls session.db --json | jq .frame_count
+      acp-proxy ls postgresql://me@db.internal/acp --host agent-b --last 20
     """
     import orjson
 
     now = time.time()
     with recording(recording_path) as db:
-        rows = RecordingReader(db).connections(now=now)
+        rows = RecordingReader(db).connections(now=now, host=host, last=last)
         if as_json:
             for r in rows:
                 obj = {k: getattr(r, k) for k in r.__slots__}
@@ -80,7 +94,10 @@ def ls_command(recording_path: Path, as_json: bool) -> None:
                 click.echo(orjson.dumps(escape_strings(obj), default=str).decode())
             return
         if not rows:
-            click.echo(f"{recording_path}: no connections recorded yet")
+            if host is not None:
+                click.echo(f"{location_name(recording_path)}: no connection recorded on {host}")
+            else:
+                click.echo(f"{recording_path}: no connections recorded yet")
             return
         with_host = any(r.host for r in rows)
         header = [

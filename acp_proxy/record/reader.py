@@ -551,14 +551,30 @@ class RecordingReader:
             )
         return out
 
-    def connections(self, *, sizes: bool = True, now: float | None = None) -> list[ConnectionRow]:
+    def connections(
+        self,
+        *,
+        sizes: bool = True,
+        now: float | None = None,
+        host: str | None = None,
+        last: int | None = None,
+    ) -> list[ConnectionRow]:
         """All connections, oldest first, with frame counts, sizes and derived state.
 
         ``sizes=False`` skips the byte totals (``byte_count`` None): they read every frame
         row, while the counts come from an index. ``now`` is the wall clock the state is
-        derived at (default: now).
+        derived at (default: now). ``host``: only those recorded on that host; ``last``:
+        only the newest that many (of those), still oldest first. The counts and sizes are
+        read for the chosen connections only, which is what keeps a big store quick.
         """
-        return self._connection_rows("", [], sizes=sizes, now=now)
+        chosen, args = "", list[Any]()
+        if host is not None:
+            chosen, args = "WHERE host = ?", [host]
+        if last is not None:
+            chosen = f"{chosen} ORDER BY id DESC LIMIT ?"
+            args.append(last)
+        where = f"WHERE c.id IN (SELECT id FROM connections {chosen})" if chosen else ""
+        return self._connection_rows(where, args, sizes=sizes, now=now)
 
     def connection(
         self, connection_id: int, *, sizes: bool = True, now: float | None = None

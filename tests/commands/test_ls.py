@@ -31,8 +31,8 @@ def _update(db: Path, sql: str, args: tuple[object, ...] = ()) -> None:
         conn.close()
 
 
-def _ls(db: Path) -> list[dict[str, str]]:
-    done = run_proxy(["ls", str(db)])
+def _ls(db: Path | str, *flags: str) -> list[dict[str, str]]:
+    done = run_proxy(["ls", str(db), *flags])
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
     lines = done.stdout.decode().splitlines()
     header = lines[0].split()
@@ -137,3 +137,27 @@ def test_ls_prints_a_lone_surrogate_as_its_escape(db_path: Path) -> None:
     done = run_proxy(["ls", "--json", str(db_path)])
     assert done.returncode == 0 and b"Traceback" not in done.stderr
     assert orjson.loads(done.stdout)["client_info"]["name"] == "\\ud800"
+
+
+def hosts_and_last(store: Path | str) -> None:
+    """Three connections, the second on another host: ``--host`` and ``--last`` choose."""
+    ids = [r["#"] for r in _ls(store)]
+    here = socket.gethostname()[:24]
+    assert [r["#"] for r in _ls(store, "--host", "build-box")] == [ids[1]]
+    assert [r["#"] for r in _ls(store, "--host", here)] == [ids[0], ids[2]]
+    assert [r["#"] for r in _ls(store, "--last", "2")] == ids[1:]  # the newest, oldest first
+    assert [r["#"] for r in _ls(store, "--host", here, "--last", "1")] == [ids[2]]
+    assert _ls(store, "--last", "2")[0]["frames"] == _ls(store)[1]["frames"] == "2"
+    done = run_proxy(["ls", str(store), "--host", "nowhere"])
+    assert done.returncode == 0 and done.stdout.endswith(b": no connection recorded on nowhere\n")
+    done = run_proxy(["ls", str(store), "--host", "build-box", "--json"])
+    assert [orjson.loads(line)["host"] for line in done.stdout.splitlines()] == ["build-box"]
+    done = run_proxy(["ls", str(store), "--last", "0"])
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+
+
+def test_ls_chooses_by_host_and_newest(db_path: Path) -> None:
+    for _ in range(3):
+        _record(db_path)
+    _update(db_path, "UPDATE connections SET host = 'build-box' WHERE id = 2")
+    hosts_and_last(db_path)

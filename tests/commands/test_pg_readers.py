@@ -16,7 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import run_proxy
+from acp_proxy.record.pg import connect_pg
+from tests.conftest import ECHO_AGENT, run_proxy
 from tests.pg_mirror import mirror_to_pg
 from tests.pg_server import PASSWORD, PgServer
 from tests.replay.conftest import V1_PROMPTS, V2_PROMPTS, Recorded, replay_argv
@@ -265,3 +266,15 @@ def test_what_the_proxy_records_into_a_url_reads_as_the_file(tmp_path: Path, pg_
     listed = orjson.loads(run_proxy(["ls", pg_url, "--json"]).stdout)
     assert listed["frame_count"] == 10 and listed["host"]
     assert run_proxy(["ls", pg_url]).stdout.splitlines()[0].split()[9] == b"host"
+
+
+def test_ls_chooses_by_host_and_newest_on_a_url(pg_url: str) -> None:
+    from tests.commands.test_ls import INIT, hosts_and_last
+
+    for _ in range(3):
+        done = run_proxy(["--record", pg_url, "--", *ECHO_AGENT], stdin=INIT)
+        assert done.returncode == 0, done.stderr
+    db = connect_pg(pg_url, create=False)
+    db.execute("UPDATE connections SET host = 'build-box' WHERE id = 2")
+    db.close()
+    hosts_and_last(pg_url)

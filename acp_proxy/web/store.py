@@ -340,7 +340,8 @@ def list_frames(
     before_id: int | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    """One page of frame summaries in id order (one connection) or time order (all).
+    """One page of frame summaries in id order (one connection) or time order (all, on a
+    file: :attr:`~acp_proxy.record.reader.RecordingReader.pages_by_time`).
 
     ``after_id``: the page after that id (the default, ``0``, is the first page);
     ``before_id``: the page ending just before that id (a huge value gives the last page).
@@ -348,7 +349,7 @@ def list_frames(
     """
     limit = max(1, min(int(limit), MAX_LIMIT))
     backwards = before_id is not None and after_id is None
-    by_time = flt.connection_id is None  # "All frames": the order they were recorded in
+    by_time = flt.connection_id is None and reader.pages_by_time  # "All frames", on a file
     rows, more = reader.frame_page(
         flt,
         after_id=after_id or 0,
@@ -431,7 +432,7 @@ def export_page(
 ) -> tuple[bytes, int | None]:
     """One page of the filtered frames as JSON lines (``acp-proxy export``'s frame records,
     plus the frame ``id``) and the cursor of the next page (``None`` after the last)."""
-    by_time = flt.connection_id is None
+    by_time = flt.connection_id is None and reader.pages_by_time
     rows, more = reader.frame_page(
         flt,
         after_id=after_id,

@@ -97,7 +97,7 @@ def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int 
             if host is not None:
                 click.echo(f"{location_name(recording_path)}: no connection recorded on {host}")
             else:
-                click.echo(f"{recording_path}: no connections recorded yet")
+                click.echo(f"{location_name(recording_path)}: no connections recorded yet")
             return
         with_host = any(r.host for r in rows)
         header = [

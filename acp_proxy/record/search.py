@@ -96,7 +96,7 @@ _TOOL_VARIANTS = frozenset(
 _JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_thought_chunk"})
 
 
-Progress = Callable[[int], Callable[[int], None]]
+IndexProgress = Callable[[int], Callable[[int], None]]
 """How an index update reports: called once with the number of frames it is about to
 index, it returns the callback then called with the number indexed so far."""
 
@@ -332,13 +332,13 @@ class SearchIndex:
         last, where = self._state()
         return self._newest() == last and not self._stale(last, where)
 
-    def update(self, progress: Progress | None = None) -> int:
+    def update(self, progress: IndexProgress | None = None) -> int:
         """Index the frames added since the last update; return how many were indexed.
 
         Up to date: two reads, no lock. Otherwise one write transaction on the index's
         database (state re-read inside it, so concurrent searches never index a frame twice).
         If the frame indexed last is gone or is another frame now, the index is rebuilt.
-        ``progress`` (:data:`Progress`) hears how many frames there are to index, then every
+        ``progress`` (:data:`IndexProgress`) hears how many frames there are to index, then every
         thousand indexed.
         """
         if self.up_to_date():
@@ -654,7 +654,7 @@ def writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else ".", os.W_OK)
 
 
-def open_pg_search_index(url: str, progress: Progress | None = None) -> SearchIndex:
+def open_pg_search_index(url: str, progress: IndexProgress | None = None) -> SearchIndex:
     """A PostgreSQL recording's index, in the database; in memory (SQLite FTS5, fed from the
     database) when the index cannot be written there (a read-only role, a standby)."""
     import psycopg
@@ -685,9 +685,9 @@ def open_pg_search_index(url: str, progress: Progress | None = None) -> SearchIn
     return index
 
 
-def open_search_index(path: str | Path, progress: Progress | None = None) -> SearchIndex:
+def open_search_index(path: str | Path, progress: IndexProgress | None = None) -> SearchIndex:
     """The recording's search index, brought up to date (in memory if the file is read-only);
-    ``progress`` hears how that goes (:data:`Progress`).
+    ``progress`` hears how that goes (:data:`IndexProgress`).
 
     ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
     :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.

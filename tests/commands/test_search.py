@@ -54,13 +54,18 @@ def connection_two() -> list[Any]:
     return [*v1_prelude(), chunk("Hello again world")]
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
+def two_connections(tmp_path: Path) -> Path:
+    """A recording of :func:`connection_one` and :func:`connection_two`, indexed."""
     path = tmp_path / "rec.db"
     write_recording(path, [connection_one(), connection_two()], protocol_version=1)
     done = run_proxy(["reindex", str(path)])
     assert done.returncode == 0, done.stderr.decode()
     return path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return two_connections(tmp_path)
 
 
 def search(db: Path, *args: str) -> tuple[int, dict[str, Any]]:

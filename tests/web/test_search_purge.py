@@ -14,8 +14,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from tests.check.helpers import write_recording
-from tests.commands.test_search import connection_one, connection_two
+from tests.commands.test_search import two_connections
 from tests.conftest import run_proxy
 from tests.web.helpers import web_server
 
@@ -34,16 +33,8 @@ def searched(base: str, words: str) -> list[dict[str, Any]]:
     return hits
 
 
-def recording(tmp_path: Path) -> Path:
-    db = tmp_path / "rec.db"
-    write_recording(db, [connection_one(), connection_two()], protocol_version=1)
-    done = run_proxy(["reindex", str(db)])
-    assert done.returncode == 0, done.stderr.decode()
-    return db
-
-
 def test_a_deleted_connection_is_not_a_hit_of_the_held_index_on_a_file(tmp_path: Path) -> None:
-    db = recording(tmp_path)
+    db = two_connections(tmp_path)
     with web_server(db) as base:
         assert {h["connection"] for h in searched(base, "world")} == {1, 2}
         with sqlite3.connect(db) as con:
@@ -55,7 +46,7 @@ def test_a_deleted_connection_is_not_a_hit_of_the_held_index_on_a_file(tmp_path:
 
 
 def test_a_deleted_connection_is_not_a_hit_on_postgresql(tmp_path: Path, pg_url: str) -> None:
-    done = run_proxy(["copy", str(recording(tmp_path)), pg_url])
+    done = run_proxy(["copy", str(two_connections(tmp_path)), pg_url])
     assert done.returncode == 0, done.stderr.decode()
     with web_server(pg_url) as base:  # type: ignore[arg-type]
         assert {h["connection"] for h in searched(base, "world")} == {1, 2}

@@ -510,12 +510,12 @@ class RecordingReader:
         return ", ".join(c if c in self._columns else "NULL" for c in _CONNECTION_COLUMNS)
 
     def _connection_rows(
-        self, where: str, args: list[Any], *, sizes: bool, now: float | None
+        self, where: str, args: list[Any], *, sizes: bool, now: float | None, counts: bool = True
     ) -> list[ConnectionRow]:
-        counts = "(SELECT count(*) FROM frames f WHERE f.connection_id = c.id)"
+        count = "(SELECT count(*) FROM frames f WHERE f.connection_id = c.id)" if counts else "0"
         size = "(SELECT coalesce(sum(size), 0) FROM frames f WHERE f.connection_id = c.id)"
         rows = self.db.execute(
-            f"SELECT {self._connection_select()}, {counts}, {size if sizes else 'NULL'} "
+            f"SELECT {self._connection_select()}, {count}, {size if sizes else 'NULL'} "
             f"FROM connections c {where} ORDER BY c.id",
             args,
         ).fetchall()
@@ -573,11 +573,13 @@ class RecordingReader:
         now: float | None = None,
         host: str | None = None,
         last: int | None = None,
+        counts: bool = True,
     ) -> list[ConnectionRow]:
         """All connections, oldest first, with frame counts, sizes and derived state.
 
         ``sizes=False`` skips the byte totals (``byte_count`` None): they read every frame
-        row, while the counts come from an index. ``now`` is the wall clock the state is
+        row, while the counts come from an index; ``counts=False`` the counts too
+        (``frame_count`` 0, for a caller that knows them). ``now`` is the wall clock the state is
         derived at (default: now). ``host``: only those recorded on that host; ``last``:
         only the newest that many (of those), still oldest first. The counts and sizes are
         read for the chosen connections only, which is what keeps a big store quick.
@@ -589,7 +591,7 @@ class RecordingReader:
             chosen = f"{chosen} ORDER BY id DESC LIMIT ?"
             args.append(last)
         where = f"WHERE c.id IN (SELECT id FROM connections {chosen})" if chosen else ""
-        return self._connection_rows(where, args, sizes=sizes, now=now)
+        return self._connection_rows(where, args, sizes=sizes, now=now, counts=counts)
 
     def connection(
         self, connection_id: int, *, sizes: bool = True, now: float | None = None
@@ -622,12 +624,16 @@ class RecordingReader:
         ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def session_spans(self) -> list[SessionSpan]:
-        """Every (session, connection) with its frame count and first/last frame time."""
+    def session_spans(self, connection_ids: Iterable[int] | None = None) -> list[SessionSpan]:
+        """Every (session, connection) with its frame count and first/last frame time (of
+        those connections only)."""
         out: list[SessionSpan] = []
+        where, args = self._in(connection_ids)
+        where += " AND session_id IS NOT NULL"
         rows = self.db.execute(
             "SELECT session_id, connection_id, count(*), min(seq), max(seq) FROM frames "
-            "WHERE session_id IS NOT NULL GROUP BY session_id, connection_id"
+            f"WHERE {where} GROUP BY session_id, connection_id",
+            args,
         ).fetchall()
         for sid, cid, count, first_seq, last_seq in rows:
             ts = dict(
@@ -971,6 +977,19 @@ class RecordingReader:
             f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL GROUP BY {column}"
         ).fetchall()
         return sorted((str(v), int(n)) for v, n in rows)
+
+    def kind_counts(
+        self, connection_ids: Iterable[int]
+    ) -> list[tuple[int, str | None, str | None, int]]:
+        """Those connections' frames counted by (connection, method, update variant), in
+        one pass."""
+        where, args = self._in(connection_ids)
+        rows = self.db.execute(
+            "SELECT connection_id, method, update_kind, count(*) FROM frames "
+            f"WHERE {where} GROUP BY connection_id, method, update_kind",
+            args,
+        ).fetchall()
+        return [(int(c), m, u, int(n)) for c, m, u, n in rows]
 
     # -- aggregates (stats, demo) --------------------------------------------------------
 

@@ -254,7 +254,7 @@ async def api_connections(request: web.Request) -> web.StreamResponse:
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as reader:
-            connections = store.list_connections(reader)
+            connections = views.connections(path, reader)
             for c in connections:
                 c["findings"] = views.findings_summary(path, reader, c)
             return {"connections": connections}
@@ -267,10 +267,7 @@ async def api_values(request: web.Request) -> web.StreamResponse:
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as reader:
-            return {
-                "methods": store.distinct_values(reader, "method"),
-                "updates": store.distinct_values(reader, "update_kind"),
-            }
+            return views.values(path, reader)
 
     return _json(await _blocking(work))
 

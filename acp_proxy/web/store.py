@@ -47,12 +47,10 @@ __all__ = [
     "FrameFilter",
     "connection_json",
     "db_state",
-    "distinct_values",
     "follow_frames",
     "frame_detail",
     "frame_raw",
     "frame_summary_json",
-    "list_connections",
     "list_frames",
     "open_checked",
     "read_connection",
@@ -260,26 +258,6 @@ def connection_json(
             for s in sorted(sessions, key=lambda s: s.first_seq)
         ],
     }
-
-
-def list_connections(reader: RecordingReader) -> list[dict[str, Any]]:
-    """Connections, oldest first, each with its sessions, frame counts and state.
-
-    Counts come from indexes (``UNIQUE(connection_id, seq)`` and ``frames_session``), so this
-    stays cheap on big recordings.
-    """
-    spans: dict[int, list[SessionSpan]] = {}
-    for span in reader.session_spans():
-        spans.setdefault(span.connection_id, []).append(span)
-    return [
-        connection_json(reader, row, spans.get(row.id, []))
-        for row in reader.connections(sizes=False)
-    ]
-
-
-def distinct_values(reader: RecordingReader, column: str) -> list[dict[str, Any]]:
-    """Distinct values of an indexed column (``method`` or ``update_kind``) with counts."""
-    return [{"value": v, "count": n} for v, n in reader.distinct_values(column)]
 
 
 def _preview(raw: bytes, size: int) -> str:

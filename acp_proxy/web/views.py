@@ -20,7 +20,7 @@ import sqlite3
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,12 @@ from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.record.analyze import ConnectionCheck
 from acp_proxy.record.compare import compare_connections, member_json
 from acp_proxy.record.pg import connect_pg, describe_error
-from acp_proxy.record.reader import RecordingReader, database_errors
+from acp_proxy.record.reader import (
+    ConnectionRow,
+    RecordingReader,
+    SessionSpan,
+    database_errors,
+)
 from acp_proxy.record.schema import RecordingError, connect
 from acp_proxy.record.search import SearchIndex, has_saved_index
 from acp_proxy.record.transport_events import placed_events
@@ -281,10 +286,102 @@ def _findings_result(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionTotals:
+    """What the connection list and the filters count of one connection's frames."""
+
+    frame_count: int
+    sessions: list[SessionSpan]
+    methods: dict[str, int]
+    updates: dict[str, int]
+
+    @classmethod
+    def read(cls, reader: RecordingReader, ids: list[int]) -> dict[int, ConnectionTotals]:
+        """Those connections' totals, counted now: two queries over their frames alone
+        (the database picks index ranges or one pass over the table)."""
+        if not ids:
+            return {}
+        methods: dict[int, dict[str, int]] = {i: {} for i in ids}
+        updates: dict[int, dict[str, int]] = {i: {} for i in ids}
+        counts = dict.fromkeys(ids, 0)
+        sessions: dict[int, list[SessionSpan]] = {i: [] for i in ids}
+        for start in range(0, len(ids), _TOTALS_CHUNK):
+            chunk = ids[start : start + _TOTALS_CHUNK]
+            for cid, method, update, n in reader.kind_counts(chunk):
+                counts[cid] += n
+                if method is not None:
+                    methods[cid][str(method)] = methods[cid].get(str(method), 0) + n
+                if update is not None:
+                    updates[cid][str(update)] = updates[cid].get(str(update), 0) + n
+            for span in reader.session_spans(chunk):
+                sessions[span.connection_id].append(span)
+        return {i: cls(counts[i], sessions[i], methods[i], updates[i]) for i in ids}
+
+
+_TOTALS_CHUNK = 500
+"""Connections counted per query (SQLite takes at most 32,766 parameters)."""
+
+_totals: OrderedDict[str, dict[tuple[int, float], ConnectionTotals]] = OrderedDict()
+"""Per recording: the totals of its ended connections, by (id, started_at)."""
+
+
+def connection_totals(
+    path: store.Location, reader: RecordingReader, rows: list[ConnectionRow]
+) -> dict[int, ConnectionTotals]:
+    """The totals of every connection in ``rows``, by id.
+
+    A connection that has ended (its row's ``ended_at`` set) has all its frames stored: the
+    recorder writes its end after them, and an import writes a connection in one
+    transaction. Its totals are counted once and kept, so a refresh of the list while
+    frames arrive counts only the connections still being recorded (and new ones) instead of
+    every frame of the store (3M frames: 1.3 s each time). A connection deleted since is
+    forgotten; one whose derived columns ``reindex`` rewrote meanwhile shows the new counts
+    after the inspector restarts.
+    """
+    where = store.location_key(path)
+    with _cache_lock:
+        known = _totals.pop(where, {})
+    out = {row.id: known[key] for row in rows if (key := (row.id, row.started_at)) in known}
+    out.update(ConnectionTotals.read(reader, [row.id for row in rows if row.id not in out]))
+    kept = {(r.id, r.started_at): out[r.id] for r in rows if r.ended_at is not None}
+    with _cache_lock:
+        _totals[where] = kept
+        while len(_totals) > _CACHE_MAX:
+            _totals.popitem(last=False)
+    return out
+
+
+def connections(path: store.Location, reader: RecordingReader) -> list[dict[str, Any]]:
+    """The connection list: oldest first, each with its sessions, frame count and state
+    (:func:`acp_proxy.web.store.connection_json`), counted through :func:`connection_totals`."""
+    rows = reader.connections(sizes=False, counts=False)
+    totals = connection_totals(path, reader, rows)
+    return [
+        store.connection_json(
+            reader, replace(row, frame_count=totals[row.id].frame_count), totals[row.id].sessions
+        )
+        for row in rows
+    ]
+
+
+def values(path: store.Location, reader: RecordingReader) -> dict[str, list[dict[str, Any]]]:
+    """The methods and update variants recorded, with counts (the filters' choices),
+    summed from :func:`connection_totals`."""
+    totals = connection_totals(path, reader, reader.connections(sizes=False, counts=False))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in ("methods", "updates"):
+        summed: dict[str, int] = {}
+        for t in totals.values():
+            for value, n in getattr(t, name).items():
+                summed[value] = summed.get(value, 0) + n
+        out[name] = [{"value": v, "count": n} for v, n in sorted(summed.items())]
+    return out
+
+
 def findings_summary(path: store.Location, reader: RecordingReader, row: Any) -> Any:
     """The last computed per-tier counts for the connection list, without checking.
 
-    ``row`` is the connection as :func:`acp_proxy.web.store.list_connections` gives it.
+    ``row`` is the connection as :func:`connections` gives it.
     ``None`` when never computed. The counts may lag a live connection by a moment: the
     page asks for the findings (which catches up) when ``stale`` is true, and the badge
     keeps its place meanwhile instead of blinking out.

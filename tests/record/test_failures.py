@@ -66,10 +66,12 @@ def readonly_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def _incident_lines(stderr: bytes) -> list[str]:
+    """The recorder's incident lines (not the exit's loss count, nor a slow drain's progress,
+    which depends on the machine's load)."""
     return [
-        line
-        for line in stderr.decode().splitlines()
-        if line.startswith("acp-proxy: recording") and "were not recorded" not in line
+        line.decode()
+        for line in incident_lines(stderr)
+        if line.startswith(b"acp-proxy: recording") and b"were not recorded" not in line
     ]
 
 

@@ -18,7 +18,7 @@ from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
 from acp_proxy.record.schema import connect
-from acp_proxy.web import store
+from acp_proxy.web import store, views
 from acp_proxy.web.server import CSP, make_app
 from tests.conftest import proxy_exe
 from tests.helpers import insert_frames
@@ -477,7 +477,7 @@ def test_a_page_never_holds_the_recording_in_memory(big_db: Path) -> None:
         tracemalloc.start()
         store.list_frames(conn, store.FrameFilter(), before_id=10**12, limit=200)
         store.list_frames(conn, store.FrameFilter(text="no such text"), limit=200)
-        store.list_connections(conn)
+        views.connections(big_db, conn)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert size > 20 * 1024 * 1024
@@ -493,7 +493,7 @@ def test_reader_sees_commits_of_a_writer_that_stays_open(tmp_path: Path) -> None
     insert_frames(writer, [("c2a", b"{}\n")], connection_id=cid)
     with store.read_connection(db) as conn:  # ...and readers still work (last commit)
         assert store.db_state(conn)[0] == 0
-        assert [c["id"] for c in store.list_connections(conn)] == [1]
+        assert [c["id"] for c in views.connections(db, conn)] == [1]
     writer.execute("COMMIT")
     with store.read_connection(db) as conn:
         assert store.db_state(conn)[0] == 1

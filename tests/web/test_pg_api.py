@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
 import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
@@ -335,3 +336,60 @@ def test_a_stream_holds_a_batch_not_the_store(pg_big: str) -> None:
         held = _peak(lambda: list(reader.frames()))  # what holding every frame costs
     assert count == 20_000
     assert streamed < held / 4, (streamed, held)
+
+
+def _update(session: str, text: str) -> bytes:
+    params = {
+        "sessionId": session,
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        },
+    }
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}) + b"\n"
+
+
+async def test_the_list_counts_an_ended_connection_once(
+    aiohttp_client: Any, pg_server: PgServer
+) -> None:
+    """The connection list and the filters' counts, refreshed while frames arrive, count
+    only the connections still recorded: an ended one's frames are counted once."""
+    url = pg_server.database()
+    now = time.time()
+    ended = insert_frames(
+        url, [("a2c", _update("s-old", "x"))] * 3, connection={"ended_at": now}, index=True
+    )
+    running = insert_frames(
+        url, [("a2c", _update("s-new", "y"))], connection={"last_seen_at": now}, index=True
+    )
+    client = await aiohttp_client(make_app(url))
+    first = await _get(client, "/api/connections")
+    assert [(c["id"], c["frame_count"]) for c in first["connections"]] == [(ended, 3), (running, 1)]
+    assert [s["session_id"] for s in first["connections"][0]["sessions"]] == ["s-old"]
+    ran: list[tuple[str, tuple[Any, ...]]] = []
+    traced = PgDatabase.execute
+
+    def spy(self: PgDatabase, sql: str, params: Any = None) -> Any:
+        ran.append((sql, tuple(params or ())))
+        return traced(self, sql, params)
+
+    insert_frames(
+        url, [("a2c", _update("s-new", "z"))] * 2, connection_id=running, index=True, first_seq=2
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PgDatabase, "execute", spy)
+        again = await _get(client, "/api/connections")
+        values = await _get(client, "/api/values")
+    assert [(c["id"], c["frame_count"]) for c in again["connections"]] == [(ended, 3), (running, 3)]
+    assert values["updates"] == [{"value": "agent_message_chunk", "count": 6}]
+    counted = [(sql, args) for sql, args in ran if "count(*)" in sql]
+    assert counted and all("connection_id IN (?)" in sql for sql, _ in counted), counted
+    assert {args for _, args in counted} == {(running,)}  # never the ended connection again
+    with psycopg.connect(url, autocommit=True) as conn:  # a purge
+        conn.execute("DELETE FROM frames WHERE connection_id = %s", [ended])
+        conn.execute("DELETE FROM connections WHERE id = %s", [ended])
+    after = await _get(client, "/api/connections")
+    assert [c["id"] for c in after["connections"]] == [running]
+    assert (await _get(client, "/api/values"))["updates"] == [
+        {"value": "agent_message_chunk", "count": 3}
+    ]

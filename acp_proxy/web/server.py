@@ -239,11 +239,13 @@ async def api_info(request: web.Request) -> web.StreamResponse:
     def work() -> dict[str, Any]:
         with store.read_connection(path) as reader:
             max_id, count, _, _ = store.db_state(reader)
+            by_time = reader.pages_by_time
         return {
             "path": str(path),
             "name": store.location_label(path),
             "max_id": max_id,
             "connections": count,
+            "pages_by_time": by_time,  # "All frames" in (ts, id) order, else in id order
         }
 
     return _json(await _blocking(work))

@@ -608,12 +608,13 @@
   }
 
   // Frames pushed live. With several writers (a fleet into one PostgreSQL database) a
-  // batch may be committed after frames with higher ids: such a frame goes to its place.
+  // batch may be committed after frames with higher ids: such a frame goes to its place,
+  // in the order the server pages the list in (/api/info's pages_by_time).
   function addLive(frames) {
     const have = new Set(list.rows.map((r) => r.id));
     const fresh = frames.filter((f) => !have.has(f.id));
     if (!fresh.length) return;
-    const byTime = state.connection === null;
+    const byTime = state.connection === null && !!(state.info && state.info.pages_by_time);
     const before = (a, b) => (byTime && a.ts !== b.ts ? a.ts < b.ts : a.id < b.id);
     const last = list.rows[list.rows.length - 1];
     if (!last || !fresh.some((f) => before(f, last))) { appendRows(fresh); return; }

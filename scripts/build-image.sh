@@ -59,10 +59,12 @@ if ! podman image exists "$BASE"; then
     podman import -q -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         -c 'ENV LANG=C.UTF-8' -c 'CMD ["python3"]' "$rootfs_tar" "$BASE" >/dev/null
 fi
+# The base by digest, as a production build pins python:3.11.7-slim-bookworm@sha256:...
+BASE_PINNED=${BASE%%:*}@$(podman image inspect -f '{{.Digest}}' "$BASE")
 # --format docker keeps HEALTHCHECK (buildah's default OCI format drops it).
 cd "$SRC"
 buildah bud --isolation chroot --network host --pull=never --layers --format docker \
-    --build-arg "PYTHON_IMAGE=$BASE" \
+    --build-arg "PYTHON_IMAGE=$BASE_PINNED" \
     -v "$CA_BUNDLE:/etc/ssl/certs/ca-certificates.crt:ro" \
     --ignorefile docker/Dockerfile.dockerignore \
     -f docker/Dockerfile -t "$TAG" . > "$W/build.log" 2>&1 \

@@ -92,14 +92,17 @@ class Image:
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+def image() -> Iterator[Image]:
     if os.geteuid() != 0:
         pytest.skip("buildah and podman run rootful here: needs root")
     if MISSING:
         pytest.skip(
             f"{', '.join(MISSING)} not installed (.ci/run: apt-get install {' '.join(TOOLS)})"
         )
-    work = tmp_path_factory.mktemp("image")
+    # podman's storage is kept with the base's rootfs: the next run reuses the imported base
+    # and the build's cached layers (and removing ~250 MB of layers took 30 s here)
+    cache = Path(os.environ.get("ACP_PROXY_IMAGE_CACHE", "/var/tmp/acp-proxy-ci"))
+    work = cache / "podman"
     env = {**os.environ, "PATH": SBIN_PATH}
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build-image.sh"), str(ROOT), str(work), TAG],
@@ -120,7 +123,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
         built.podman("rm", "--all", "--force", "--time", "0", check=False)
         built.podman("volume", "prune", "--force", check=False)
         subprocess.run(["buildah", "rm", "--all"], capture_output=True, env=env, timeout=120)
-        shutil.rmtree(work, ignore_errors=True)
+        built.podman("image", "prune", "--force", check=False)  # earlier builds' layers
 
 
 @dataclass
@@ -266,7 +269,8 @@ def test_ws_on_a_published_port_serves_a_host_client_and_records(
     db = volume_path(image, volume) / "ws.db"
     with sqlite3.connect(db) as conn:
         connections = conn.execute("SELECT transport, exit_status FROM connections").fetchall()
-    assert [t for t, _ in connections] == ["websocket", "websocket"]  # the prompt, then the session/load
+    # one connection for the prompt, one for the session/load
+    assert [t for t, _ in connections] == ["websocket", "websocket"]
     assert all(status is not None for _, status in connections), connections
     assert len(frames_of(db)) > 20
 

@@ -148,6 +148,16 @@ def volume_path(image: Image, volume: str) -> Path:
     return Path(image.podman("volume", "inspect", "-f", "{{.Mountpoint}}", volume).stdout.strip())
 
 
+def connect(token: str, port: int) -> list[str]:
+    """``acp-proxy connect`` to the container's published port, as an SDK client's agent.
+
+    The SDK starts its agent with a minimal environment: ``env`` hands the token over.
+    """
+    keep = [f"{k}={os.environ[k]}" for k in ("PYTHONPATH", "PATH") if k in os.environ]
+    bridge = ["env", *keep, f"ACP_PROXY_TOKEN={token}", *proxy_exe(), "connect"]
+    return [*bridge, f"ws://127.0.0.1:{port}/acp"]
+
+
 def summary(demo_output: str) -> str:
     """The demo's report up to its "Next, try:" hints (which name the host's python)."""
     return demo_output.split("Next, try:")[0]
@@ -259,10 +269,7 @@ def test_ws_on_a_published_port_serves_a_host_client_and_records(
     )
     assert closed.returncode == 1 and closed.stderr.startswith("unhealthy: http://127.0.0.1:9/")
     # an SDK client on the host, through `acp-proxy connect`, sees what it sees on stdio
-    # (the SDK starts its agent with a minimal environment: `env` hands the token over)
-    keep = [f"{k}={os.environ[k]}" for k in ("PYTHONPATH", "PATH") if k in os.environ]
-    bridge = ["env", *keep, f"ACP_PROXY_TOKEN={token}", *proxy_exe(), "connect"]
-    over_ws = sdk_client_run(["--", *bridge, f"ws://127.0.0.1:{port}/acp"])
+    over_ws = sdk_client_run(["--", *connect(token, port)])
     direct = sdk_client_run(["--", *DEMO, "--state", str(tmp_path / "state")])
     assert over_ws == direct and over_ws["load"]
     image.podman("stop", "--time", "30", container.name, timeout=60)
@@ -323,6 +330,7 @@ def test_compose_file_is_valid_and_publishes_on_loopback_only() -> None:
     assert service["init"] is True and service["read_only"] is True
     assert service["environment"]["ACP_PROXY_TOKEN"] == "t0ken"
     assert all(p.startswith("127.0.0.1:") for p in service["ports"])
+    assert service["ports"] == ["127.0.0.1:8765:8765"]  # ACP_PROXY_PORT unset
     # the same check as the image's HEALTHCHECK
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     image_check = re.search(r"^HEALTHCHECK .*\\\n\s*CMD (\[.*\])$", dockerfile, re.M)
@@ -331,3 +339,33 @@ def test_compose_file_is_valid_and_publishes_on_loopback_only() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ACP_PROXY_TOKEN"}
     unset = subprocess.run(config, capture_output=True, text=True, timeout=60, env=env)
     assert unset.returncode != 0 and "ACP_PROXY_TOKEN" in unset.stderr
+
+
+def test_compose_file_runs_the_image_with_init_and_a_health_check(
+    image: Image, tmp_path: Path
+) -> None:
+    """`podman-compose up` on docker/compose.yaml, the image built above as its acp-proxy:local."""
+    compose = shutil.which("podman-compose")
+    if compose is None:
+        pytest.skip("podman-compose not installed (pip install -e '.[test]')")
+    image.podman("tag", image.tag, "localhost/acp-proxy:local")
+    project, port, token = f"acp-proxy-test-{secrets.token_hex(4)}", free_port(), "t0ken"
+    env = {**image.env, "ACP_PROXY_TOKEN": token, "ACP_PROXY_PORT": str(port)}
+    run = [compose, "-f", str(ROOT / "docker" / "compose.yaml"), "-p", project]
+    up = subprocess.run(
+        [*run, "up", "-d", "--no-build"], capture_output=True, text=True, timeout=180, env=env
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        name = f"{project}_acp-proxy_1"
+        assert image.wait_listening(name) == "ws://0.0.0.0:8765/acp"
+        # init: true, so podman's init is PID 1 and acp-proxy its child
+        pid1 = image.podman("exec", name, "cat", "/proc/1/cmdline").stdout.split("\0")
+        assert pid1[0] == "/run/podman-init" and "acp-proxy" in pid1
+        health = image.podman("healthcheck", "run", name, check=False)
+        assert health.returncode == 0, health.stdout + health.stderr
+        over_ws = sdk_client_run(["--", *connect(token, port)])
+        assert over_ws == sdk_client_run(["--", *DEMO, "--state", str(tmp_path / "state")])
+        assert over_ws["load"]
+    finally:
+        subprocess.run([*run, "down", "-v"], capture_output=True, timeout=180, env=env)

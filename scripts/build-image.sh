@@ -68,7 +68,7 @@ buildah bud --isolation chroot --network host --pull=never --layers --format doc
     -v "$CA_BUNDLE:/etc/ssl/certs/ca-certificates.crt:ro" \
     --ignorefile docker/Dockerfile.dockerignore \
     -f docker/Dockerfile -t "$TAG" . > "$W/build.log" 2>&1 \
-    || { tail -20 "$W/build.log" >&2; echo "build-image: build failed, see $W/build.log" >&2; exit 1; }
+    || { tail -20 "$W/build.log" >&2; echo "build-image: build failed: $W/build.log" >&2; exit 1; }
 podman image inspect -f '{{.Size}}' "$TAG" \
     | awk -v tag="$TAG" '{printf "built %s, %.0f MB\n", tag, $1/1e6}'
 echo "export CONTAINERS_CONF=$CONTAINERS_CONF CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF"

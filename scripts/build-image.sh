@@ -60,7 +60,8 @@ if ! podman image exists "$BASE"; then
         -c 'ENV LANG=C.UTF-8' -c 'CMD ["python3"]' "$rootfs_tar" "$BASE" >/dev/null
 fi
 # The base by digest, as a production build pins python:3.11.7-slim-bookworm@sha256:...
-BASE_PINNED=${BASE%%:*}@$(podman image inspect -f '{{.Digest}}' "$BASE")
+repo=$BASE; [[ ${BASE##*/} == *:* ]] && repo=${BASE%:*}   # the name without its tag
+BASE_PINNED=$repo@$(podman image inspect -f '{{.Digest}}' "$BASE")
 # --format docker keeps HEALTHCHECK (buildah's default OCI format drops it).
 cd "$SRC"
 buildah bud --isolation chroot --network host --pull=never --layers --format docker \

@@ -174,3 +174,59 @@ def test_every_mode_records_responses_after_their_requests(
     # initialize, session/new, prompt, permission answer; their 3 answers, 2 updates, 1 ask
     assert sorted(d for d, _ in frames) == ["a2c"] * 6 + ["c2a"] * 4, frames
     assert out_of_order(db) == []
+
+
+# The frames of one prompt as ``serve --upstream`` used to record them when the upstream's
+# 202 came late: each answer (and the prompt's update and permission request) before the
+# POST it answers.
+OLD_UPSTREAM_ORDER = [
+    ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'),
+    ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'),
+    ("a2c", b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}'),
+    (
+        "c2a",
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}',
+    ),
+    (
+        "c2a",
+        b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1",'
+        b'"prompt":[{"type":"text","text":"hi"}]}}',
+    ),
+    (
+        "a2c",
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+        b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello"}}}}',
+    ),
+    ("a2c", b'{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'),
+]
+
+
+def test_a_response_recorded_before_its_request_is_a_warning_and_still_replays(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import run_proxy
+    from tests.helpers import insert_frames
+
+    db = tmp_path / "old.db"
+    insert_frames(db, OLD_UPSTREAM_ORDER, connection={"transport": "http"}, index=True)
+    done = run_proxy(["check", str(db), "--json"])
+    (conn,) = json.loads(done.stdout)["connections"]
+    findings = [f for f in conn["findings"] if f["rule"] == "recording.order"]
+    assert [(f["tier"], f["seqs"]) for f in findings] == [("warning", [3, 4])], findings
+    text = run_proxy(["check", str(db)]).stdout.decode()
+    assert "response #3 was recorded before its request #4 (session/new)" in text
+
+    argv = [*proxy_exe(), "replay", str(db)]
+
+    async def client() -> list[Message]:
+        peer = await StdioPeer(argv).start()
+        await peer.call("initialize", {"protocolVersion": 1})
+        new = await peer.call("session/new", {"cwd": "/", "mcpServers": []})
+        prompt = {"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]}
+        end = await peer.call("session/prompt", prompt)
+        await peer.close()
+        return [new, end]
+
+    new, end = asyncio.run(asyncio.wait_for(client(), 60))
+    assert new["result"] == {"sessionId": "s1"}
+    assert end["result"] == {"stopReason": "end_turn"}

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from acp_proxy.wire.frame import Direction
 from tests.conftest import frames_of, proxy_exe
 from tests.helpers import listening_url
 from tests.transport.http.helpers import HERE, URL_RE, serving
@@ -179,7 +180,7 @@ def test_every_mode_records_responses_after_their_requests(
 # The frames of one prompt as ``serve --upstream`` used to record them when the upstream's
 # 202 came late: each answer (and the prompt's update and permission request) before the
 # POST it answers.
-OLD_UPSTREAM_ORDER = [
+OLD_UPSTREAM_ORDER: list[tuple[Direction, bytes]] = [
     ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'),
     ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'),
     ("a2c", b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}'),

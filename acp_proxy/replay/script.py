@@ -373,7 +373,7 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
         target = current
         expire_early()
         if msg.kind == "response" and msg.id is not None:
-            if msg.id not in requested and msg.id not in early:
+            if msg.id not in requested and msg.id not in early and msg.id != "null":
                 early[msg.id] = (frame.seq, Emit(frame))  # before its request: held
                 yield from ready()
                 continue

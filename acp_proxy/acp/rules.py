@@ -314,9 +314,9 @@ RULES: tuple[Rule, ...] = (
     # -- the recording itself --------------------------------------------------------------
     _r(
         "recording.order",
-        "info",
-        "A response was recorded just before the request it answers: the recording's frame "
-        "order differs from the wire order here (checked as paired).",
+        "warning",
+        "A response was recorded before its request: the recording is not in causal order "
+        "(paired anyway; replay answers the request with it).",
     ),
     _r(
         "recording.incomplete",

@@ -15,8 +15,11 @@ One adjustment keeps replays from deadlocking: when the response to a request wa
 after a *later request* of the client (the agent answered out of order), it is moved to the
 end of its own request's step, because a live client may wait for that response before it
 sends the next request. A response recorded after a client *notification* (the typical
-``session/cancel`` → ``stopReason: cancelled``) stays where it is. A step is handed out once
-it is complete: the next trigger of its connection was read and, for a request the agent
+``session/cancel`` → ``stopReason: cancelled``) stays where it is. A response recorded
+*before* its request (a recorder that wrote the request late; ``check`` warns
+``recording.order``) is held until that request, at most
+:data:`~acp_proxy.acp.exchanges.EARLY_WINDOW` frames, and answers it there. A step is handed
+out once it is complete: the next trigger of its connection was read and, for a request the agent
 answered (the store's index says where), its response too.
 
 :meth:`Script.session_frames` reads, for one sessionId (all connections, whatever subset the
@@ -30,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from acp_proxy.acp.exchanges import EARLY_WINDOW
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.jsonrpc import Message, classify
 
@@ -308,7 +312,22 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
     current: Step | None = None
     prelude: list[Item] = []
     step_of_request: dict[str, Step] = {}  # request id -> the step still waiting for it
+    # response id -> (seq, item) of a response recorded before its request (still to come)
+    early: dict[str, tuple[int, Emit]] = {}
+    requested: set[str] = set()  # ids of the client requests read so far
     read_seq = 0
+
+    def place(item: Item) -> None:
+        if current is None:
+            prelude.append(item)
+        else:
+            current.items.append(item)
+
+    def expire_early() -> None:
+        for rpc_id, (seq, item) in list(early.items()):
+            if read_seq - seq >= EARLY_WINDOW:  # no request came: it answers nothing
+                del early[rpc_id]
+                place(item)
 
     def ready() -> Iterator[Step]:
         while pending:
@@ -336,21 +355,28 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
                     pending.append(step)
                     current = step
                     if m.kind == "request" and m.id is not None:
+                        requested.add(m.id)
+                        held = early.pop(m.id, None)
+                        if held is not None:  # its response was recorded first
+                            step.items.append(held[1])
+                            continue
                         step_of_request[m.id] = step
                         due = store.response_seq(conn, m.id, frame.seq)
                         if due is not None:
                             awaiting[id(step)] = due
                 elif m.kind == "response" and m.id is not None:
-                    item = AwaitAnswer(conn, m.id)
-                    if current is None:
-                        prelude.append(item)
-                    else:
-                        current.items.append(item)
+                    place(AwaitAnswer(conn, m.id))
+            expire_early()
             yield from ready()
             continue
         # agent -> client
         target = current
+        expire_early()
         if msg.kind == "response" and msg.id is not None:
+            if msg.id not in requested and msg.id not in early and msg.id != "null":
+                early[msg.id] = (frame.seq, Emit(frame))  # before its request: held
+                yield from ready()
+                continue
             owner = step_of_request.pop(msg.id, None)
             moved = owner is not None and target is not None and owner is not target
             if moved and target is not None and target.trigger.is_request:
@@ -360,6 +386,8 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
         else:
             target.items.append(Emit(frame))
         yield from ready()
+    for _, item in early.values():  # never requested: kept where they were (skipped)
+        place(item)
     current = None
     awaiting.clear()
     yield from ready()

@@ -57,13 +57,15 @@ class SseStream:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     owner: object | None = None
     closed: bool = False
+    closed_by: str = "proxy"
 
     def push(self, event_id: int, data: bytes) -> None:
         self.items.append((event_id, data))
         self.wake.set()
 
-    def close(self) -> None:
+    def close(self, by: str = "proxy") -> None:
         self.closed = True
+        self.closed_by = by
         self.wake.set()
 
     async def send(self, resp: web.StreamResponse, rec: ConnectionRecorder) -> None:
@@ -95,6 +97,7 @@ class SseStream:
                     count += len(items)
                     continue
                 if self.closed:
+                    ended_by = self.closed_by
                     break
                 self.wake.clear()
                 try:
@@ -184,11 +187,15 @@ class HttpConnection:
         self.rec.frame(C2A, body)  # before it is written: the answer never precedes it
         await self._write(body)
 
-    def stream_for(self, session_id: str | None) -> SseStream | None:
-        """The stream a GET asks for; ``None`` if that session is unknown here."""
+    def stream_for(self, session_id: str | None, *, hold: bool = False) -> SseStream | None:
+        """The stream a GET asks for; ``None`` if that session is unknown here, unless
+        ``hold``: then a stream held for a ``session/load`` / ``session/resume`` to come
+        (the TypeScript SDK opens it first); it ends if the agent refuses that load."""
         if session_id is None:
             return self.connection_stream
-        if session_id not in self.router.sessions:
+        if session_id not in self.router.sessions and not (
+            hold or session_id in self.session_streams
+        ):
             return None
         stream = self.session_streams.get(session_id)
         if stream is None:
@@ -221,12 +228,17 @@ class HttpConnection:
         if not self.initialized.done() and is_response_to(message, self.initialize_id):
             self.initialized.set_result(data)
             return
+        refused = self.router.refused_attach(message)
         session = self.router.route(message)
         if session is None:
             self.connection_stream.push(self.sent, data)
-            return
-        stream = self.stream_for(session)
-        (stream or self.connection_stream).push(self.sent, data)
+        else:
+            stream = self.stream_for(session)
+            (stream or self.connection_stream).push(self.sent, data)
+        if refused is not None:
+            held = self.session_streams.pop(refused, None)
+            if held is not None:
+                held.close("refused")  # after the refusal went on the connection stream
 
 
 class AgentConnection(HttpConnection):

@@ -29,6 +29,7 @@ from acp_proxy.transport.agent_io import agent_pipes
 from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http_rules import (
     ACP_PATH,
+    ATTACH_METHODS,
     CONNECTION_ID_HEADER,
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
@@ -171,7 +172,8 @@ class AcpEndpoint(WsServer):
         if post.session_scoped and header is None:
             self._note(conn, request, 400, post)
             return self.refuse(request, 400, f"{post.method} needs the {SESSION_ID_HEADER} header")
-        if header is not None and not conn.knows_session(header):
+        attaching = post.method in ATTACH_METHODS and post.session_id == header
+        if header is not None and not conn.knows_session(header) and not attaching:
             self._note(conn, request, 404, post)
             return self.refuse(request, 404, f"unknown {SESSION_ID_HEADER}")
         await conn.forward(post, body)
@@ -265,7 +267,7 @@ class AcpEndpoint(WsServer):
             return refused
         assert conn is not None
         session = request.headers.get(SESSION_ID_HEADER)
-        stream = conn.stream_for(session)
+        stream = conn.stream_for(session, hold=True)  # a load/resume of it may follow
         if stream is None:
             self._note(conn, request, 404)
             return self.refuse(request, 404, f"unknown {SESSION_ID_HEADER}")

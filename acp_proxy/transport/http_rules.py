@@ -112,6 +112,7 @@ class StreamRouter:
         self.sessions: set[str] = set()
         self._routes: dict[str, str] = {}  # request id -> session stream for its response
         self._attaching: dict[str, str] = {}  # load/resume request id -> session id
+        self._attaching_unknown: set[str] = set()  # ...of a session not known before it
 
     def client_sent(self, post: Post) -> None:
         """A client request went to the agent: remember where its response belongs."""
@@ -119,9 +120,23 @@ class StreamRouter:
             return
         if post.method in ATTACH_METHODS:
             self._attaching[post.id] = post.session_id
+            if post.session_id not in self.sessions:
+                self._attaching_unknown.add(post.id)
             self.sessions.add(post.session_id)  # a GET may be opened once the replay starts
         elif post.session_scoped:
             self._routes[post.id] = post.session_id
+
+    def refused_attach(self, message: Any) -> str | None:
+        """The session of a ``session/load`` / ``session/resume`` this message refuses (an
+        error response), when that session was not known before: it is unknown again."""
+        if not (isinstance(message, dict) and "error" in message and "method" not in message):
+            return None
+        key = id_key(message.get("id"))
+        if key is None or key not in self._attaching_unknown:
+            return None
+        session = self._attaching[key]
+        self.sessions.discard(session)
+        return session
 
     def route(self, message: Any) -> str | None:
         """The session whose stream gets this agent message (see :func:`parse`);
@@ -132,6 +147,7 @@ class StreamRouter:
             key = id_key(message.get("id"))
             if key is not None and key in self._attaching:
                 self._attaching.pop(key)
+                self._attaching_unknown.discard(key)
                 return None
             result = message.get("result")
             session = self._routes.pop(key, None) if key is not None else None

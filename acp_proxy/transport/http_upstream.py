@@ -98,6 +98,10 @@ class HttpUpstream:
     async def post(self, request: web.Request, body: bytes) -> web.StreamResponse:
         post = classify_post(body)
         rec = self.recorders.get(request.headers.get(CONNECTION_ID_HEADER) or "")
+        if rec is not None:
+            # Recorded before it is sent on: its answer may come back on the SSE stream
+            # before the upstream's 202 does, and the recording keeps causal order.
+            rec.frame(C2A, body)
         try:
             resp = await self.http().post(
                 self.upstream, data=body, headers=self._request_headers(request)
@@ -107,6 +111,7 @@ class HttpUpstream:
         async with resp:
             answer = await resp.read()
             cid = resp.headers.get(CONNECTION_ID_HEADER)
+            opened = False
             if post.is_initialize and resp.status == 200 and cid and cid not in self.recorders:
                 rec = self.recorders[cid] = self.endpoint.settings.recorder.connection(
                     "http",
@@ -115,8 +120,10 @@ class HttpUpstream:
                     label=self.endpoint.settings.label,
                     agent_command=[self.upstream],
                 )
+                opened = True
             if rec is not None:
-                rec.frame(C2A, body)
+                if opened:  # initialize: no connection to record on until its 200
+                    rec.frame(C2A, body)
                 if resp.status == 200 and answer.strip():
                     rec.frame(A2C, answer)
             self._note(rec, request, resp.status, rpc=post.method, id=post.id)

@@ -74,7 +74,11 @@ GROUP_MAX = 10
 
 RECENT_NOTIFICATIONS = 16
 """How many of a side's latest notifications (of the last :data:`GROUP_GAP` x 2 frames) are
-kept to name the one a response with id null answers."""
+kept to name the one a response with id null answers: the one its error text names, else
+the nearest one before it (a run of such answers takes the run's nearest ones in order)."""
+
+_Notification = tuple[int, str, int, int]
+"""A recent notification: seq, label, frame count when it came, monotonic ns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +201,15 @@ class ConnectionChecker:
         self._out: list[Finding] = []
         self._sender: Side | None = None  # the side that sent the frame being checked
         self._group: _Group | None = None
-        # each side's latest notifications: (seq, label, frame count)
-        self._notifications: dict[Direction, deque[tuple[int, str, int]]] = {
+        self._now_ns = 0  # the monotonic time of the frame being checked
+        # each side's answers with id null paired by time since the other side's last
+        # notification: (frame count, ns, the notification it is paired with)
+        self._null_runs: dict[Direction, list[tuple[int, int, _Notification]]] = {
+            C2A: [],
+            A2C: [],
+        }
+        # each side's latest notifications not yet answered
+        self._notifications: dict[Direction, deque[_Notification]] = {
             C2A: deque(maxlen=RECENT_NOTIFICATIONS),
             A2C: deque(maxlen=RECENT_NOTIFICATIONS),
         }
@@ -243,6 +254,7 @@ class ConnectionChecker:
     ) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
         self.frames += 1
+        self._now_ns = mono_ns
         self._sender = _side(direction)
         if binary:
             self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
@@ -524,12 +536,7 @@ class ConnectionChecker:
                 err = msg.error
                 code = err.get("code") if isinstance(err, dict) else None
                 if code not in NULL_ID_ERROR_CODES:
-                    answered = self._answered_notification(other_direction(direction))
-                    named = () if answered is None else (answered[0],)
-                    subject = "" if answered is None else f"`{answered[1]}` #{answered[0]}"
-                    self._grouped(
-                        "jsonrpc.notification-answered", seq, named, subject, _side(direction)
-                    )
+                    self._notification_answer(seq, direction, err)
                 return
             first = self._answered.get(key)
             if first is not None:
@@ -833,14 +840,40 @@ class ConnectionChecker:
 
     # -- notifications ---------------------------------------------------------------------
 
-    def _answered_notification(self, direction: Direction) -> tuple[int, str] | None:
-        """The oldest recent notification sent in ``direction`` not yet answered (if any)."""
-        recent = self._notifications[direction]
-        while recent:
-            seq, label, at = recent.popleft()
-            if self.frames - at <= 2 * GROUP_GAP:
-                return seq, label
-        return None
+    def _notification_answer(self, seq: int, direction: Direction, error: Any) -> None:
+        """A response with id null that is no parse/invalid-request error: it answers a
+        notification of the other side. Name the one its error text names, else the nearest
+        unanswered one before it (by time), else none ("cannot be paired")."""
+        side = _side(direction)
+        recent = self._notifications[other_direction(direction)]
+        while recent and self.frames - recent[0][2] > 2 * GROUP_GAP:
+            recent.popleft()
+        message = _get(error, "message")
+        text = message if isinstance(message, str) else orjson.dumps(error).decode()
+        run = self._null_runs[direction]
+        named = next((n for n in reversed(recent) if n[1] in text), None)
+        if named is not None:
+            recent.remove(named)
+            run.clear()
+            subject = f"`{named[1]}` #{named[0]} (named in its error)"
+            self._grouped("jsonrpc.notification-answered", seq, (named[0],), subject, side)
+            return
+        if not recent:
+            run.clear()
+            self._grouped("jsonrpc.notification-answered", seq, (), "", side)
+            return
+        nearest = recent.pop()
+        self._grouped("jsonrpc.notification-answered", seq, (nearest[0],), "", side)
+        g = self._group
+        assert g is not None
+        if len(g.subjects) < len(run) + 1 or any(f < self.frames - GROUP_GAP for f, _, _ in run):
+            run.clear()
+        run.append((self.frames, self._now_ns, nearest))
+        # answers in a row take the nearest notifications before them first in, first
+        # answered: the run's first answer the oldest of them
+        taken = sorted(n for _f, _ns, n in run)
+        run[:] = [(f, ns, n) for (f, ns, _old), n in zip(run, taken, strict=True)]
+        g.subjects[len(g.subjects) - len(run) :] = [_by_time_subject(n, ns) for _f, ns, n in run]
 
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
         label = method
@@ -848,7 +881,8 @@ class ConnectionChecker:
             variant = _get(_get(params, "update"), "sessionUpdate")
             if isinstance(variant, str):
                 label = variant
-        self._notifications[direction].append((seq, label, self.frames))
+        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
+        self._null_runs[other_direction(direction)].clear()
         if method == "$/cancel_request":
             rid = _get(params, "requestId")
             if rid is not None:
@@ -1189,19 +1223,34 @@ def _and(items: list[str]) -> str:
 
 
 def _notifications_answered(frames: list[int], subjects: list[str], side: Side | None) -> str:
-    known = [s for s in subjects if s]
-    verb = "answers" if len(frames) == 1 else "answer"
-    text = _and([f"#{f}" for f in frames]) + f" {verb} "
-    if known:
-        text += ("notification " if len(known) == 1 else "notifications ") + _and(known)
-        if len(known) < len(subjects):
-            text += f" (and {len(subjects) - len(known)} more)"
+    paired = [(f, s) for f, s in zip(frames, subjects, strict=True) if s]
+    unpaired = [f"#{f}" for f, s in zip(frames, subjects, strict=True) if not s]
+    if paired:
+        verb = "answers" if len(paired) == 1 else "answer"
+        text = _and([f"#{f}" for f, _s in paired]) + f" {verb} "
+        text += ("notification " if len(paired) == 1 else "notifications ") + _and(
+            [s for _f, s in paired]
+        )
+        if unpaired:
+            text += f"; {_and(unpaired)} cannot be paired with a notification (none recent"
+            text += " left unanswered)"
         return text
+    verb = "answers" if len(frames) == 1 else "answer"
+    text = _and(unpaired) + f" {verb} "
     return text + (
         "a notification: a response with id null that is not a parse/invalid-request error"
         if len(frames) == 1
         else "notifications: responses with id null that are not parse/invalid-request errors"
     )
+
+
+def _by_time_subject(n: _Notification, answer_ns: int) -> str:
+    """How an answer paired by time with the notification ``n`` names it."""
+    gap = (answer_ns - n[3]) / 1e6
+    when = ""
+    if answer_ns and n[3] and gap >= 0:
+        when = f": {gap:.1f} ms before" if gap >= 0.1 else ": under 0.1 ms before"
+    return f"`{n[1]}` #{n[0]} (by time{when})"
 
 
 def _orphan_responses(frames: list[int], subjects: list[str], side: Side | None) -> str:

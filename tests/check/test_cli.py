@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from acp_proxy.acp.rules import RULES
 from acp_proxy.cli import cli
+from tests.acp.stray import make_stray_db
 from tests.check.helpers import (
     BROKEN_V2,
     CLEAN_V1,
@@ -19,6 +20,7 @@ from tests.check.helpers import (
     A,
     C,
     check,
+    er,
     nt,
     ok,
     rq,
@@ -230,13 +232,50 @@ def test_findings_name_the_side_the_rule_as_it_applies_and_the_frames(tmp_path: 
     answered = findings["jsonrpc.notification-answered"]
     assert (answered["side"], answered["seqs"]) == ("client", [5, 6, 7, 8])
     assert answered["reason"] == (
-        "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+        "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms before)"
+        " and `_acme_custom` #6 (by time: under 0.1 ms before)"
     )
     assert answered["rule_text"].startswith("The Client MUST NOT reply to a Notification")
     unanswered = findings["jsonrpc.request-answered"]
     assert (unanswered["side"], unanswered["seqs"]) == ("client", [9])
     assert "the Client MUST answer each request of the agent" in unanswered["rule_text"]
     text = check(str(db)).stdout
-    assert "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6" in text
+    assert "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms" in text
     assert "rule: The Client MUST NOT reply to a Notification" in text
     assert "Server" not in text
+
+
+def test_answers_to_notifications_name_the_nearest_ones_by_time(tmp_path: Path) -> None:
+    """The client answered four extension notifications 2-8 ms after each, between
+    ``session/update`` chunks it parsed fine: each answer names the one just before it,
+    never a chunk; an answer with nothing before it to pair says so."""
+    db = tmp_path / "stray.db"
+    make_stray_db(db)
+    done = check(str(db), "--json")
+    assert done.returncode == 1, done.stderr
+    (hit,) = [
+        f
+        for f in orjson.loads(done.stdout)["connections"][0]["findings"]
+        if f["rule"] == "jsonrpc.notification-answered"
+    ]
+    assert hit["seqs"] == [7, 8, 10, 11, 15, 16, 18, 19]
+    assert hit["reason"] == (
+        "client: #8, #11, #16 and #19 answer notifications `_acme/a` #7 (by time: 2.0 ms"
+        " before), `_acme/b` #10 (by time: 8.0 ms before), `_acme/c` #15 (by time: 3.0 ms"
+        " before) and `_acme/d` #18 (by time: 4.0 ms before)"
+    )
+    lone = tmp_path / "lone.db"
+    write_recording(lone, [[*v1_prelude(), C(er(None, -32602, "Invalid params"))]])
+    (hit,) = [
+        f
+        for f in orjson.loads(check(str(lone), "--json").stdout)["connections"][0]["findings"]
+        if f["rule"] == "jsonrpc.notification-answered"
+    ]
+    assert hit["seqs"] == [5]
+    assert "#5 answers a notification" in hit["reason"]
+    # an error text that names the notification wins over the nearest one
+    named = tmp_path / "named.db"
+    frames = [*v1_prelude(), A(nt("_acme/x")), A(nt("_acme/y")), C(er(None, -32602, "_acme/x?"))]
+    write_recording(named, [frames])
+    text = check(str(named)).stdout
+    assert "client: #7 answers notification `_acme/x` #5 (named in its error)" in text

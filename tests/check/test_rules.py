@@ -1137,7 +1137,11 @@ def test_answers_to_notifications_are_grouped_and_name_their_frames() -> None:
     )
     (hit,) = [f for f in findings if f.rule == "jsonrpc.notification-answered"]
     assert (hit.side, hit.seqs) == ("client", (5, 6, 7, 8))
-    assert hit.reason == "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+    # answers in a row answer the notifications before them in order (by time)
+    assert hit.reason == (
+        "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms before)"
+        " and `_acme_custom` #6 (by time: under 0.1 ms before)"
+    )
     # the rule as it applies to a client (JSON-RPC's "the Server" would be wrong here)
     assert hit.rule_text == (
         "The Client MUST NOT reply to a Notification (the agent's notifications get no response)."
@@ -1151,8 +1155,8 @@ def test_frames_far_apart_are_separate_findings() -> None:
     )
     reasons = [f.reason for f in findings if f.rule == "jsonrpc.notification-answered"]
     assert reasons == [
-        "client: #6 answers notification `_acme_a` #5",
-        "client: #28 answers notification `_acme_b` #27",
+        "client: #6 answers notification `_acme_a` #5 (by time: under 0.1 ms before)",
+        "client: #28 answers notification `_acme_b` #27 (by time: under 0.1 ms before)",
     ]
 
 

@@ -31,9 +31,7 @@ def _out(*args: str) -> str:
 
 
 def _stray_lines(text: str) -> list[int]:
-    return [
-        int(line.split()[0]) for line in text.splitlines() if "response #null to no" in line
-    ]
+    return [int(line.split()[0]) for line in text.splitlines() if "response #null to no" in line]
 
 
 @pytest.mark.parametrize("session", [[], ["-s", "s1"]], ids=["all", "one-session"])

@@ -72,6 +72,9 @@ grouped finding: "#16 and #17 answer notifications ..."), up to :data:`GROUP_MAX
 
 GROUP_MAX = 10
 
+RUN_MAX = 100
+"""At most this many repeats of one finding are one finding (memory stays bounded)."""
+
 RECENT_NOTIFICATIONS = 16
 """How many of a side's latest notifications (of the last :data:`GROUP_GAP` x 2 frames) are
 kept to name the one a response with id null answers: the one its error text names, else
@@ -127,6 +130,38 @@ class _Group:
     seqs: set[int]  # every frame named
     subjects: list[str]
     last: int  # frame count when the group last grew
+
+
+@dataclass(slots=True)
+class _Run:
+    """A finding repeated frame after frame (one rule, side, session, reason, and the same
+    frames but the last): reported once, naming the run's frames (see :data:`GROUP_GAP`)."""
+
+    first: Finding
+    lasts: list[int]  # the last frame each repeat names
+    at: int  # frame count when the run last grew
+
+    def repeated_by(self, found: Finding, frames: int) -> bool:
+        first = self.first
+        return (
+            frames - self.at <= GROUP_GAP
+            and (found.rule, found.side, found.session_id, found.reason)
+            == (first.rule, first.side, first.session_id, first.reason)
+            and found.seqs[:-1] == first.seqs[:-1]
+            and bool(found.seqs)
+            and found.seqs[-1] > self.lasts[-1]
+            and len(self.lasts) < RUN_MAX
+        )
+
+    def finding_for_all(self) -> Finding:
+        first = self.first
+        if len(self.lasts) == 1:
+            return first
+        reason = f"{first.reason} ({len(self.lasts)} times: {frames_text(self.lasts, ', ')})"
+        seqs = (*first.seqs[:-1], *self.lasts)
+        return Finding(
+            first.rule, first.tier, first.connection_id, seqs, reason, first.session_id, first.side
+        )
 
 
 @dataclass(slots=True)
@@ -201,6 +236,7 @@ class ConnectionChecker:
         self._out: list[Finding] = []
         self._sender: Side | None = None  # the side that sent the frame being checked
         self._group: _Group | None = None
+        self._run: _Run | None = None
         self._now_ns = 0  # the monotonic time of the frame being checked
         # each side's answers with id null paired by time since the other side's last
         # notification: (frame count, ns, the notification it is paired with)
@@ -284,6 +320,8 @@ class ConnectionChecker:
         self._orphans(self._exchanges.tick())
         if self._group is not None and self.frames - self._group.last > GROUP_GAP:
             self._flush_group()
+        if self._run is not None and self.frames - self._run.at > GROUP_GAP:
+            self._flush_run()
         return self._take()
 
     def finish(self) -> list[Finding]:
@@ -348,6 +386,7 @@ class ConnectionChecker:
                     f"compaction {cid!r} never reached completed/failed/cancelled",
                     s.sid,
                 )
+        self._flush_run()
         return self._take()
 
     # -- reporting -------------------------------------------------------------------------
@@ -372,15 +411,32 @@ class ConnectionChecker:
             side = self._sender
         if side is not None:
             reason = f"{side}: {reason}"
-        self.counts[rule.tier] += 1
-        n = self.per_rule.get(rule_id, 0) + 1
-        self.per_rule[rule_id] = n
-        if n > self.max_per_rule:
-            self.suppressed[rule_id] = self.suppressed.get(rule_id, 0) + 1
+        found = Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id, side)
+        run = self._run
+        if run is not None and run.repeated_by(found, self.frames):
+            run.lasts.append(seqs[-1])
+            run.at = self.frames
             return
-        self._out.append(
-            Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id, side)
-        )
+        self._flush_run()
+        if seqs:
+            self._run = _Run(found, [seqs[-1]], self.frames)
+        else:
+            self._emit(found)
+
+    def _flush_run(self) -> None:
+        """Emit the finding being repeated: one for the whole run, naming each frame."""
+        run, self._run = self._run, None
+        if run is not None:
+            self._emit(run.finding_for_all())
+
+    def _emit(self, found: Finding) -> None:
+        self.counts[found.tier] += 1
+        n = self.per_rule.get(found.rule, 0) + 1
+        self.per_rule[found.rule] = n
+        if n > self.max_per_rule:
+            self.suppressed[found.rule] = self.suppressed.get(found.rule, 0) + 1
+            return
+        self._out.append(found)
 
     def _grouped(
         self,
@@ -415,6 +471,7 @@ class ConnectionChecker:
 
     def drain(self) -> list[Finding]:
         """Findings reported but not yet returned (e.g. ``recording.incomplete``)."""
+        self._flush_run()
         return self._take()
 
     def _take(self) -> list[Finding]:
@@ -1210,6 +1267,22 @@ class ConnectionChecker:
 
 
 # -- small helpers -----------------------------------------------------------------------
+
+
+def frames_text(seqs: Sequence[int], sep: str = ",") -> str:
+    """Frame numbers as ``#5,#6-#15``: three or more consecutive ones as a range."""
+    parts: list[str] = []
+    n = 0
+    while n < len(seqs):
+        end = n
+        while end + 1 < len(seqs) and seqs[end + 1] == seqs[end] + 1:
+            end += 1
+        if end - n >= 2:
+            parts.append(f"#{seqs[n]}\u2013#{seqs[end]}")
+        else:
+            parts.extend(f"#{x}" for x in seqs[n : end + 1])
+        n = end + 1
+    return sep.join(parts)
 
 
 def _side(direction: Direction) -> Side:

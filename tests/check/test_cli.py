@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 from click.testing import CliRunner
@@ -144,7 +145,9 @@ def test_warnings_alone_do_not_fail(tmp_path: Path) -> None:
 
 def test_many_findings_are_capped_and_counted(tmp_path: Path) -> None:
     db = tmp_path / "noisy.db"
-    write_recording(db, [v1_prelude() + [A(b"log line %d\n" % i) for i in range(50)]])
+    # both sides in turn: not one repeated finding (see test_a_repeated_finding_is_one_row...)
+    noise = [(A if i % 2 else C)(b"log line %d\n" % i) for i in range(50)]
+    write_recording(db, [v1_prelude() + noise])
     done = check_in_process(str(db), "--max-per-rule", "3", "--json")
     doc = orjson.loads(done.stdout)
     conn = doc["connections"][0]
@@ -279,3 +282,28 @@ def test_answers_to_notifications_name_the_nearest_ones_by_time(tmp_path: Path) 
     write_recording(named, [frames])
     text = check(str(named)).stdout
     assert "client: #7 answers notification `_acme/x` #5 (named in its error)" in text
+
+
+def test_a_repeated_finding_is_one_row_naming_its_frames(tmp_path: Path) -> None:
+    """A plain resume that replays ten updates breaks one rule ten times in a row: one
+    finding naming #6-#15, not ten identical rows."""
+    db = tmp_path / "resume.db"
+    caps: dict[str, Any] = {"session": {"prompt": {}, "resume": {}}}
+    resume = C(rq(2, "session/resume", sessionId=SID, cwd="/w", mcpServers=[]))  # 5
+    replayed = [A(up("agent_message_chunk", messageId="m1", content={"type": "text"}))] * 10
+    write_recording(db, [[*v2_prelude(agent_caps=caps), resume, *replayed, A(ok(2))]])
+    done = check(str(db), "--json")
+    hits = [
+        f
+        for f in orjson.loads(done.stdout)["connections"][0]["findings"]
+        if f["rule"] == "replay.plain-resume"
+    ]
+    assert [(f["seqs"], f["reason"]) for f in hits] == [
+        (
+            list(range(5, 16)),
+            "agent: agent_message_chunk replayed during a session/resume without replayFrom"
+            " (10 times: #6\u2013#15)",
+        )
+    ]
+    rows = [line for line in check(str(db)).stdout.splitlines() if "replay.plain-resume" in line]
+    assert len(rows) == 1 and " #5\u2013#15 [s1] " in rows[0], rows

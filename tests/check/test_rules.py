@@ -1060,7 +1060,7 @@ def test_framing_size_flags_a_line_over_64_mib_and_not_one_at_the_limit() -> Non
     checker = ConnectionChecker(1, transport="stdio")
     at_limit = checker.feed(1, "c2a", frame_of(MAX_LINE_BYTES))
     assert "framing.size" not in rules_of(at_limit)
-    over = checker.feed(2, "c2a", frame_of(MAX_LINE_BYTES + 1))
+    over = checker.feed(2, "c2a", frame_of(MAX_LINE_BYTES + 1)) + checker.finish()
     assert [f.seqs for f in over if f.rule == "framing.size"] == [(2,)]
     assert RULE_BY_ID["framing.size"].tier == "info"
 
@@ -1093,13 +1093,29 @@ def test_agent_answering_a_lower_version_wins() -> None:
 def test_findings_are_capped_per_rule_but_counted() -> None:
     checker = ConnectionChecker(1, transport="stdio", max_per_rule=5)
     out = []
-    for seq in range(1, 101):
-        out += checker.feed(seq, "a2c", b"not json\n")
+    for seq in range(1, 101):  # both sides in turn: not one repeated finding
+        out += checker.feed(seq, "a2c" if seq % 2 else "c2a", b"not json\n")
     out += checker.finish()
     assert len([f for f in out if f.rule == "framing.json"]) == 5
     assert checker.suppressed["framing.json"] == 95
     assert checker.per_rule["framing.json"] == 100
     assert checker.counts["error"] == 101  # 100 x framing.json + initialize-first
+
+
+def test_repeats_of_one_finding_are_one_finding_naming_each_frame() -> None:
+    checker = ConnectionChecker(1, transport="stdio")
+    out = []
+    for seq in range(1, 251):
+        out += checker.feed(seq, "a2c", b"not json\n")
+    out += checker.finish()
+    runs = [f for f in out if f.rule == "framing.json"]
+    assert [f.seqs for f in runs] == [
+        tuple(range(1, 101)),
+        tuple(range(101, 201)),
+        tuple(range(201, 251)),
+    ]  # at most RUN_MAX frames a finding: bounded memory
+    assert runs[2].reason.endswith("(50 times: #201\u2013#250)")
+    assert checker.counts["error"] == 4  # 3 x framing.json + initialize-first
 
 
 def test_open_state_is_released() -> None:

@@ -72,9 +72,16 @@ grouped finding: "#16 and #17 answer notifications ..."), up to :data:`GROUP_MAX
 
 GROUP_MAX = 10
 
+RUN_MAX = 100
+"""At most this many repeats of one finding are one finding (memory stays bounded)."""
+
 RECENT_NOTIFICATIONS = 16
 """How many of a side's latest notifications (of the last :data:`GROUP_GAP` x 2 frames) are
-kept to name the one a response with id null answers."""
+kept to name the one a response with id null answers: the one its error text names, else
+the nearest one before it (a run of such answers takes the run's nearest ones in order)."""
+
+_Notification = tuple[int, str, int, int]
+"""A recent notification: seq, label, frame count when it came, monotonic ns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +130,38 @@ class _Group:
     seqs: set[int]  # every frame named
     subjects: list[str]
     last: int  # frame count when the group last grew
+
+
+@dataclass(slots=True)
+class _Run:
+    """A finding repeated frame after frame (one rule, side, session, reason, and the same
+    frames but the last): reported once, naming the run's frames (see :data:`GROUP_GAP`)."""
+
+    first: Finding
+    lasts: list[int]  # the last frame each repeat names
+    at: int  # frame count when the run last grew
+
+    def repeated_by(self, found: Finding, frames: int) -> bool:
+        first = self.first
+        return (
+            frames - self.at <= GROUP_GAP
+            and (found.rule, found.side, found.session_id, found.reason)
+            == (first.rule, first.side, first.session_id, first.reason)
+            and found.seqs[:-1] == first.seqs[:-1]
+            and bool(found.seqs)
+            and found.seqs[-1] > self.lasts[-1]
+            and len(self.lasts) < RUN_MAX
+        )
+
+    def finding_for_all(self) -> Finding:
+        first = self.first
+        if len(self.lasts) == 1:
+            return first
+        reason = f"{first.reason} ({len(self.lasts)} times: {frames_text(self.lasts, ', ')})"
+        seqs = (*first.seqs[:-1], *self.lasts)
+        return Finding(
+            first.rule, first.tier, first.connection_id, seqs, reason, first.session_id, first.side
+        )
 
 
 @dataclass(slots=True)
@@ -197,8 +236,16 @@ class ConnectionChecker:
         self._out: list[Finding] = []
         self._sender: Side | None = None  # the side that sent the frame being checked
         self._group: _Group | None = None
-        # each side's latest notifications: (seq, label, frame count)
-        self._notifications: dict[Direction, deque[tuple[int, str, int]]] = {
+        self._run: _Run | None = None
+        self._now_ns = 0  # the monotonic time of the frame being checked
+        # each side's answers with id null paired by time since the other side's last
+        # notification: (frame count, ns, the notification it is paired with)
+        self._null_runs: dict[Direction, list[tuple[int, int, _Notification]]] = {
+            C2A: [],
+            A2C: [],
+        }
+        # each side's latest notifications not yet answered
+        self._notifications: dict[Direction, deque[_Notification]] = {
             C2A: deque(maxlen=RECENT_NOTIFICATIONS),
             A2C: deque(maxlen=RECENT_NOTIFICATIONS),
         }
@@ -243,6 +290,7 @@ class ConnectionChecker:
     ) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
         self.frames += 1
+        self._now_ns = mono_ns
         self._sender = _side(direction)
         if binary:
             self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
@@ -272,6 +320,8 @@ class ConnectionChecker:
         self._orphans(self._exchanges.tick())
         if self._group is not None and self.frames - self._group.last > GROUP_GAP:
             self._flush_group()
+        if self._run is not None and self.frames - self._run.at > GROUP_GAP:
+            self._flush_run()
         return self._take()
 
     def finish(self) -> list[Finding]:
@@ -336,6 +386,7 @@ class ConnectionChecker:
                     f"compaction {cid!r} never reached completed/failed/cancelled",
                     s.sid,
                 )
+        self._flush_run()
         return self._take()
 
     # -- reporting -------------------------------------------------------------------------
@@ -360,15 +411,32 @@ class ConnectionChecker:
             side = self._sender
         if side is not None:
             reason = f"{side}: {reason}"
-        self.counts[rule.tier] += 1
-        n = self.per_rule.get(rule_id, 0) + 1
-        self.per_rule[rule_id] = n
-        if n > self.max_per_rule:
-            self.suppressed[rule_id] = self.suppressed.get(rule_id, 0) + 1
+        found = Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id, side)
+        run = self._run
+        if run is not None and run.repeated_by(found, self.frames):
+            run.lasts.append(seqs[-1])
+            run.at = self.frames
             return
-        self._out.append(
-            Finding(rule_id, rule.tier, self.connection_id, seqs, reason, session_id, side)
-        )
+        self._flush_run()
+        if seqs:
+            self._run = _Run(found, [seqs[-1]], self.frames)
+        else:
+            self._emit(found)
+
+    def _flush_run(self) -> None:
+        """Emit the finding being repeated: one for the whole run, naming each frame."""
+        run, self._run = self._run, None
+        if run is not None:
+            self._emit(run.finding_for_all())
+
+    def _emit(self, found: Finding) -> None:
+        self.counts[found.tier] += 1
+        n = self.per_rule.get(found.rule, 0) + 1
+        self.per_rule[found.rule] = n
+        if n > self.max_per_rule:
+            self.suppressed[found.rule] = self.suppressed.get(found.rule, 0) + 1
+            return
+        self._out.append(found)
 
     def _grouped(
         self,
@@ -403,6 +471,7 @@ class ConnectionChecker:
 
     def drain(self) -> list[Finding]:
         """Findings reported but not yet returned (e.g. ``recording.incomplete``)."""
+        self._flush_run()
         return self._take()
 
     def _take(self) -> list[Finding]:
@@ -524,12 +593,7 @@ class ConnectionChecker:
                 err = msg.error
                 code = err.get("code") if isinstance(err, dict) else None
                 if code not in NULL_ID_ERROR_CODES:
-                    answered = self._answered_notification(other_direction(direction))
-                    named = () if answered is None else (answered[0],)
-                    subject = "" if answered is None else f"`{answered[1]}` #{answered[0]}"
-                    self._grouped(
-                        "jsonrpc.notification-answered", seq, named, subject, _side(direction)
-                    )
+                    self._notification_answer(seq, direction, err)
                 return
             first = self._answered.get(key)
             if first is not None:
@@ -833,14 +897,40 @@ class ConnectionChecker:
 
     # -- notifications ---------------------------------------------------------------------
 
-    def _answered_notification(self, direction: Direction) -> tuple[int, str] | None:
-        """The oldest recent notification sent in ``direction`` not yet answered (if any)."""
-        recent = self._notifications[direction]
-        while recent:
-            seq, label, at = recent.popleft()
-            if self.frames - at <= 2 * GROUP_GAP:
-                return seq, label
-        return None
+    def _notification_answer(self, seq: int, direction: Direction, error: Any) -> None:
+        """A response with id null that is no parse/invalid-request error: it answers a
+        notification of the other side. Name the one its error text names, else the nearest
+        unanswered one before it (by time), else none ("cannot be paired")."""
+        side = _side(direction)
+        recent = self._notifications[other_direction(direction)]
+        while recent and self.frames - recent[0][2] > 2 * GROUP_GAP:
+            recent.popleft()
+        message = _get(error, "message")
+        text = message if isinstance(message, str) else orjson.dumps(error).decode()
+        run = self._null_runs[direction]
+        named = next((n for n in reversed(recent) if n[1] in text), None)
+        if named is not None:
+            recent.remove(named)
+            run.clear()
+            subject = f"`{named[1]}` #{named[0]} (named in its error)"
+            self._grouped("jsonrpc.notification-answered", seq, (named[0],), subject, side)
+            return
+        if not recent:
+            run.clear()
+            self._grouped("jsonrpc.notification-answered", seq, (), "", side)
+            return
+        nearest = recent.pop()
+        self._grouped("jsonrpc.notification-answered", seq, (nearest[0],), "", side)
+        g = self._group
+        assert g is not None
+        if len(g.subjects) < len(run) + 1 or any(f < self.frames - GROUP_GAP for f, _, _ in run):
+            run.clear()
+        run.append((self.frames, self._now_ns, nearest))
+        # answers in a row take the nearest notifications before them first in, first
+        # answered: the run's first answer the oldest of them
+        taken = sorted(n for _f, _ns, n in run)
+        run[:] = [(f, ns, n) for (f, ns, _old), n in zip(run, taken, strict=True)]
+        g.subjects[len(g.subjects) - len(run) :] = [_by_time_subject(n, ns) for _f, ns, n in run]
 
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
         label = method
@@ -848,7 +938,8 @@ class ConnectionChecker:
             variant = _get(_get(params, "update"), "sessionUpdate")
             if isinstance(variant, str):
                 label = variant
-        self._notifications[direction].append((seq, label, self.frames))
+        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
+        self._null_runs[other_direction(direction)].clear()
         if method == "$/cancel_request":
             rid = _get(params, "requestId")
             if rid is not None:
@@ -1178,6 +1269,22 @@ class ConnectionChecker:
 # -- small helpers -----------------------------------------------------------------------
 
 
+def frames_text(seqs: Sequence[int], sep: str = ",") -> str:
+    """Frame numbers as ``#5,#6-#15``: three or more consecutive ones as a range."""
+    parts: list[str] = []
+    n = 0
+    while n < len(seqs):
+        end = n
+        while end + 1 < len(seqs) and seqs[end + 1] == seqs[end] + 1:
+            end += 1
+        if end - n >= 2:
+            parts.append(f"#{seqs[n]}\u2013#{seqs[end]}")
+        else:
+            parts.extend(f"#{x}" for x in seqs[n : end + 1])
+        n = end + 1
+    return sep.join(parts)
+
+
 def _side(direction: Direction) -> Side:
     """The side that sends frames in ``direction``."""
     return "client" if direction == C2A else "agent"
@@ -1189,19 +1296,34 @@ def _and(items: list[str]) -> str:
 
 
 def _notifications_answered(frames: list[int], subjects: list[str], side: Side | None) -> str:
-    known = [s for s in subjects if s]
-    verb = "answers" if len(frames) == 1 else "answer"
-    text = _and([f"#{f}" for f in frames]) + f" {verb} "
-    if known:
-        text += ("notification " if len(known) == 1 else "notifications ") + _and(known)
-        if len(known) < len(subjects):
-            text += f" (and {len(subjects) - len(known)} more)"
+    paired = [(f, s) for f, s in zip(frames, subjects, strict=True) if s]
+    unpaired = [f"#{f}" for f, s in zip(frames, subjects, strict=True) if not s]
+    if paired:
+        verb = "answers" if len(paired) == 1 else "answer"
+        text = _and([f"#{f}" for f, _s in paired]) + f" {verb} "
+        text += ("notification " if len(paired) == 1 else "notifications ") + _and(
+            [s for _f, s in paired]
+        )
+        if unpaired:
+            text += f"; {_and(unpaired)} cannot be paired with a notification (none recent"
+            text += " left unanswered)"
         return text
+    verb = "answers" if len(frames) == 1 else "answer"
+    text = _and(unpaired) + f" {verb} "
     return text + (
         "a notification: a response with id null that is not a parse/invalid-request error"
         if len(frames) == 1
         else "notifications: responses with id null that are not parse/invalid-request errors"
     )
+
+
+def _by_time_subject(n: _Notification, answer_ns: int) -> str:
+    """How an answer paired by time with the notification ``n`` names it."""
+    gap = (answer_ns - n[3]) / 1e6
+    when = ""
+    if answer_ns and n[3] and gap >= 0:
+        when = f": {gap:.1f} ms before" if gap >= 0.1 else ": under 0.1 ms before"
+    return f"`{n[1]}` #{n[0]} (by time{when})"
 
 
 def _orphan_responses(frames: list[int], subjects: list[str], side: Side | None) -> str:

@@ -12,7 +12,11 @@ sequence number, monotonic nanoseconds) and maintains:
 - one :class:`~acp_proxy.acp.timeline.SessionTimeline` per sessionId (learnt from params and
   from ``session/new`` / ``session/fork`` results; ``session/load`` and ``session/resume``
   carry it in their params), plus :attr:`ConnectionModel.connection` for what belongs to no
-  session (``initialize``, invalid frames, orphan responses);
+  session (``initialize``, invalid frames, orphan responses outside a turn);
+- frames that break JSON-RPC (invalid frames, responses that answer no request, such as a
+  peer's ``"id": null`` error answers) arriving while a session's turn or replay is open go
+  into *that* session's timeline, in place, so every conversation view shows them; a
+  response with an unusable id (``null``) answers nothing at once (each one is kept);
 - replay windows: updates between a ``session/load`` (or a v2 ``session/resume`` with
   ``replayFrom``) request and its response are marked ``replayed``;
 - turns (:class:`Turn`): from ``session/prompt`` (or an agent-initiated ``running``) to the
@@ -178,6 +182,13 @@ class _Pending:
     timeline: SessionTimeline
 
 
+_Early = tuple[Any, int | None, int, SessionTimeline]
+"""A held early response: payload, seq, mono_ns and the conversation it arrived in."""
+
+UNUSABLE_IDS = frozenset({"null", "true", "false"})
+"""Response id texts no request can be waiting for: such a response answers nothing."""
+
+
 class ConnectionModel:
     """Feed one connection's frames in order; read sessions, exchanges and turns."""
 
@@ -191,8 +202,9 @@ class ConnectionModel:
         self.tracker = TurnTracker()
         self.frames = 0
         self._last_timeline = self.connection
-        # early responses are held as (payload, seq, mono_ns)
-        self._exchanges: Exchanges[_Pending, tuple[Any, int | None, int]] = Exchanges()
+        self._last_session: SessionTimeline | None = None
+        # early responses are held as (payload, seq, mono_ns, the conversation they arrived in)
+        self._exchanges: Exchanges[_Pending, _Early] = Exchanges()
 
     @property
     def protocol_version(self) -> int | None:
@@ -229,8 +241,7 @@ class ConnectionModel:
         else:
             out = self._message(direction, msg, seq, mono_ns, raw)
         for key, early in self._exchanges.tick():
-            self._orphan(key, early)
-            out.append(None)
+            out.extend(self._orphan(key, early))
         return out
 
     def _message(
@@ -238,10 +249,11 @@ class ConnectionModel:
     ) -> list[str | None]:
         if msg.kind == "invalid":
             text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-            self.connection.add_event(
+            target = self._conversation()
+            target.interject(
                 Event("invalid", text, seq, extra={"reason": msg.reason, "direction": direction})
             )
-            return [None]
+            return [None] if target is self.connection else []
         if msg.kind == "request":
             return self._request(direction, msg, seq, ns)
         if msg.kind == "response":
@@ -256,6 +268,8 @@ class ConnectionModel:
         sid = session_id_of(params)
         tl = self.session(sid) if sid is not None else self.connection
         self._last_timeline = tl
+        if sid is not None:
+            self._last_session = tl
         if method == "initialize":
             self.facts.observe_request(params)
             self.tracker.version = self.facts.protocol_version
@@ -271,7 +285,7 @@ class ConnectionModel:
         early = self._exchanges.request(direction, msg.id, pending)
         if early is not None:
             ex.extra["reordered"] = True  # the response was recorded first
-            return self._answer(pending, *early)
+            return self._answer(pending, *early[:3])
         return []
 
     def _response(
@@ -279,10 +293,19 @@ class ConnectionModel:
     ) -> list[str | None]:
         assert msg.id is not None
         pending = self._exchanges.answer(direction, msg.id)
-        if pending is None:
-            self._exchanges.hold_early(direction, msg.id, (msg.payload, seq, ns))
-            return []
-        return self._answer(pending, msg.payload, seq, ns)
+        if pending is not None:
+            return self._answer(pending, msg.payload, seq, ns)
+        early: _Early = (msg.payload, seq, ns, self._conversation())
+        key = (other_direction(direction), msg.id)
+        if msg.id in UNUSABLE_IDS:  # no request can come for it: it answers nothing now
+            return self._orphan(key, early)
+        displaced = self._exchanges.held.get(key)
+        out: list[str | None] = []
+        if displaced is not None:  # a second early response with the same id: keep both
+            del self._exchanges.held[key]
+            out = self._orphan(key, displaced[1])
+        self._exchanges.hold_early(direction, msg.id, early)
+        return out
 
     def _answer(
         self, pending: _Pending, payload: Any, seq: int | None, ns: int
@@ -327,11 +350,21 @@ class ConnectionModel:
         for key, early in self._exchanges.expire_all():
             self._orphan(key, early)
 
-    def _orphan(self, key: tuple[Direction, str], early: tuple[Any, int | None, int]) -> None:
-        """A response that answered no request (within the early window) as an event."""
+    def _conversation(self) -> SessionTimeline:
+        """Where a frame that belongs to no session goes: the last session fed while its
+        turn or replay is open (a peer's stray answer breaks into that conversation), else
+        the connection."""
+        tl = self._last_session
+        if tl is not None and (tl.replaying or tl.session_id in self.tracker.open):
+            return tl
+        return self.connection
+
+    def _orphan(self, key: tuple[Direction, str], early: _Early) -> list[str | None]:
+        """A response that answered no request (within the early window) as an event in
+        the conversation it arrived in; the boundary to report."""
         req_direction, rid = key
-        payload, seq, _ns = early
-        self.connection.add_event(
+        payload, seq, _ns, target = early
+        target.interject(
             Event(
                 "orphan_response",
                 payload,
@@ -339,6 +372,7 @@ class ConnectionModel:
                 extra={"direction": other_direction(req_direction), "id": rid},
             )
         )
+        return [None] if target is self.connection else []
 
     def _notification(
         self, direction: Direction, msg: Message, seq: int | None, ns: int
@@ -347,6 +381,8 @@ class ConnectionModel:
         sid = session_id_of(params)
         tl = self.session(sid) if sid is not None else self.connection
         self._last_timeline = tl
+        if sid is not None:
+            self._last_session = tl
         if msg.method == "session/update" and isinstance(params, dict) and "update" in params:
             update = params["update"]
             item = tl.apply(update, seq=seq)

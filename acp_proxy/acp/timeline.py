@@ -386,6 +386,13 @@ class SessionTimeline:
         self._last_anon = None
         return event
 
+    def interject(self, event: Event) -> Event:
+        """Insert an event that broke into the conversation (a stray answer, an invalid
+        frame) without ending the v1 message being streamed: the chunks around it stay one
+        message."""
+        self.items.append(event)
+        return event
+
     def end_group(self) -> None:
         """Stop grouping v1 id-less chunks: the next one starts a new message (the model
         calls this when a turn or a replay window ends)."""

@@ -6,7 +6,8 @@ gives what the inspector's timeline draws: every request with its response (a ba
 to the other), turns from ``session/prompt`` to their end (v1: the prompt's response; v2:
 the ``idle`` state update, as :class:`~acp_proxy.acp.model.TurnTracker` decides) with the
 time to the first chunk, agent requests (permission prompts, file reads...) nested in the
-turn they happened in, and a performance summary: per method count and p50/p95/p99/max,
+turn they happened in, each turn's prompt text and ``session/cancel``, and a performance
+summary: per method count and p50/p95/p99/max,
 turn durations and the slowest exchanges.
 
 Pairing goes through :class:`~acp_proxy.acp.exchanges.Exchanges` (per direction, early
@@ -30,11 +31,17 @@ __all__ = ["Bar", "WaterfallBuilder", "needs_payload"]
 MAX_BARS = 3000
 """Exchanges drawn at most (the figures cover them all)."""
 SLOWEST = 10
+PROMPT_TEXT_MAX = 200
+"""Characters of a turn's prompt text sent to the timeline (it labels the turn's row)."""
 
 
 def needs_payload(kind: str | None, method: str | None, update_kind: str | None) -> bool:
     """Whether :meth:`WaterfallBuilder.feed` needs the frame's parsed payload."""
-    return kind == "response" or method == "initialize" or update_kind == "state_update"
+    return (
+        kind == "response"
+        or method in ("initialize", "session/prompt")
+        or update_kind == "state_update"
+    )
 
 
 @dataclass(slots=True)
@@ -73,6 +80,9 @@ class _TurnMarks:
     turn: Turn
     first_chunk_ns: int | None = None
     first_chunk_seq: int | None = None
+    prompt_text: str | None = None
+    cancel_ns: int | None = None
+    cancel_seq: int | None = None
 
 
 @dataclass
@@ -117,6 +127,9 @@ class WaterfallBuilder:
                 self._tracker.version = self._facts.protocol_version
                 self._tracker.prompt(session_id, f"{direction}:{rpc_id}", seq, mono_ns)
                 self._mark_open(session_id)
+                marks = self._open_marks(session_id)
+                if marks is not None:
+                    marks.prompt_text = prompt_text(params)
             if early is not None:
                 bar.end_seq, _, bar.error = early
                 bar.end_ns = bar.start_ns  # recorded before its request: no latency known
@@ -154,11 +167,18 @@ class WaterfallBuilder:
                         marks.first_chunk_ns, marks.first_chunk_seq = mono_ns, seq
             elif method == "session/cancel":
                 self._tracker.cancel(session_id)
+                marks = self._open_marks(session_id)
+                if marks is not None and marks.cancel_ns is None:
+                    marks.cancel_ns, marks.cancel_seq = mono_ns, seq
 
     def _mark_open(self, session_id: str) -> None:
         turn = self._tracker.open.get(session_id)
         if turn is not None and id(turn) not in self._marks:
             self._marks[id(turn)] = _TurnMarks(turn)
+
+    def _open_marks(self, session_id: str) -> _TurnMarks | None:
+        turn = self._tracker.open.get(session_id)
+        return None if turn is None else self._marks.get(id(turn))
 
     def _ended(self, turn: Turn | None) -> None:
         if turn is None:
@@ -194,6 +214,11 @@ class WaterfallBuilder:
                     if marks.first_chunk_ns is None
                     else round((marks.first_chunk_ns - t.start_ns) / 1e6, 3),
                     "firstChunkSeq": marks.first_chunk_seq,
+                    "promptText": marks.prompt_text,
+                    "cancelMs": None
+                    if marks.cancel_ns is None
+                    else round((marks.cancel_ns - origin) / 1e6, 3),
+                    "cancelSeq": marks.cancel_seq,
                     "bars": inside,
                 }
             )
@@ -251,6 +276,19 @@ class WaterfallBuilder:
             },
             "slowest": [b.to_json(self.origin_ns or 0) for b in slowest[:SLOWEST]],
         }
+
+
+def prompt_text(params: Any) -> str | None:
+    """The text blocks of a ``session/prompt``'s ``prompt``, on one line and cut at
+    :data:`PROMPT_TEXT_MAX` characters (``None`` without any text)."""
+    blocks = params.get("prompt") if isinstance(params, dict) else None
+    if not isinstance(blocks, list):
+        return None
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    text = " ".join(" ".join(texts).split())
+    if not text:
+        return None
+    return text if len(text) <= PROMPT_TEXT_MAX else text[: PROMPT_TEXT_MAX - 1] + "\u2026"
 
 
 def _ms(ns: int | None) -> float | None:

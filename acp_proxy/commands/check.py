@@ -15,6 +15,7 @@ from typing import Any
 import click
 import orjson
 
+from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.commands import check_report
 from acp_proxy.commands.common import RECORDING_PATH, recording
@@ -27,7 +28,7 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     if not seqs:
         return "-"
-    return ",".join(f"#{s}" for s in seqs)
+    return frames_text(seqs)
 
 
 @click.command("check")

@@ -25,7 +25,7 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from acp_proxy import __version__
-from acp_proxy.acp.conformance import Finding
+from acp_proxy.acp.conformance import Finding, frames_text
 from acp_proxy.acp.rules import RULE_BY_ID, RULES, TIER_RANK, Rule
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -45,7 +45,7 @@ class Report(Protocol):
 
 
 def _frames_text(f: Finding) -> str:
-    return ",".join(f"#{s}" for s in f.seqs) if f.seqs else "no frame"
+    return frames_text(f.seqs) if f.seqs else "no frame"
 
 
 def finding_line(f: Finding) -> str:

@@ -51,7 +51,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from acp_proxy.replay.history import history_frames
+from acp_proxy.replay.history import history_frames, load_result
 from acp_proxy.replay.match import (
     DEFAULT_IGNORES,
     Difference,
@@ -481,7 +481,9 @@ class ReplayEngine:
                     continue  # replaced by the synthesized history above
                 self._queue.append(_Run(item, step))
             return True
-        answer = b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":{}}\n'
+        result = json_bytes(load_result(frames))  # the session's modes, as the agent would
+        answer = b'{"jsonrpc":"2.0","id":' + (msg.id or "null").encode() + b',"result":'
+        answer += result + b"}\n"
         self._queue.append(_Run(answer, None))
         return True
 

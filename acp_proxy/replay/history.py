@@ -22,7 +22,9 @@ What is re-emitted, and how:
   ``current_mode_update`` (v1): *state, not history*; only the **last** one of each variant
   is re-emitted, raw, at the place of its last occurrence, so the client ends up with the
   current value without flicker through stale ones.
-- ``session_info_update``: every one, raw (they are patches of title/metadata).
+- ``session_info_update``: state too (patches of title/metadata): one, at the place of the
+  last, with the fields of all of them merged in order (the last value of each field wins,
+  ``null`` included); raw when the session had only one.
 - Messages (``user_message``/``agent_message``/``agent_thought`` and their ``*_chunk``):
   every recorded update, raw and in order, ``messageId`` untouched. In v2, when the first
   replayed update of a message is a chunk (or an upsert that does not set ``content``), a
@@ -43,6 +45,11 @@ What is re-emitted, and how:
 - Unknown variants (``_vendor_x``, future ones): raw, byte-exact.
 
 Raw frames keep the recorded sessionId; the engine maps it to the live one by splicing.
+
+:func:`load_result` is the response that follows the history: what the session's recorded
+``session/new`` (or fork/load/resume) answered about its state (``modes``, ``models``,
+``configOptions``), brought up to date by the latest ``current_mode_update`` /
+``config_option_update``, as the real agent answers a load.
 """
 
 from __future__ import annotations
@@ -66,7 +73,14 @@ LATEST_ONLY = {
     "available_commands_update",
     "config_option_update",
     "current_mode_update",
+    "session_info_update",
 }
+MERGED = "session_info_update"
+"""The latest-only variant whose updates are patches: the one re-emitted merges them all."""
+STATE_FIELDS = ("modes", "models", "configOptions")
+"""What a session/new (fork, load, resume) result says about the session's state."""
+SESSION_STARTS = frozenset({"session/new", "session/fork", "session/load", "session/resume"})
+_ANSWERS_STATE = SESSION_STARTS | {"session/set_mode", "session/set_config_option"}
 NEVER = LIVE_ONLY_VARIANTS | {"state_update"}
 
 
@@ -209,9 +223,14 @@ def history_frames(
         if u is not None and v in ("user_message", "user_message_chunk")
     }
     last_of: dict[str, int] = {}
-    for pos, (_, _, variant) in enumerate(chosen):
+    merged: dict[str, Any] = {}  # the session_info_update patches, merged in order
+    merges = 0
+    for pos, (_, update, variant) in enumerate(chosen):
         if variant in LATEST_ONLY:
             last_of[variant] = pos
+        if variant == MERGED and update is not None:
+            merged.update(update)
+            merges += 1
 
     # Terminals (v2) and compactions fold into one synthesized update at their first place.
     folded: dict[tuple[str, str], _Terminal | _Compaction] = {}
@@ -244,6 +263,9 @@ def history_frames(
             continue
         if variant in LATEST_ONLY and last_of.get(variant) != pos:
             continue
+        if variant == MERGED and merges > 1:
+            out.append(notification(session_id, merged))
+            continue
         ekey = _folded_key(update, v2)
         if ekey is not None:
             if ekey not in placed:
@@ -263,6 +285,68 @@ def history_frames(
         out.append(_terminated(f.raw))
     emit_prompts_before(len(chosen) + 1)
     return out
+
+
+def load_result(frames: list[RecFrame]) -> dict[str, Any]:
+    """The result of a synthesized load/resume answer for the session of ``frames``.
+
+    The state fields (:data:`STATE_FIELDS`) of the last recorded answer to a request that
+    started or resumed the session, with ``modes.currentModeId`` and ``configOptions`` set
+    by what came after it (``current_mode_update`` / ``config_option_update``, answered
+    ``session/set_mode`` / ``session/set_config_option``); ``{}`` when the recording holds
+    none.
+    """
+    starts: dict[tuple[int, str], RecFrame] = {}
+    result: dict[str, Any] = {}
+    for f in frames:
+        if f.rpc_id is None:
+            if f.direction == A2C and f.method == "session/update":
+                params = f.msg.params
+                update = params.get("update") if isinstance(params, dict) else None
+                _track_state(result, update)
+            continue
+        key = (f.connection_id, f.rpc_id)
+        if f.direction == C2A and f.kind == "request" and f.method in _ANSWERS_STATE:
+            starts[key] = f
+            continue
+        if f.direction != A2C or f.kind != "response":
+            continue
+        request = starts.pop(key, None)
+        answered = f.msg.result
+        if not isinstance(answered, dict):
+            continue
+        # a session/new (fork) request carries no sessionId: only its answer is the session's
+        method = request.method if request is not None else None
+        if method is None and "sessionId" in answered:
+            method = "session/new"
+        if method in SESSION_STARTS:
+            if any(k in answered for k in STATE_FIELDS):
+                result = {k: answered[k] for k in STATE_FIELDS if k in answered}
+        elif request is not None and method == "session/set_mode":
+            params = request.msg.params
+            mode = params.get("modeId") if isinstance(params, dict) else None
+            _track_state(result, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        elif method == "session/set_config_option":  # answers the options as they now are
+            _track_state(result, {"sessionUpdate": "config_option_update", **answered})
+    return result
+
+
+def _track_state(result: dict[str, Any], update: Any) -> None:
+    """Bring a load result's state fields up to date with one recorded update."""
+    if not isinstance(update, dict):
+        return
+    variant = update.get("sessionUpdate")
+    modes = result.get("modes")
+    if variant == "current_mode_update" and isinstance(modes, dict):
+        mode = update.get("currentModeId")
+        if isinstance(mode, str):
+            result["modes"] = {**modes, "currentModeId": mode}
+    elif (
+        variant == "config_option_update"
+        and "configOptions" in result
+        and isinstance(update.get("configOptions"), list)
+    ):
+        result["configOptions"] = update["configOptions"]
 
 
 def _folded_key(update: dict[str, Any] | None, v2: bool) -> tuple[str, str] | None:

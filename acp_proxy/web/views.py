@@ -451,7 +451,7 @@ def timeline(path: store.Location, reader: RecordingReader, connection_id: int) 
     for turn in data["turns"]:
         seqs.update(
             s
-            for s in (turn["startSeq"], turn["endSeq"], turn["firstChunkSeq"])
+            for s in (turn["startSeq"], turn["endSeq"], turn["firstChunkSeq"], turn["cancelSeq"])
             if isinstance(s, int)
         )
     data["connectionId"] = connection_id

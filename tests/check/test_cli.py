@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 from click.testing import CliRunner
 
 from acp_proxy.acp.rules import RULES
 from acp_proxy.cli import cli
+from tests.acp.stray import make_stray_db
 from tests.check.helpers import (
     BROKEN_V2,
     CLEAN_V1,
@@ -19,6 +21,7 @@ from tests.check.helpers import (
     A,
     C,
     check,
+    er,
     nt,
     ok,
     rq,
@@ -142,7 +145,9 @@ def test_warnings_alone_do_not_fail(tmp_path: Path) -> None:
 
 def test_many_findings_are_capped_and_counted(tmp_path: Path) -> None:
     db = tmp_path / "noisy.db"
-    write_recording(db, [v1_prelude() + [A(b"log line %d\n" % i) for i in range(50)]])
+    # both sides in turn: not one repeated finding (see test_a_repeated_finding_is_one_row...)
+    noise = [(A if i % 2 else C)(b"log line %d\n" % i) for i in range(50)]
+    write_recording(db, [v1_prelude() + noise])
     done = check_in_process(str(db), "--max-per-rule", "3", "--json")
     doc = orjson.loads(done.stdout)
     conn = doc["connections"][0]
@@ -230,13 +235,75 @@ def test_findings_name_the_side_the_rule_as_it_applies_and_the_frames(tmp_path: 
     answered = findings["jsonrpc.notification-answered"]
     assert (answered["side"], answered["seqs"]) == ("client", [5, 6, 7, 8])
     assert answered["reason"] == (
-        "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+        "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms before)"
+        " and `_acme_custom` #6 (by time: under 0.1 ms before)"
     )
     assert answered["rule_text"].startswith("The Client MUST NOT reply to a Notification")
     unanswered = findings["jsonrpc.request-answered"]
     assert (unanswered["side"], unanswered["seqs"]) == ("client", [9])
     assert "the Client MUST answer each request of the agent" in unanswered["rule_text"]
     text = check(str(db)).stdout
-    assert "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6" in text
+    assert "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms" in text
     assert "rule: The Client MUST NOT reply to a Notification" in text
     assert "Server" not in text
+
+
+def test_answers_to_notifications_name_the_nearest_ones_by_time(tmp_path: Path) -> None:
+    """The client answered four extension notifications 2-8 ms after each, between
+    ``session/update`` chunks it parsed fine: each answer names the one just before it,
+    never a chunk; an answer with nothing before it to pair says so."""
+    db = tmp_path / "stray.db"
+    make_stray_db(db)
+    done = check(str(db), "--json")
+    assert done.returncode == 1, done.stderr
+    (hit,) = [
+        f
+        for f in orjson.loads(done.stdout)["connections"][0]["findings"]
+        if f["rule"] == "jsonrpc.notification-answered"
+    ]
+    assert hit["seqs"] == [7, 8, 10, 11, 15, 16, 18, 19]
+    assert hit["reason"] == (
+        "client: #8, #11, #16 and #19 answer notifications `_acme/a` #7 (by time: 2.0 ms"
+        " before), `_acme/b` #10 (by time: 8.0 ms before), `_acme/c` #15 (by time: 3.0 ms"
+        " before) and `_acme/d` #18 (by time: 4.0 ms before)"
+    )
+    lone = tmp_path / "lone.db"
+    write_recording(lone, [[*v1_prelude(), C(er(None, -32602, "Invalid params"))]])
+    (hit,) = [
+        f
+        for f in orjson.loads(check(str(lone), "--json").stdout)["connections"][0]["findings"]
+        if f["rule"] == "jsonrpc.notification-answered"
+    ]
+    assert hit["seqs"] == [5]
+    assert "#5 answers a notification" in hit["reason"]
+    # an error text that names the notification wins over the nearest one
+    named = tmp_path / "named.db"
+    frames = [*v1_prelude(), A(nt("_acme/x")), A(nt("_acme/y")), C(er(None, -32602, "_acme/x?"))]
+    write_recording(named, [frames])
+    text = check(str(named)).stdout
+    assert "client: #7 answers notification `_acme/x` #5 (named in its error)" in text
+
+
+def test_a_repeated_finding_is_one_row_naming_its_frames(tmp_path: Path) -> None:
+    """A plain resume that replays ten updates breaks one rule ten times in a row: one
+    finding naming #6-#15, not ten identical rows."""
+    db = tmp_path / "resume.db"
+    caps: dict[str, Any] = {"session": {"prompt": {}, "resume": {}}}
+    resume = C(rq(2, "session/resume", sessionId=SID, cwd="/w", mcpServers=[]))  # 5
+    replayed = [A(up("agent_message_chunk", messageId="m1", content={"type": "text"}))] * 10
+    write_recording(db, [[*v2_prelude(agent_caps=caps), resume, *replayed, A(ok(2))]])
+    done = check(str(db), "--json")
+    hits = [
+        f
+        for f in orjson.loads(done.stdout)["connections"][0]["findings"]
+        if f["rule"] == "replay.plain-resume"
+    ]
+    assert [(f["seqs"], f["reason"]) for f in hits] == [
+        (
+            list(range(5, 16)),
+            "agent: agent_message_chunk replayed during a session/resume without replayFrom"
+            " (10 times: #6\u2013#15)",
+        )
+    ]
+    rows = [line for line in check(str(db)).stdout.splitlines() if "replay.plain-resume" in line]
+    assert len(rows) == 1 and " #5\u2013#15 [s1] " in rows[0], rows

@@ -1060,7 +1060,7 @@ def test_framing_size_flags_a_line_over_64_mib_and_not_one_at_the_limit() -> Non
     checker = ConnectionChecker(1, transport="stdio")
     at_limit = checker.feed(1, "c2a", frame_of(MAX_LINE_BYTES))
     assert "framing.size" not in rules_of(at_limit)
-    over = checker.feed(2, "c2a", frame_of(MAX_LINE_BYTES + 1))
+    over = checker.feed(2, "c2a", frame_of(MAX_LINE_BYTES + 1)) + checker.finish()
     assert [f.seqs for f in over if f.rule == "framing.size"] == [(2,)]
     assert RULE_BY_ID["framing.size"].tier == "info"
 
@@ -1093,13 +1093,29 @@ def test_agent_answering_a_lower_version_wins() -> None:
 def test_findings_are_capped_per_rule_but_counted() -> None:
     checker = ConnectionChecker(1, transport="stdio", max_per_rule=5)
     out = []
-    for seq in range(1, 101):
-        out += checker.feed(seq, "a2c", b"not json\n")
+    for seq in range(1, 101):  # both sides in turn: not one repeated finding
+        out += checker.feed(seq, "a2c" if seq % 2 else "c2a", b"not json\n")
     out += checker.finish()
     assert len([f for f in out if f.rule == "framing.json"]) == 5
     assert checker.suppressed["framing.json"] == 95
     assert checker.per_rule["framing.json"] == 100
     assert checker.counts["error"] == 101  # 100 x framing.json + initialize-first
+
+
+def test_repeats_of_one_finding_are_one_finding_naming_each_frame() -> None:
+    checker = ConnectionChecker(1, transport="stdio")
+    out = []
+    for seq in range(1, 251):
+        out += checker.feed(seq, "a2c", b"not json\n")
+    out += checker.finish()
+    runs = [f for f in out if f.rule == "framing.json"]
+    assert [f.seqs for f in runs] == [
+        tuple(range(1, 101)),
+        tuple(range(101, 201)),
+        tuple(range(201, 251)),
+    ]  # at most RUN_MAX frames a finding: bounded memory
+    assert runs[2].reason.endswith("(50 times: #201\u2013#250)")
+    assert checker.counts["error"] == 4  # 3 x framing.json + initialize-first
 
 
 def test_open_state_is_released() -> None:
@@ -1137,7 +1153,11 @@ def test_answers_to_notifications_are_grouped_and_name_their_frames() -> None:
     )
     (hit,) = [f for f in findings if f.rule == "jsonrpc.notification-answered"]
     assert (hit.side, hit.seqs) == ("client", (5, 6, 7, 8))
-    assert hit.reason == "client: #7 and #8 answer notifications `notice` #5 and `_acme_custom` #6"
+    # answers in a row answer the notifications before them in order (by time)
+    assert hit.reason == (
+        "client: #7 and #8 answer notifications `notice` #5 (by time: under 0.1 ms before)"
+        " and `_acme_custom` #6 (by time: under 0.1 ms before)"
+    )
     # the rule as it applies to a client (JSON-RPC's "the Server" would be wrong here)
     assert hit.rule_text == (
         "The Client MUST NOT reply to a Notification (the agent's notifications get no response)."
@@ -1151,8 +1171,8 @@ def test_frames_far_apart_are_separate_findings() -> None:
     )
     reasons = [f.reason for f in findings if f.rule == "jsonrpc.notification-answered"]
     assert reasons == [
-        "client: #6 answers notification `_acme_a` #5",
-        "client: #28 answers notification `_acme_b` #27",
+        "client: #6 answers notification `_acme_a` #5 (by time: under 0.1 ms before)",
+        "client: #28 answers notification `_acme_b` #27 (by time: under 0.1 ms before)",
     ]
 
 

@@ -169,3 +169,65 @@ async def test_v2_resume_without_replay_from_re_emits_nothing(v2_recording: Reco
 def test_history_json_is_well_formed(v2_recording: Recorded) -> None:
     for raw in recorded_updates(v2_recording.path):
         assert orjson.loads(raw)["method"] == "session/update"
+
+
+MODES = {
+    "currentModeId": "ask",
+    "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}],
+}
+
+
+def _modes_recording(db: Path) -> str:
+    """A v1 session whose ``session/new`` answered modes, five ``session_info_update``
+    patches, a mode switch and one turn; no ``session/load`` in it."""
+    from tests.check.helpers import SID, A, C, ok, rq, up, v1_prelude
+    from tests.helpers import insert_frames
+
+    init, init_ok, new, _new_ok = v1_prelude()
+    infos = [
+        A(up("session_info_update", title="draft")),
+        A(up("session_info_update", _meta={"n": 1})),
+        A(up("session_info_update", title="Fix the test")),
+        A(up("session_info_update", updatedAt="2026-12-02T01:00:00Z")),
+        A(up("session_info_update", _meta=None)),
+    ]
+    frames = [
+        init,
+        init_ok,
+        new,
+        A(ok(1, sessionId=SID, modes=MODES)),
+        *infos,
+        A(up("current_mode_update", currentModeId="code")),
+        C(rq(2, "session/prompt", sessionId=SID, prompt=[{"type": "text", "text": "hi"}])),
+        A(up("agent_message_chunk", content={"type": "text", "text": "hello"})),
+        A(ok(2, stopReason="end_turn")),
+    ]
+    insert_frames(db, frames, connection={"transport": "stdio", "protocol_version": 1}, index=True)
+    return SID
+
+
+async def test_synthesized_load_answers_the_recorded_modes_and_merges_info(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "modes.db"
+    sid = _modes_recording(db)
+    async with AcpTestClient.spawn(replay_argv(db, "--advertise-load")) as client:
+        await client.initialize(protocol_version=1)
+        result = await client.load_session(sid)
+        history, _ = window(client, "session/load")
+    # the modes session/new gave, at the mode the session was last switched to
+    assert result == {"modes": {**MODES, "currentModeId": "code"}}
+    infos = [
+        e.message["params"]["update"]
+        for e in history
+        if e.message["params"]["update"]["sessionUpdate"] == "session_info_update"
+    ]
+    # state, not history: one update with the latest value of each field
+    assert infos == [
+        {
+            "sessionUpdate": "session_info_update",
+            "title": "Fix the test",
+            "_meta": None,
+            "updatedAt": "2026-12-02T01:00:00Z",
+        }
+    ]

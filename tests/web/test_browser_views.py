@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.acp.stray import PROMPTS, make_stray_db
 from tests.web.helpers import RICH_SESSION, make_diff_db, rows, web_server
 from tests.web.test_browser import CHROMIUM, TIMEOUT_MS, Page, browser  # noqa: F401
 
@@ -264,7 +265,8 @@ def test_session_view_plans_per_turn(page: Page, rich_db: Path) -> None:
         assert "_vendor_trace" in p.inner_text(".item.unknown")
         assert "Can you fix the failing test?" in p.inner_text(".item.user")
         # frame text as recorded: the refused prompt's error is not rewritten (uppercased)
-        refused = p.locator(".item.rpc", has_text="Internal error")
+        # (the agent never echoed it: the prompt card says what the user said)
+        refused = p.locator(".item.prompt", has_text="Internal error")
         assert '"message":"Internal error"' in refused.inner_text()
         tool = p.inner_text(".item.tool")
         assert "completed" in tool and "wrote 3 lines" in tool
@@ -396,3 +398,88 @@ def test_text_filter_through_the_search_index(page: Page, rich_db: Path) -> None
         p.uncheck("#f-words")
         page.wait_js("() => document.querySelectorAll('#frame-rows .frow').length === 0")
     assert rich_db.read_bytes() == before  # the inspector wrote nothing into the recording
+
+
+@pytest.fixture(scope="module")
+def stray_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("stray") / "stray.db"
+    make_stray_db(db)
+    return db
+
+
+def test_session_shows_stray_answers_and_what_the_user_said(page: Page, stray_db: Path) -> None:
+    """A v1 agent that echoes no user_message_chunk, a client answering its notifications
+    with id:null errors mid-turn (tests/acp/stray.py): both turns' prompts read as what the
+    user said, and the four stray answers are in the conversation where they arrived."""
+    with web_server(stray_db) as url:
+        p = page.page
+        p.goto(url + "#view=session")
+        p.wait_for_selector(".item.user.prompt")
+        said = p.eval_on_selector_all(".item.user.prompt .text", "els => els.map(e => e.innerText)")
+        assert said == list(PROMPTS)
+        strays = p.locator(".item.orphan")
+        assert strays.count() == 4
+        assert "error -32602 Invalid params" in strays.nth(0).inner_text()
+        order = p.eval_on_selector_all(".items > *", "els => els.map(e => e.className)")
+        prompts = [i for i, c in enumerate(order) if "prompt" in c]
+        orphans = [i for i, c in enumerate(order) if "orphan" in c]
+        # two in each turn, after the turn's prompt
+        assert prompts[0] < orphans[0] < orphans[1] < prompts[1] < orphans[2] < orphans[3]
+        page.shot("18-session-stray-answers")
+
+
+def test_findings_frame_links_are_apart(page: Page, stray_db: Path) -> None:
+    with web_server(stray_db) as url:
+        p = page.page
+        p.goto(url + "#view=findings&c=1")
+        cell = p.locator("td.finding-frames").first
+        cell.wait_for()
+        assert cell.inner_text() == "#7, #8, #10, #11, #15, #16, #18, #19"
+        assert cell.locator("button.link").count() == 8
+
+
+def test_waterfall_zoom_fold_start_up_per_turn_scale_and_cancel(page: Page, stray_db: Path) -> None:
+    """initialize takes 3.6 s, the turns 20 and 130 ms: start-up is folded by itself, the
+    turns fill the axis, each turn can take the whole width, zoom widens the track, the
+    cancel has a marker and each turn row says its prompt."""
+    with web_server(stray_db) as url:
+        p = page.page
+        p.goto(url + "#view=timeline&c=1")
+        p.wait_for_selector("#waterfall .wf-row.turn")
+        turns = p.locator("#waterfall .wf-row.turn")
+        assert "turn 1 · end_turn · 1st chunk 2.00ms" in turns.nth(0).inner_text()
+        assert "turn 2 · cancelled · 1st chunk 5.00ms" in turns.nth(1).inner_text()
+        said = p.eval_on_selector_all(".wf-row.turn .wf-prompt", "els => els.map(e => e.innerText)")
+        assert said == [f"“{text}”" for text in PROMPTS]
+        # folded: the axis starts at the first turn (3610 ms), not at initialize
+        assert p.is_checked("#wf-fold")
+        assert "start-up folded" in p.inner_text("#wf-startup")
+        assert p.locator("#waterfall .wf-row[data-bar]", has_text="initialize").count() == 0
+        left = "el => parseFloat(el.style.left)"
+        turn2 = "#waterfall .wf-row.turn >> nth=1 >> .wf-bar.turn"
+        # turn 2 starts at 3700 ms of the 3610..3830 ms axis: 40.9 %
+        assert abs(p.eval_on_selector(turn2, left) - 40.9) < 0.1
+        cancel = p.locator("#waterfall .wf-row.turn >> nth=1 >> .wf-cancel")
+        assert "session/cancel #20 after 90ms" in (cancel.get_attribute("title") or "")
+        assert abs(cancel.evaluate(left) - 81.8) < 0.1  # 3790 ms
+        page.shot("19-waterfall-folded")
+        # each turn on its own scale: turn 2 from 0 %, its cancel at 90 of 130 ms
+        p.check("#wf-per-turn")
+        p.wait_for_selector("#wf-per-turn:checked")
+        assert p.eval_on_selector(turn2, left) == 0
+        assert abs(cancel.evaluate(left) - 69.2) < 0.1
+        p.uncheck("#wf-per-turn")
+        # unfolded: initialize is back and squashes the turns to the right edge
+        p.uncheck("#wf-fold")
+        p.wait_for_selector("#waterfall .wf-row[data-bar] >> text=initialize")
+        assert p.eval_on_selector(turn2, left) > 96
+        # zoom: the track is twice, then four times as wide (scrolled sideways)
+        width = "() => document.getElementById('waterfall').getBoundingClientRect().width"
+        one = p.evaluate(width)
+        p.click("#wf-zoom-in")
+        p.click("#wf-zoom-in")
+        assert p.inner_text("#wf-zoom") == "\u00d74"
+        assert abs(p.evaluate(width) / one - 4) < 0.01
+        p.click("#wf-zoom-out")
+        assert p.inner_text("#wf-zoom") == "\u00d72"
+        page.shot("20-waterfall-zoomed")

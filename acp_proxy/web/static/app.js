@@ -986,6 +986,49 @@
     return h("div", { class: "item" }, h("div", { class: "who" }, it.type, ...marks(it), link), jsonPre(it));
   }
 
+  // A finding's frames as links, apart ("#3, #6"); three or more in a row as a range
+  // ("#6–#15", both ends linked), as `acp-proxy check` prints them.
+  function findingFrameLinks(seqs, ids) {
+    const link = (i) => ids[i]
+      ? h("button", { type: "button", class: "link", on: { click: () => openFrameInList(ids[i]) } }, `#${seqs[i]}`)
+      : h("span", {}, `#${seqs[i]}`);
+    const out = [];
+    for (let i = 0; i < seqs.length;) {
+      let end = i;
+      while (end + 1 < seqs.length && seqs[end + 1] === seqs[end] + 1) end++;
+      if (out.length) out.push(", ");
+      if (end - i >= 2) out.push(link(i), "\u2013", link(end));
+      else for (let k = i; k <= end; k++) out.push(...(k > i ? [", "] : []), link(k));
+      i = end + 1;
+    }
+    return out;
+  }
+
+  // The prompt a client sent, as what the user said: the agent echoes it as a user message
+  // in most sessions, but a v1 agent need not (then this card is the only place it shows).
+  function renderPrompt(it, link, key) {
+    const params = it.params || {};
+    const result = it.result || {};
+    const outcome = it.error !== undefined ? h("span", { class: "status-failed" }, `error ${JSON.stringify(it.error)}`)
+      : it.answered ? h("span", { class: "status-completed" }, `${result.stopReason || "ok"} · ${ms(it.latencyMs)}`)
+        : h("span", { class: "status-pending" }, "no response");
+    return h("div", { class: "item user prompt" },
+      h("div", { class: "who" }, "User", h("span", { class: "muted", title: "the session/prompt request" }, `session/prompt id ${it.id}`), outcome, ...marks(it), link),
+      h("div", { class: "text" }, Array.isArray(params.prompt) ? contentText(params.prompt) : h("span", { class: "muted" }, "(no prompt)")),
+      folded(key, "params / result", jsonPre({ params: it.params, result: it.result, error: it.error })));
+  }
+
+  // Prompts (their item index) the agent echoed as a user message before the next prompt.
+  function echoedPrompts(items) {
+    const out = new Set();
+    let last = null;
+    items.forEach((it, i) => {
+      if (it.item === "rpc" && it.method === "session/prompt" && it.direction === "c2a") last = i;
+      else if (it.item === "entity" && it.type === "user_message" && !it.replayed && last !== null) { out.add(last); last = null; }
+    });
+    return out;
+  }
+
   function renderEvent(it, data, idx) {
     const link = seqLink(it.seq, data);
     const p = it.payload || {};
@@ -1006,6 +1049,7 @@
           jsonPre(p));
       case "rpc": {
         if (it.method === "session/request_permission") return renderPermission(it, link, key);
+        if (it.method === "session/prompt" && it.direction === "c2a" && !(data.echoed && data.echoed.has(idx))) return renderPrompt(it, link, key);
         const outcome = it.error !== undefined ? h("span", { class: "status-failed" }, `error ${JSON.stringify(it.error)}`)
           : it.answered ? h("span", { class: "status-completed" }, `ok ${ms(it.latencyMs)}`) : h("span", { class: "status-pending" }, "no response");
         return h("div", { class: "item rpc" },
@@ -1014,6 +1058,13 @@
       }
       case "invalid":
         return h("div", { class: "item invalid" }, h("div", { class: "who" }, "Invalid frame", it.reason ? h("span", {}, it.reason) : null, link), h("pre", {}, String(p)));
+      case "orphan_response": {
+        const err = p && p.error;
+        return h("div", { class: "item invalid orphan" },
+          h("div", { class: "who" }, h("span", { class: `dir-${it.direction}` }, arrow(it.direction)), `Response id ${it.id} to no request`,
+            err ? h("span", { class: "status-failed" }, `error ${err.code !== undefined ? err.code : ""} ${err.message || ""}`.trim()) : null, link),
+          h("pre", {}, JSON.stringify(p)));
+      }
       case "usage_update": {
         const cost = p.cost && typeof p.cost === "object" && p.cost.amount !== undefined ? `${p.cost.amount} ${p.cost.currency || ""}`.trim() : null;
         return h("div", { class: "item small usage" }, h("div", { class: "who" }, "Usage", link),
@@ -1073,6 +1124,7 @@
     const turnCount = data.turnCount || 0;
     const turnLine = turnCount ? h("div", { class: "turns muted" },
       `${turnCount} turn(s)${turnCount > turns.length ? `, last ${turns.length}` : ""}: ` + turns.map((t) => `${t.stopReason || (t.error && t.error.code !== undefined ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
+    data.echoed = echoedPrompts(s.items);
     const items = h("div", { class: "items" }, s.items.map((it, i) => it.item === "entity" ? renderEntity(it, data, i) : renderEvent(it, data, i)));
     const total = data.totalItems || s.items.length;
     const more = total > s.items.length ? h("p", {},
@@ -1159,9 +1211,7 @@
         h("td", {}, h("span", { class: `badge ${f.tier}` }, f.tier)),
         h("td", { class: "rule" }, f.rule || f.rule_id || f.id || ""),
         h("td", {}, f.reason || f.message || "", f.rule_text || f.quote ? h("div", { class: "muted" }, f.rule_text || f.quote) : null),
-        h("td", {}, (f.seqs || []).map((seq, i) => f.frame_ids[i]
-          ? h("button", { type: "button", class: "link", on: { click: () => openFrameInList(f.frame_ids[i]) } }, `#${seq} `)
-          : h("span", {}, `#${seq} `)))));
+        h("td", { class: "finding-frames" }, findingFrameLinks(f.seqs || [], f.frame_ids || []))));
       parts.push(h("table", { class: "findings" },
         h("thead", {}, h("tr", {}, h("th", {}, "tier"), h("th", {}, "rule"), h("th", {}, "reason"), h("th", {}, "frames"))),
         h("tbody", {}, rows)));
@@ -1190,8 +1240,20 @@
     }
     catch (e) { if (gen === timelineGen) body.replaceChildren(h("p", { class: "warnline", role: "alert" }, e.message)); return; }
     if (gen !== timelineGen) return;
+    timelineShown = { data, events };
+    drawTimeline();
+  }
+
+  // How the waterfall is drawn: zoom (the track's width, scrolled sideways), start-up folded
+  // (the axis starts at the first turn; null: folded when start-up takes longer than the rest)
+  // and per-turn scale (each turn's rows on the turn's own span).
+  const wfView = { zoom: 1, fold: null, perTurn: false };
+  let timelineShown = null;
+  function drawTimeline() {
+    if (!timelineShown) return;
+    const { data, events } = timelineShown;
     renderTimeline(data);
-    if (events && events.events.length) body.append(...transportEvents(events.events));
+    if (events && events.events.length) $("timeline-body").append(...transportEvents(events.events));
   }
 
   // What the transport recorded beside the frames (HTTP requests with their status and ACP
@@ -1219,44 +1281,81 @@
   }
 
   function renderTimeline(data) {
-    const span = Math.max(data.spanMs, 0.001);
-    const pct = (v) => `${(Math.max(0, v) / span) * 100}%`;
+    const startup = data.turns.length ? Math.min(...data.turns.map((t) => t.startMs)) : 0;
+    const foldable = startup > 0;
+    const fold = foldable && (wfView.fold === null ? startup > data.spanMs - startup : wfView.fold);
+    const origin = fold ? startup : 0;
+    // a position on [lo, hi] as a percentage of the track
+    const scale = (lo, hi) => {
+      const w = Math.max(hi - lo, 0.001);
+      return (v) => `${(Math.min(Math.max(0, v - lo), w) / w) * 100}%`;
+    };
+    const whole = scale(origin, data.spanMs);
     const rows = [];
-    const barEl = (b) => {
+    const barEl = (b, pct) => {
       const end = b.endMs === null ? data.spanMs : b.endMs;
       const id = data.seqToId[String(b.startSeq)];
       return h("button", {
         type: "button", class: `wf-bar ${b.direction}${b.error ? " err" : ""}${b.endMs === null ? " open" : ""}`,
         style: null, title: `${b.method} id ${b.id}: ${b.latencyMs === null ? "no response" : ms(b.latencyMs)} (frames #${b.startSeq}${b.endSeq ? "–#" + b.endSeq : ""})`,
-        dataset: { left: pct(b.startMs), width: pct(end - b.startMs) },
+        dataset: { left: pct(b.startMs), width: `calc(${pct(end)} - ${pct(b.startMs)})` },
         on: { click: () => id && openFrameInList(id) },
       });
     };
-    const barRow = (b, nested) => h("div", { class: "wf-row" + (nested ? " nested" : ""), dataset: { bar: String(b.index) } },
+    const barRow = (b, nested, pct) => h("div", { class: "wf-row" + (nested ? " nested" : ""), dataset: { bar: String(b.index) } },
       h("span", { class: "wf-name", title: `${dirTitle(b.direction)} ${b.method} id ${b.id}` }, `${arrow(b.direction)} ${b.method}`),
-      h("span", { class: "wf-track" }, barEl(b)),
+      h("span", { class: "wf-track" }, barEl(b, pct)),
       h("span", { class: "wf-ms" }, b.latencyMs === null ? "open" : ms(b.latencyMs)));
     const inTurn = new Set();
     const items = []; // [startMs, element]
     for (const t of data.turns) {
       const end = t.endMs === null ? data.spanMs : t.endMs;
+      const pct = wfView.perTurn ? scale(t.startMs, end) : whole;
       const tick = t.firstChunkMs !== null ? h("span", { class: "wf-tick", title: `first chunk after ${ms(t.firstChunkMs)}`, dataset: { left: pct(t.startMs + t.firstChunkMs), width: "" } }) : null;
+      const cancel = t.cancelMs !== null && t.cancelMs !== undefined
+        ? h("span", { class: "wf-cancel", title: `session/cancel #${t.cancelSeq} after ${ms(t.cancelMs - t.startMs)}`, dataset: { left: pct(t.cancelMs), width: "" } }) : null;
+      const outcome = t.stopReason || (t.error ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended");
+      const said = t.promptText ? h("span", { class: "wf-prompt", title: t.promptText, dataset: { left: pct(t.startMs), width: "" } }, `“${t.promptText}”`) : null;
       const group = [h("div", { class: "wf-row turn", dataset: { turn: String(t.index) } },
-        h("span", { class: "wf-name", title: `turn in session ${t.sessionId}` }, `turn ${t.index + 1} · ${t.stopReason || (t.error ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended")}${t.firstChunkMs !== null ? ` · 1st chunk ${ms(t.firstChunkMs)}` : ""}`),
-        h("span", { class: "wf-track" }, h("span", { class: "wf-bar turn", title: `${t.origin} turn: ${t.durationMs === null ? "not ended" : ms(t.durationMs)}`, dataset: { left: pct(t.startMs), width: pct(end - t.startMs) } }), tick),
+        h("span", { class: "wf-name", title: `turn in session ${t.sessionId}${t.promptText ? `: ${t.promptText}` : ""}` }, `turn ${t.index + 1} · ${outcome}${t.firstChunkMs !== null ? ` · 1st chunk ${ms(t.firstChunkMs)}` : ""}`),
+        h("span", { class: "wf-track turn" }, said, h("span", { class: "wf-bar turn", title: `${t.origin} turn: ${t.durationMs === null ? "not ended" : ms(t.durationMs)}`, dataset: { left: pct(t.startMs), width: `calc(${pct(end)} - ${pct(t.startMs)})` } }), tick, cancel),
         h("span", { class: "wf-ms" }, t.durationMs === null ? "open" : ms(t.durationMs)))];
-      for (const i of t.bars) { inTurn.add(i); group.push(barRow(data.bars[i], data.bars[i].method !== "session/prompt")); }
+      for (const i of t.bars) { inTurn.add(i); group.push(barRow(data.bars[i], data.bars[i].method !== "session/prompt", pct)); }
       items.push([t.startMs, group]);
     }
-    for (const b of data.bars) if (!inTurn.has(b.index)) items.push([b.startMs, [barRow(b, false)]]);
+    const folded = [];
+    for (const b of data.bars) {
+      if (inTurn.has(b.index)) continue;
+      if (fold && b.startMs < origin) folded.push(b);
+      else items.push([b.startMs, [barRow(b, false, whole)]]);
+    }
     items.sort((a, b) => a[0] - b[0]);
+    if (folded.length) {
+      rows.push(h("div", { class: "wf-row startup", id: "wf-startup" },
+        h("button", { type: "button", class: "link wf-name", title: "show start-up on the time axis", on: { click: () => { wfView.fold = false; drawTimeline(); } } },
+          `start-up folded · ${folded.length} exchange(s) · ${folded.map((b) => b.method).slice(0, 3).join(", ")}${folded.length > 3 ? "…" : ""}`),
+        h("span", { class: "wf-track wf-fold-mark" }),
+        h("span", { class: "wf-ms" }, ms(startup))));
+    }
     for (const [, els] of items) rows.push(...els);
     const wf = h("div", { class: "wf", id: "waterfall" }, rows);
+    wf.style.setProperty("--wf-zoom", String(wfView.zoom));
     // Positions through the CSSOM (the page's policy forbids inline style attributes).
     for (const el of wf.querySelectorAll("[data-left]")) {
       el.style.left = el.dataset.left;
       if (el.dataset.width) el.style.width = el.dataset.width;
     }
+    const zoomTo = (z) => { wfView.zoom = Math.min(64, Math.max(1, z)); drawTimeline(); };
+    const controls = h("div", { class: "wf-controls", id: "wf-controls" },
+      h("span", { class: "muted" }, "zoom"),
+      h("button", { type: "button", id: "wf-zoom-out", title: "zoom out", disabled: wfView.zoom <= 1, on: { click: () => zoomTo(wfView.zoom / 2) } }, "−"),
+      h("span", { id: "wf-zoom" }, `×${wfView.zoom}`),
+      h("button", { type: "button", id: "wf-zoom-in", title: "zoom in (scroll sideways)", disabled: wfView.zoom >= 64, on: { click: () => zoomTo(wfView.zoom * 2) } }, "+"),
+      foldable ? h("label", {}, h("input", { type: "checkbox", id: "wf-fold", checked: fold, on: { change: (e) => { wfView.fold = e.target.checked; drawTimeline(); } } }),
+        ` fold start-up (${ms(startup)} before the first turn)`) : null,
+      h("label", {}, h("input", { type: "checkbox", id: "wf-per-turn", checked: wfView.perTurn, on: { change: (e) => { wfView.perTurn = e.target.checked; drawTimeline(); } } }),
+        " each turn on its own scale"));
+    const wfBox = h("div", { class: "wf-scroll" }, wf);
     const perf = data.performance;
     const cell = (v) => h("td", {}, v === null || v === undefined ? "–" : ms(v));
     const methods = h("table", { class: "perf", id: "perf-methods" },
@@ -1274,8 +1373,8 @@
     const note = data.barsTotal > data.bars.length ? h("p", { class: "muted" }, `drawing the first ${data.bars.length} of ${data.barsTotal} exchanges; the figures cover all`) : null;
     $("timeline-body").replaceChildren(
       h("h3", {}, `Connection ${data.connectionId} · ${ms(data.spanMs)} from first to last frame`),
-      h("p", { class: "muted" }, "Bars run from a request to its response (blue: client → agent, purple: agent → client, red: error); turns span prompt to end (v1: the prompt's response, v2: idle); the green tick is the first chunk. Click a bar for its frames."),
-      ...[wf, note].filter(Boolean), h("h3", {}, "Performance"), methods, h("h3", {}, "Turns"), turns, h("h3", {}, "Slowest exchanges"), slow);
+      h("p", { class: "muted" }, "Bars run from a request to its response (blue: client → agent, purple: agent → client, red: error); turns span prompt to end (v1: the prompt's response, v2: idle); the green tick is the first chunk, the red one a session/cancel. Click a bar for its frames."),
+      controls, ...[wfBox, note].filter(Boolean), h("h3", {}, "Performance"), methods, h("h3", {}, "Turns"), turns, h("h3", {}, "Slowest exchanges"), slow);
   }
 
   // ---- diff: two connections side by side (the alignment `acp-proxy diff` makes) -------------

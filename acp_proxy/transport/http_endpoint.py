@@ -39,7 +39,7 @@ from acp_proxy.transport.http_rules import (
     is_json_type,
 )
 from acp_proxy.transport.http_upstream import HttpUpstream
-from acp_proxy.transport.process import AgentStartError, spawn_agent
+from acp_proxy.transport.process import AgentStartError, spawn_agent_async
 from acp_proxy.transport.ws_bridge import (
     headers_worth_keeping,
 )
@@ -195,7 +195,7 @@ class AcpEndpoint(WsServer):
             )
         assert s.agent_argv is not None
         try:
-            agent = spawn_agent(s.agent_argv, grace=s.grace)
+            agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
         except AgentStartError as exc:
             return self.refuse(request, 502, f"cannot start the agent: {exc}")
         try:

@@ -38,6 +38,7 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     is_json_type,
 )
+from acp_proxy.transport.http_server import header_timeout
 from acp_proxy.transport.http_upstream import HttpUpstream
 from acp_proxy.transport.process import AgentStartError, spawn_agent_async
 from acp_proxy.transport.ws_bridge import (
@@ -121,7 +122,16 @@ class AcpEndpoint(WsServer):
             return self.refuse(request, 413, too_big)
         parts: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_any():
+        stall = header_timeout()  # a body that stops coming is cut like a header that does
+        while True:
+            try:
+                async with asyncio.timeout(stall):
+                    chunk = await request.content.readany()
+            except TimeoutError:
+                why = f"the body stalled: nothing for {stall:g} s (ACP_PROXY_HEADER_TIMEOUT)"
+                return self.refuse(request, 408, why, Connection="close")
+            if not chunk:
+                break
             size += len(chunk)
             if size > limit:
                 return self.refuse(request, 413, too_big, Connection="close")

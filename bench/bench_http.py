@@ -19,8 +19,9 @@ are against the row named in its ``base`` column.
 
 ``--burst 10,50,200``: instead, time to the ``initialize`` answer of bursts of that many
 connections opened at once (p50/max from the common start, each held until all are open):
-``bench_agent.py`` started and initialized over its pipes by the bench itself (the
-baseline: what starting that many agents costs here), then ``serve -- bench_agent.py``.
+a ``sh`` agent that answers ``initialize`` then is ``cat`` (:data:`BURST_AGENT`), started
+and initialized over its pipes by the bench itself (the baseline: what starting that many
+agents costs here), then ``serve`` in front of the same agent.
 
 Numbers depend on the machine and its load; run it on an idle machine.
 """
@@ -52,6 +53,8 @@ AGENT = [sys.executable, str(Path(__file__).parent / "bench_agent.py")]
 SDK_AGENT = [sys.executable, str(Path(__file__).parent / "bench_sdk_agent.py")]
 URL_RE = re.compile(rb"listening on (http://\S+)")
 INIT = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+BURST_AGENT = ["sh", "-c", """read line; echo '{"jsonrpc":"2.0","id":0,"result":{}}'; exec cat"""]
+"""The ``--burst`` agent: answers ``initialize``, then echoes (cheap to start, as ``cat``)."""
 
 
 def request(n: int, method: str, params: str = "{}") -> str:
@@ -61,9 +64,12 @@ def request(n: int, method: str, params: str = "{}") -> str:
 class Stdio:
     """The agent over its pipes."""
 
+    def __init__(self, argv: list[str] = AGENT) -> None:
+        self.argv = argv
+
     async def __aenter__(self) -> Stdio:
         self.proc = await asyncio.create_subprocess_exec(
-            *AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24
+            *self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24
         )
         await self.call(INIT)
         return self
@@ -175,7 +181,7 @@ async def stdio_burst(n: int) -> list[float]:
     """Seconds until each of ``n`` agents started at once answered ``initialize``."""
 
     async def opener() -> Closer:
-        peer = Stdio()
+        peer = Stdio(BURST_AGENT)
         await peer.__aenter__()
         return peer.__aexit__
 
@@ -203,7 +209,7 @@ def run_bursts(sizes: list[int]) -> None:
     """``--burst``: initialize p50/max for each burst size, the agents direct vs ``serve``."""
     print(BURST_HEADER)
     print("-" * len(BURST_HEADER))
-    with serve([]) as url:
+    with serve([], BURST_AGENT) as url:
         for n in sizes:
             print(burst_line("agents direct (pipes)", n, asyncio.run(stdio_burst(n))), flush=True)
             print(burst_line("serve initialize POST", n, asyncio.run(http_burst(url, n))))

@@ -122,3 +122,33 @@ def test_connect_over_http_forwards_a_deep_line() -> None:
     assert lines.count(DEEP.rstrip(b"\n")) == 2, done.stderr.decode()[-2000:]
     assert _answer(1) in lines and _answer(2) in lines
     assert "Traceback" not in done.stderr.decode()
+
+
+def test_connect_over_websocket_forwards_a_deep_line() -> None:
+    with ws_server(["--", *AGENT]) as server:
+        done = subprocess.run(
+            [*proxy_exe(), "connect", server.url],
+            input=CALL + b"\n",
+            capture_output=True,
+            timeout=BOUND,
+        )
+    assert done.stdout.splitlines() == [DEEP.rstrip(b"\n"), _answer(2)], done.stderr.decode()
+    assert "Traceback" not in done.stderr.decode()
+
+
+def test_serve_upstream_forwards_a_deep_line() -> None:
+    async def run(url: str) -> None:
+        async with httpx2.AsyncClient(timeout=BOUND) as client:
+            init = await client.post(url, content=INIT, headers=JSON)
+            assert init.status_code == 200, init.text
+            cid = init.headers["Acp-Connection-Id"]
+            stream = asyncio.create_task(_sse_messages(client, url, cid, 3))
+            headers = {**JSON, "Acp-Connection-Id": cid}
+            posted = await client.post(url, content=CALL, headers=headers)
+            assert posted.status_code == 202, posted.text
+            got = await asyncio.wait_for(stream, BOUND)
+            assert got == [DEEP.rstrip(b"\n"), DEEP.rstrip(b"\n"), _answer(2)]
+
+    with serving(["--", *AGENT]) as agent_side, serving(["--upstream", agent_side.url]) as relay:
+        asyncio.run(run(relay.url))
+    assert "Traceback" not in relay.stderr_text

@@ -17,6 +17,12 @@ are against the row named in its ``base`` column.
 
     python bench/bench_http.py                 # defaults: 20000 (SDK: 5000) frames, 1000 pings
 
+``--burst 10,50,200``: instead, time to the ``initialize`` answer of bursts of that many
+connections opened at once (p50/max from the common start, each held until all are open):
+a ``sh`` agent that answers ``initialize`` then is ``cat`` (:data:`BURST_AGENT`), started
+and initialized over its pipes by the bench itself (the baseline: what starting that many
+agents costs here), then ``serve`` in front of the same agent.
+
 Numbers depend on the machine and its load; run it on an idle machine.
 """
 
@@ -40,10 +46,15 @@ from pathlib import Path
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from burst import BURST_HEADER, Closer, burst_line, handshake_burst
+
 AGENT = [sys.executable, str(Path(__file__).parent / "bench_agent.py")]
 SDK_AGENT = [sys.executable, str(Path(__file__).parent / "bench_sdk_agent.py")]
 URL_RE = re.compile(rb"listening on (http://\S+)")
 INIT = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+BURST_AGENT = ["sh", "-c", """read line; echo '{"jsonrpc":"2.0","id":0,"result":{}}'; exec cat"""]
+"""The ``--burst`` agent: answers ``initialize``, then echoes (cheap to start, as ``cat``)."""
 
 
 def request(n: int, method: str, params: str = "{}") -> str:
@@ -53,9 +64,12 @@ def request(n: int, method: str, params: str = "{}") -> str:
 class Stdio:
     """The agent over its pipes."""
 
+    def __init__(self, argv: list[str] = AGENT) -> None:
+        self.argv = argv
+
     async def __aenter__(self) -> Stdio:
         self.proc = await asyncio.create_subprocess_exec(
-            *AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24
+            *self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24
         )
         await self.call(INIT)
         return self
@@ -163,6 +177,45 @@ async def measure(
     return fps, statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
+async def stdio_burst(n: int) -> list[float]:
+    """Seconds until each of ``n`` agents started at once answered ``initialize``."""
+
+    async def opener() -> Closer:
+        peer = Stdio(BURST_AGENT)
+        await peer.__aenter__()
+        return peer.__aexit__
+
+    return await handshake_burst(n, opener)
+
+
+async def http_burst(url: str, n: int) -> list[float]:
+    """Seconds until each of ``n`` ``initialize`` POSTs sent at once was answered."""
+    json_type = {"Content-Type": "application/json"}
+    timeout = aiohttp.ClientTimeout(total=300)
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=timeout
+    ) as session:
+
+        async def opener() -> Closer:
+            async with session.post(url, data=INIT, headers=json_type) as resp:
+                assert resp.status == 200, await resp.text()
+                cid = resp.headers["Acp-Connection-Id"]
+            return lambda: session.delete(url, headers={"Acp-Connection-Id": cid})
+
+        return await handshake_burst(n, opener)
+
+
+def run_bursts(sizes: list[int]) -> None:
+    """``--burst``: initialize p50/max for each burst size, the agents direct vs ``serve``."""
+    print(BURST_HEADER)
+    print("-" * len(BURST_HEADER))
+    with serve([], BURST_AGENT) as url:
+        for n in sizes:
+            print(burst_line("agents direct (pipes)", n, asyncio.run(stdio_burst(n))), flush=True)
+            print(burst_line("serve initialize POST", n, asyncio.run(http_burst(url, n))))
+    print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
+
+
 @contextmanager
 def serve(args: list[str], agent: list[str] | None = AGENT) -> Iterator[str]:
     exe = shutil.which("acp-proxy")
@@ -206,7 +259,11 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=20000, help="notifications per flood")
     parser.add_argument("--rtt", type=int, default=1000, help="round trips for latency")
     parser.add_argument("--sdk-frames", type=int, default=5000, help="per flood, SDK peer")
+    parser.add_argument("--burst", help="initialize bursts instead, e.g. 10,50,200")
     args = parser.parse_args()
+    if args.burst:
+        run_bursts([int(n) for n in args.burst.split(",")])
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
     results: list[tuple[str, str, float, float, float]] = []
 

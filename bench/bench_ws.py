@@ -8,6 +8,10 @@ One run measures, against the same echo peer and with the same client:
 - ``ws -- cat``: client -> ``acp-proxy ws`` -> ``cat`` as a stdio "agent" (frames <-> lines);
 - ``ws -- cat --record``: the same, recording.
 
+``--burst 10,50,200``: instead, handshake time of bursts of that many connections opened at
+once (p50/max from the common start, each connection held until all are open): the direct
+echo server (the baseline) and ``ws -- cat`` (one ``cat`` started per connection).
+
 Throughput: each connection sends ``--frames`` JSON-RPC frames (~``--size`` bytes) without
 waiting and reads the echoes; frames/s counts one direction. Latency: ``--rtt`` sequential
 request/echo round trips on one connection, p50/p99 in microseconds. Ratios are relative to
@@ -38,6 +42,9 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from burst import BURST_HEADER, Closer, burst_line, handshake_burst
 
 URL_RE = re.compile(rb"listening on (ws://\S+)")
 
@@ -118,6 +125,35 @@ async def latency(url: str, rounds: int, size: int) -> tuple[float, float]:
     return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
+async def ws_burst(url: str, n: int) -> list[float]:
+    """Seconds each of ``n`` WebSocket upgrades to ``url`` opened at once took."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def opener() -> Closer:
+            ws = await session.ws_connect(url, timeout=aiohttp.ClientWSTimeout(ws_close=60))
+            return ws.close
+
+        return await handshake_burst(n, opener)
+
+
+def run_bursts(sizes: list[int]) -> None:
+    """``--burst``: handshake p50/max for each burst size, direct vs ``ws -- cat``."""
+    exe = shutil.which("acp-proxy")
+    if exe is None:
+        raise SystemExit("acp-proxy is not installed: pip install -e .")
+    common = [exe, "ws", "--listen", "127.0.0.1:0", "--heartbeat", "0"]
+    print(BURST_HEADER)
+    print("-" * len(BURST_HEADER))
+    with (
+        background([sys.executable, __file__, "--echo-server"], url_from_stderr=False) as echo,
+        background([*common, "--", "cat"], url_from_stderr=True) as proxy,
+    ):
+        for n in sizes:
+            for name, url in (("direct", echo), ("ws -- cat", proxy)):
+                print(burst_line(name, n, asyncio.run(ws_burst(url, n))), flush=True)
+    print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
+
+
 @contextmanager
 def background(argv: list[str], url_from_stderr: bool) -> Iterator[str]:
     proc = subprocess.Popen(
@@ -154,10 +190,14 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=1)
     parser.add_argument("--rtt", type=int, default=2000, help="round trips for latency")
     parser.add_argument("--size", type=int, default=200, help="approximate frame size (bytes)")
+    parser.add_argument("--burst", help="handshake bursts instead, e.g. 10,50,200")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
         run_echo_server()
+        return 0
+    if args.burst:
+        run_bursts([int(n) for n in args.burst.split(",")])
         return 0
     exe = shutil.which("acp-proxy")
     if exe is None:

@@ -170,7 +170,7 @@ class _Bridge:
     def _follow(self, data: bytes) -> None:
         try:
             message: Any = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep: forwarded, not followed
             return
         if not isinstance(message, dict):
             return

@@ -39,8 +39,9 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     is_json_type,
 )
+from acp_proxy.transport.http_server import header_timeout
 from acp_proxy.transport.http_upstream import HttpUpstream
-from acp_proxy.transport.process import AgentStartError, spawn_agent
+from acp_proxy.transport.process import AgentStartError, spawn_agent_async
 from acp_proxy.transport.ws_bridge import (
     headers_worth_keeping,
 )
@@ -122,7 +123,16 @@ class AcpEndpoint(WsServer):
             return self.refuse(request, 413, too_big)
         parts: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_any():
+        stall = header_timeout()  # a body that stops coming is cut like a header that does
+        while True:
+            try:
+                async with asyncio.timeout(stall):
+                    chunk = await request.content.readany()
+            except TimeoutError:
+                why = f"the body stalled: nothing for {stall:g} s (ACP_PROXY_HEADER_TIMEOUT)"
+                return self.refuse(request, 408, why, Connection="close")
+            if not chunk:
+                break
             size += len(chunk)
             if size > limit:
                 return self.refuse(request, 413, too_big, Connection="close")
@@ -197,7 +207,7 @@ class AcpEndpoint(WsServer):
             )
         assert s.agent_argv is not None
         try:
-            agent = spawn_agent(s.agent_argv, grace=s.grace)
+            agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
         except AgentStartError as exc:
             return self.refuse(request, 502, f"cannot start the agent: {exc}")
         try:

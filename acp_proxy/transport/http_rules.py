@@ -83,6 +83,8 @@ def classify_post(body: bytes) -> Post:
         message = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         return Post("invalid", why=f"the body is not JSON ({type(exc).__name__})")
+    except RecursionError:
+        return Post("invalid", why="the body is nested too deep to read")
     if isinstance(message, list):
         return Post("batch", why="batch requests are not supported (RFD: 501)")
     if not isinstance(message, dict):
@@ -200,7 +202,7 @@ def parse(line: bytes) -> Any:
     # orjson refuses NaN and reads integers over 64 bits as floats: ids must stay exact
     try:
         return json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested too deep: not routed
         return None
 
 

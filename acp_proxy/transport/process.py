@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from acp_proxy.transport import watchdog
@@ -329,6 +331,47 @@ def spawn_agent(
         tree.end(kill_now=True)
         raise
     return Agent(popen, tree, grace)
+
+
+SPAWN_THREADS = 4
+"""How many agents a server starts at once (threads of :func:`spawn_agent_async`)."""
+
+_spawners: ThreadPoolExecutor | None = None
+_spawners_lock = threading.Lock()
+
+
+def _spawner_pool() -> ThreadPoolExecutor:
+    global _spawners
+    with _spawners_lock:
+        if _spawners is None:  # its threads live as long as the proxy: see spawn_agent
+            _spawners = ThreadPoolExecutor(SPAWN_THREADS, thread_name_prefix="acp-proxy-spawn")
+        return _spawners
+
+
+async def spawn_agent_async(argv: Sequence[str], *, grace: float = DEFAULT_GRACE_SECONDS) -> Agent:
+    """:func:`spawn_agent` off the event loop, so one connection's handshake never waits for
+    another's agent to start (``fork`` and ``exec`` block the calling thread until the agent's
+    program is loaded). Cancelled meanwhile: the agent, if it starts, is ended at once.
+    """
+    future = asyncio.get_running_loop().run_in_executor(
+        _spawner_pool(), functools.partial(spawn_agent, argv, grace=grace)
+    )
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(_end_unwanted)
+        raise
+
+
+def _end_unwanted(future: asyncio.Future[Agent]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    agent = future.result()
+    agent.tree.release(kill_now=True)
+    for pipe in (agent.popen.stdin, agent.popen.stdout, agent.popen.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def exit_code_of(returncode: int) -> int:

@@ -20,7 +20,7 @@ from aiohttp import WSMsgType, web
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.agent_io import StdinBatcher, agent_pipes, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent, wait_exit
+from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent_async, wait_exit
 from acp_proxy.transport.ws_bridge import (
     CLOSE_TOO_BIG,
     Ignore,
@@ -52,7 +52,7 @@ async def serve_agent(
     s = server.settings
     assert s.agent_argv is not None
     try:
-        agent = spawn_agent(s.agent_argv, grace=s.grace)
+        agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
     except AgentStartError as exc:
         return server.refuse(request, 502, f"cannot start the agent: {exc}")
     ws: ServerWebSocket | None = None

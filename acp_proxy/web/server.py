@@ -37,11 +37,12 @@ from typing import Any, TypeVar
 import orjson
 from aiohttp import WSMsgType, web
 
+from acp_proxy.console import warn
 from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen, is_loopback
-from acp_proxy.transport.http_server import app_runner
+from acp_proxy.transport.http_server import MAX_LINE_BYTES, app_runner
 from acp_proxy.web import store, views
 
 T = TypeVar("T")
@@ -113,13 +114,23 @@ def _host_is_loopback(request: web.Request) -> bool:
     return is_loopback(host)
 
 
+READ_LINE_BYTES = 1 << 20
+"""The longest request line the inspector reads: one over ``MAX_LINE_BYTES`` is refused by
+:func:`_guard` with the API's JSON error (aiohttp's own refusal is plain text)."""
+
+
 @web.middleware
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     token = request.app[TOKEN_KEY]
     response: web.StreamResponse
-    if request.method not in ("GET", "HEAD"):
+    if len(request.raw_path) > MAX_LINE_BYTES:  # read whole (READ_LINE_BYTES): JSON, not text
+        why = f"the request target is over {MAX_LINE_BYTES} bytes"
+        warn(f"bad HTTP request from {request.remote}: {why}")
+        response = _error(400, why)
+        response.force_close()
+    elif request.method not in ("GET", "HEAD"):
         response = _error(405, "the inspector is read-only")
     elif token:
         supplied = _supplied_token(request)
@@ -163,9 +174,10 @@ async def _handle(
 def _asset(name: str) -> bytes | None:
     base = resources.files("acp_proxy.web").joinpath("static")
     item = base.joinpath(name)
-    if not item.is_file():
+    try:
+        return item.read_bytes() if item.is_file() else None
+    except OSError:  # a name too long for the file system, say: no such asset
         return None
-    return item.read_bytes()
 
 
 async def index(request: web.Request) -> web.StreamResponse:
@@ -627,7 +639,8 @@ class InspectorHandle:
 async def _serve(
     app: web.Application, host: str, port: int, stop: asyncio.Event
 ) -> tuple[web.AppRunner, int]:
-    runner = app_runner(app)  # the shared limits, header timeout and one-line errors
+    # the shared limits, header timeout and one-line errors; longer request lines are read
+    runner = app_runner(app, max_line_size=READ_LINE_BYTES)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:

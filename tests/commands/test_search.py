@@ -187,7 +187,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert len(done.stderr.decode().strip().splitlines()) == 1
     assert done.stderr.startswith(b"Error: ")
     empty = run_proxy(["search", str(not_db), "  "])
-    assert empty.returncode == 2 and b"nothing to search for" in empty.stderr
+    assert empty.returncode == 2 and b"no words to search for" in empty.stderr
 
 
 def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> None:

@@ -586,7 +586,11 @@ def _hits(rows: list[Any], phrases: list[str]) -> list[Hit]:
     """Hits of rows of :data:`_HIT_COLUMNS` and the document's text, each with its
     :func:`snippet` of ``phrases`` (both engines)."""
     words = [phrase.split() for phrase in phrases]
-    return [Hit(*row[:-1], snippet(row[-1] or "", words)) for row in rows]
+    hits = []
+    for cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, doc in rows:
+        cut = snippet(doc or "", words)
+        hits.append(Hit(cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, cut))
+    return hits
 
 
 def _where(

@@ -40,6 +40,7 @@ from aiohttp import WSMsgType, web
 from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.search import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.transport.http_server import app_runner
 from acp_proxy.web import store, views
@@ -421,6 +422,7 @@ async def api_search(request: web.Request) -> web.StreamResponse:
     text = request.query.get("q", "").strip()
     if not text:
         raise ValueError("q (the words to find) is required")
+    query_phrases(text)  # a ValueError (400) for no words in it, or beyond the limits
     connection_id = _int_arg(request, "connection")
     session_id = request.query.get("session") or None
     limit = _int_arg(request, "limit", 200) or 200

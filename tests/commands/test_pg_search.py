@@ -217,3 +217,4 @@ def test_a_partly_dropped_index_is_built_again(stores: tuple[Path, str], dropped
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP TABLE {dropped}")
     assert search(url, "world") == before
+

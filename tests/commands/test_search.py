@@ -276,9 +276,7 @@ def test_a_partly_dropped_index_is_built_again(db: Path, dropped: str) -> None:
 
 def refused(db: Path | str, text: str | bytes) -> str:
     """Search ``text`` (bytes: as the shell passes them) and return the refusal on stderr."""
-    done = subprocess.run(
-        [*proxy_exe(), "search", str(db), text], capture_output=True, timeout=60
-    )
+    done = subprocess.run([*proxy_exe(), "search", str(db), text], capture_output=True, timeout=60)
     err = done.stderr.decode()
     assert done.returncode == 2 and done.stdout == b"" and "Traceback" not in err, err
     (line,) = [x for x in err.splitlines() if x.startswith("Error: ")]
@@ -346,8 +344,11 @@ def test_a_query_repeating_a_word_of_a_repetitive_message_is_cheap(
 
 HOSTILE_FRAMES: list[tuple[Any, bytes]] = [
     ("a2c", chunk("")[1].replace(b'"text":""', b'"text":"hello \\ud800 lone surrogate"')),
-    ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"x\\u0000y","params":{"sessionId":"s\\u0000",'
-            b'"t":"nul \\u0000 here"}}'),  # fmt: skip
+    (
+        "c2a",
+        b'{"jsonrpc":"2.0","id":1,"method":"x\\u0000y","params":{"sessionId":"s\\u0000",'
+        b'"t":"nul \\u0000 here"}}',
+    ),
     ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"t":"nul\\u0000byte done"}}'),
 ]
 """Frames whose text neither engine stores as it is: a lone surrogate; NUL (PostgreSQL)."""

@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -419,7 +420,7 @@ def test_the_inspector_answers_hostile_queries_with_a_json_400(tmp_path: Path) -
             assert status == 400 and set(body) == {"error"}, (query, body)
             assert "damaged" not in body["error"]
         for text in HEAVY_QUERIES:
-            status, body = api_search(base, "q=" + urllib.request.quote(text))
+            status, body = api_search(base, "q=" + urllib.parse.quote(text))
             assert status == 200 and len(body["hits"]) == 2, text
         status, body = api_search(base, "q=lone+surrogate")
         assert status == 200 and len(body["hits"]) == 1

@@ -238,6 +238,8 @@ def test_frames_with_a_lone_surrogate_or_nul_are_copied_recorded_and_searched(
         code, doc = search(location, "here", "-s", "s\\u0000")  # NUL kept as its escape
         assert code == 0 and doc["hits"][0]["snippet"] == "nul   [here]", location
         assert search(location, "byte")[0] == 0
+        code, doc = search(location, "nul tool")
+        assert code == 0 and doc["hits"][0]["session"] == "s\\u0000", location
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(
             "SELECT DISTINCT method FROM frames WHERE kind = 'request'"

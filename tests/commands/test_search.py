@@ -351,6 +351,11 @@ HOSTILE_FRAMES: list[tuple[Any, bytes]] = [
         b'"t":"nul \\u0000 here"}}',
     ),
     ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"t":"nul\\u0000byte done"}}'),
+    (
+        "a2c",
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s\\u0000",'
+        b'"update":{"sessionUpdate":"tool_call","toolCallId":"t\\u0000","title":"nul tool"}}}',
+    ),
 ]
 """Frames whose text neither engine stores as it is: a lone surrogate; NUL (PostgreSQL)."""
 
@@ -370,8 +375,10 @@ def test_a_frame_with_a_lone_surrogate_or_nul_leaves_every_search_working(
 def test_only_the_first_64_kib_of_a_message_is_indexed(tmp_path: Path) -> None:
     db = tmp_path / "big.db"
     text = "early " + "b " * 120_000 + "farword"  # 240 KB in
-    recorded(db, [*v1_prelude(), chunk(text[:100_000]), chunk(text[100_000:])])
-    assert search(db, "early")[0] == 0
+    message = [chunk(text), A(up("plan", entries=[])), chunk(text[:100_000]), chunk(text[100_000:])]
+    recorded(db, [*v1_prelude(), *message])  # one chunk, then a run of two
+    code, doc = search(db, "early")
+    assert code == 0 and [h["frames"] for h in doc["hits"]] == [1, 2]
     assert search(db, "farword") == (1, search(db, "farword")[1] | {"hits": []})
 
 

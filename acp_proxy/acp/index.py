@@ -115,7 +115,8 @@ class ConnectionIndexer:
             value = _loads(raw)
         except _JSONDecodeError:
             value = None
-        if type(value) is dict and "id" not in value:
+        # (a NUL escape takes the general path, which keeps it as text PostgreSQL can hold)
+        if type(value) is dict and "id" not in value and b"\\u0000" not in raw:
             method = value.get("method")
             if type(method) is str:
                 params = value.get("params")

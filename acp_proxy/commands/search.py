@@ -14,9 +14,9 @@ import orjson
 
 from acp_proxy.commands.common import RECORDING_ARG, Progress
 from acp_proxy.console import warn
-from acp_proxy.record.reader import location_name
+from acp_proxy.record.reader import RecordingReader, location_name
 from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.search import open_search_index
+from acp_proxy.record.search import QueryError, SearchIndex, open_search_index, query_phrases
 
 
 @click.command("search")
@@ -58,8 +58,14 @@ def search_command(
       acp-proxy search session.db "Internal error" --connection 2 --json
       acp-proxy search postgresql://me@db.internal/acp "permission denied"
     """
-    if not text.strip():
-        raise click.BadParameter("nothing to search for", param_hint="TEXT")
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8 on the command line
+        raise click.BadParameter("is not valid UTF-8", param_hint="TEXT") from None
+    try:
+        query_phrases(text)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc), param_hint="TEXT") from None
     shown: list[Progress] = []
 
     def progress(total: int) -> Callable[[int], None]:
@@ -78,7 +84,10 @@ def search_command(
     try:
         if not index.in_file:
             warn(f"{where} is read-only: indexed in memory for this search (not saved)")
+        _require_filters(index, connection_id, session_id)
         hits = index.search(text, connection_id=connection_id, session_id=session_id, limit=limit)
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
     finally:
         index.close()
     if as_json:
@@ -96,8 +105,22 @@ def search_command(
             session = f" [{h.session_id}]" if h.session_id else ""
             click.echo(
                 f"connection {h.connection_id} {where} frame {h.frame_id}{session} {h.field}"
-                f" {what}: {h.snippet}"
+                f" {what}: {' '.join(h.snippet.split())}"
             )
         click.echo(f"{len(hits)} hit(s){' (limit reached)' if len(hits) == limit else ''}")
     if not hits:
         raise SystemExit(1)
+
+
+def _require_filters(index: SearchIndex, connection_id: int | None, session_id: str | None) -> None:
+    """A ``--connection`` or ``--session`` the recording does not have is an error (as in
+    ``show``), not "0 hit(s)"."""
+    reader = RecordingReader(index.source)
+    if connection_id is not None and not reader.has_connection(connection_id):
+        raise RecordingError(f"no connection {connection_id} in this recording")
+    if session_id is not None:
+        wanted = reader.session_connections(session_id)
+        if not wanted:
+            raise RecordingError(f"no session {session_id!r} in this recording")
+        if connection_id is not None and connection_id not in wanted:
+            raise RecordingError(f"session {session_id!r} is not in connection {connection_id}")

@@ -71,6 +71,52 @@ def has_saved_index(db: sqlite_utils.Database) -> bool:
 TEXT_CAP = 64 * 1024
 """Characters of text kept per document (the rest of a huge frame or message is not indexed)."""
 
+MAX_QUERY_CHARS = 1000
+"""The longest query text searched (characters); a longer one is refused (:class:`QueryError`)."""
+
+MAX_QUERY_WORDS = 32
+"""The most words a query may hold (repeats counted once), so one search's cost is bounded."""
+
+
+class QueryError(ValueError):
+    """A query that cannot be searched: no words in it, or beyond the documented limits."""
+
+
+_WORD_BREAK = re.compile(r"[\W_]+")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_STORABLE = {0: " ", **{code: "\ufffd" for code in range(0xD800, 0xE000)}}
+
+
+def storable(text: str) -> str:
+    """``text`` as both engines can store it: a lone surrogate (from a ``\\ud800`` escape)
+    becomes U+FFFD and NUL a space (PostgreSQL's text holds neither)."""
+    return text.translate(_STORABLE) if _UNSTORABLE.search(text) else text
+
+
+def query_phrases(text: str) -> list[str]:
+    """The phrases a query means: each whitespace-separated piece of it, cut into words at
+    every run of non-alphanumeric characters (as FTS5's ``unicode61`` does) and lower-cased,
+    repeats dropped. Nothing in it is query syntax.
+
+    Raises :class:`QueryError` for a query with no words, longer than
+    :data:`MAX_QUERY_CHARS` or with more than :data:`MAX_QUERY_WORDS` words.
+    """
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(text):,} characters long: at most {MAX_QUERY_CHARS:,} are searched"
+        )
+    phrases: list[str] = []
+    for piece in text.split():
+        phrase = _WORD_BREAK.sub(" ", piece).strip().lower()
+        if phrase and phrase not in phrases:
+            phrases.append(phrase)
+    if not phrases:
+        raise QueryError("the query has no words to search for (only spaces or punctuation)")
+    words = sum(len(phrase.split()) for phrase in phrases)
+    if words > MAX_QUERY_WORDS:
+        raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
+    return phrases
+
 _SKIP_KEYS = frozenset(
     {
         "jsonrpc",
@@ -162,7 +208,13 @@ def strings_of(value: Any) -> str:
 
 
 def document_of(frame: FrameRow) -> tuple[str, str]:
-    """(field, text) of one frame: what a person would search it for."""
+    """(field, text) of one frame: what a person would search it for (at most
+    :data:`TEXT_CAP` characters, :func:`storable`)."""
+    field, text = _document_of(frame)
+    return field, storable(text[:TEXT_CAP])
+
+
+def _document_of(frame: FrameRow) -> tuple[str, str]:
     if frame.binary:
         return "raw", frame.raw[:4096].decode("utf-8", "replace")
     value, problem = parse_json(frame.raw)
@@ -497,8 +549,10 @@ class SearchIndex:
         session_id: str | None = None,
         limit: int = 50,
     ) -> list[Hit]:
-        """Documents matching every word of ``text`` (FTS5, quoted: no query syntax), in order."""
-        query = self.store.quote_fts(text)
+        """Documents matching every phrase of ``text`` (:func:`query_phrases`; each an FTS5
+        quoted phrase, no query syntax), in recording order."""
+        phrases = query_phrases(text)
+        query = " ".join(f'"{phrase}"' for phrase in phrases)
         where, args = _where(
             [f"{DOCS}_fts MATCH ?"],
             [query],
@@ -508,12 +562,12 @@ class SearchIndex:
             beside_recording=self.in_file,
         )
         rows = self.store.execute(
-            f"SELECT {_HIT_COLUMNS}, snippet({DOCS}_fts, 0, '[', ']', '…', 16) "
+            f"SELECT {_HIT_COLUMNS}, d.text "
             f"FROM {DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid "
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
             args,
         ).fetchall()
-        return [Hit(*row) for row in rows]
+        return _hits(rows, phrases)
 
     def close(self) -> None:
         if not self.in_file:
@@ -526,6 +580,17 @@ _HIT_COLUMNS = (
     "d.method, d.variant"
 )
 """A hit's columns of the documents table ``d``, before its snippet (both engines)."""
+
+
+def _hits(rows: list[Any], phrases: list[str]) -> list[Hit]:
+    """Hits of rows of :data:`_HIT_COLUMNS` and the document's text, each with its
+    :func:`snippet` of ``phrases`` (both engines)."""
+    words = [phrase.split() for phrase in phrases]
+    hits = []
+    for cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, doc in rows:
+        cut = snippet(doc or "", words)
+        hits.append(Hit(cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, cut))
+    return hits
 
 
 def _where(
@@ -556,7 +621,6 @@ def _where(
     return where, args
 
 
-_WORD_BREAK = re.compile(r"[\W_]+")
 _SNIPPET_TOKENS = 16
 
 
@@ -585,9 +649,7 @@ class PgSearchIndex(SearchIndex):
     ) -> list[Hit]:
         """Documents matching every word of ``text`` (each whitespace-separated piece of it
         a phrase, as FTS5's quoted query), in recording order, with FTS5-like snippets."""
-        pieces = [p for p in (_WORD_BREAK.sub(" ", t).strip() for t in text.split()) if p]
-        if not pieces:
-            return []
+        pieces = query_phrases(text)
         match = " && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)
         where, args = _where(
             [f"d.words @@ ({match})"],
@@ -602,12 +664,7 @@ class PgSearchIndex(SearchIndex):
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
             args,
         ).fetchall()
-        phrases = [piece.lower().split() for piece in pieces]
-        hits = []
-        for cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, doc in rows:
-            cut = snippet(doc or "", phrases)
-            hits.append(Hit(cid, sid, frame_id, seq, last_seq, frames, fld, method, variant, cut))
-        return hits
+        return _hits(rows, pieces)
 
     def close(self) -> None:
         self.store.close()
@@ -615,23 +672,37 @@ class PgSearchIndex(SearchIndex):
 
 
 def snippet(text: str, phrases: list[list[str]], size: int = _SNIPPET_TOKENS) -> str:
-    """FTS5's ``snippet(..., '[', ']', '…', 16)`` for a PostgreSQL hit: ``size`` tokens
+    """FTS5's ``snippet(..., '[', ']', '…', 16)`` for a hit of either engine: ``size`` tokens
     centred on the first match of any of the (lower-cased) ``phrases``, each match in
     brackets, cuts marked ``…``.
+
+    Linear in the document's words (FTS5's own snippet took 52 s for 100 repeats of a word
+    over a document holding it 800 times): each phrase is looked for only where its first
+    word is, up to its first match, then matches only inside the window shown.
     """
     spans = [m.span() for m in re.finditer(r"[^\W_]+", text)]
     if not spans:
         return text[:200]
     words = [text[a:b].lower() for a, b in spans]
-    ends: dict[int, int] = {}  # first token of a match -> its last token
-    for phrase in phrases:
+    where: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        where.setdefault(word, []).append(i)
+
+    def starts(phrase: list[str]) -> Iterator[int]:
         n = len(phrase)
-        for i in range(len(words) - n + 1):
-            if words[i : i + n] == phrase:
-                ends[i] = max(ends.get(i, i), i + n - 1)
-    first = min(ends, default=0)
+        return (i for i in where.get(phrase[0], ()) if words[i : i + n] == phrase)
+
+    first = min((next(starts(p), len(words)) for p in phrases if p), default=0)
+    if first == len(words):
+        first = 0
     start = max(0, min(first - (size - 1) // 2, len(spans) - size))
     end = min(len(spans), start + size)
+    ends: dict[int, int] = {}  # first token of a match in the window -> its last token
+    for phrase in phrases:
+        n = len(phrase)
+        for i in range(start, end):
+            if n and words[i : i + n] == phrase:
+                ends[i] = max(ends.get(i, i), i + n - 1)
     out: list[str] = ["…" if start else ""]
     pos = spans[start][0] if start else 0
     close = -1

@@ -41,6 +41,7 @@ from acp_proxy.console import warn
 from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.search import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.transport.http_server import MAX_LINE_BYTES, app_runner
 from acp_proxy.web import store, views
@@ -433,6 +434,7 @@ async def api_search(request: web.Request) -> web.StreamResponse:
     text = request.query.get("q", "").strip()
     if not text:
         raise ValueError("q (the words to find) is required")
+    query_phrases(text)  # a ValueError (400) for no words in it, or beyond the limits
     connection_id = _int_arg(request, "connection")
     session_id = request.query.get("session") or None
     limit = _int_arg(request, "limit", 200) or 200

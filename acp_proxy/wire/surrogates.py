@@ -8,6 +8,10 @@ SQLite cannot bind it, orjson cannot dump it and a terminal cannot print it.
 Everything derived from a frame for storage or display goes through here: a lone surrogate
 becomes the six characters of its JSON escape (``\\ud800``), so the text is valid, readable
 and still says what was sent. The raw bytes themselves are never changed.
+
+NUL (``\\u0000``) is treated the same way: valid JSON and valid UTF-8, but PostgreSQL's
+``text`` cannot hold it (a ``sessionId`` or method holding one failed every insert of the
+frame's derived columns there), so derived text holds its escape too.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ import orjson
 
 from acp_proxy.wire.jsonrpc import Message, classify
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 _ESCAPE = re.compile(
     rb"\\(?:u([dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    rb"|u([dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    rb"|u([dD][89a-fA-F][0-9a-fA-F]{2}|0000)|.)",
     re.DOTALL,
 )
 
@@ -38,12 +42,13 @@ def encodable(text: str) -> str:
 
 
 def may_hold_lone_surrogates(raw: bytes) -> bool:
-    """Cheap test: could parsing ``raw`` give a string with a lone surrogate?"""
+    """Cheap test: could parsing ``raw`` give a string with a lone surrogate (or NUL)?"""
     return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
 
 
 def escape_lone_surrogates(raw: bytes) -> bytes:
-    """``raw`` with each lone ``\\uD8xx``..``\\uDFxx`` escape turned into an escaped backslash.
+    """``raw`` with each lone ``\\uD8xx``..``\\uDFxx`` escape (and ``\\u0000``) turned into an
+    escaped backslash.
 
     Surrogate *pairs* are kept; ``"\\ud800"`` becomes ``"\\\\ud800"``, which parses to the
     encodable text :func:`encodable` gives.

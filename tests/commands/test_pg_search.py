@@ -17,7 +17,7 @@ import pytest
 
 from acp_proxy.record.pg import connect_pg, frames_transaction
 from tests.check.helpers import v1_prelude, write_recording
-from tests.commands.test_search import chunk, connection_one, connection_two
+from tests.commands.test_search import HOSTILE_FRAMES, chunk, connection_one, connection_two
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import insert_frames
 from tests.pg_server import PASSWORD
@@ -217,3 +217,54 @@ def test_a_partly_dropped_index_is_built_again(stores: tuple[Path, str], dropped
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP TABLE {dropped}")
     assert search(url, "world") == before
+
+
+def test_frames_with_a_lone_surrogate_or_nul_are_copied_recorded_and_searched(
+    tmp_path: Path, pg_url: str
+) -> None:
+    db = tmp_path / "rec.db"
+    insert_frames(db, HOSTILE_FRAMES, index=True)
+    done = run_proxy(["copy", str(db), pg_url])
+    assert done.returncode == 0, done.stderr
+    # and recorded live by the real proxy: the same lines through `cat` (and back)
+    lines = b"".join(raw + b"\n" for _, raw in HOSTILE_FRAMES)
+    done = run_proxy(["--record", pg_url, "--", "cat"], stdin=lines)
+    assert done.returncode == 0 and done.stdout == lines, done.stderr
+    for location in (db, pg_url):
+        code, doc = search(location, "lone surrogate")
+        assert code == 0 and len(doc["hits"]) == (1 if location == db else 2), location
+        assert doc["hits"][0]["snippet"] == "hello \ufffd [lone] [surrogate]"
+        assert all("\ufffd [lone]" in h["snippet"] for h in doc["hits"])  # (cat: both ways)
+        code, doc = search(location, "here", "-s", "s\\u0000")  # NUL kept as its escape
+        assert code == 0 and doc["hits"][0]["snippet"] == "nul   [here]", location
+        assert search(location, "byte")[0] == 0
+        code, doc = search(location, "nul tool")
+        assert code == 0 and doc["hits"][0]["session"] == "s\\u0000", location
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(
+            "SELECT DISTINCT method FROM frames WHERE kind = 'request'"
+        ).fetchall() == [("x\\u0000y",)]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('"', "no words to search for"),
+        (" ".join(f"w{i}" for i in range(17_000)), "at most 1,000 are searched"),
+        (" ".join(f"w{i}" for i in range(33)), "33 words: at most 32"),
+    ],
+)
+def test_hostile_queries_are_refused_on_postgresql(
+    stores: tuple[Path, str], text: str, said: str
+) -> None:
+    done = run_proxy(["search", stores[1], text])
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err and said in err, err
+
+
+def test_many_words_and_repeats_are_searched_on_postgresql(stores: tuple[Path, str]) -> None:
+    db, url = stores
+    for text in (" ".join(["world"] * 160), "hello " + " ".join(f"w{i}" for i in range(31))):
+        (code, doc), (code_file, in_file) = search(url, text), search(db, text)
+        assert (code, doc["hits"]) == (code_file, in_file["hits"]), text[:20]
+    assert search(url, " ".join(["world"] * 160))[0] == 0

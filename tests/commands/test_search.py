@@ -5,6 +5,9 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import insert_frames, unwritable
+from tests.web.helpers import web_server
 
 S2 = "s2"
 
@@ -187,7 +191,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert len(done.stderr.decode().strip().splitlines()) == 1
     assert done.stderr.startswith(b"Error: ")
     empty = run_proxy(["search", str(not_db), "  "])
-    assert empty.returncode == 2 and b"nothing to search for" in empty.stderr
+    assert empty.returncode == 2 and b"no words to search for" in empty.stderr
 
 
 def test_a_message_still_growing_is_joined_across_searches(tmp_path: Path) -> None:
@@ -266,3 +270,166 @@ def test_a_partly_dropped_index_is_built_again(db: Path, dropped: str) -> None:
         con.execute(f"DROP TABLE {dropped}")
     code, doc = search(db, "world")
     assert (code, doc["index"], len(doc["hits"])) == (0, "file", 2)
+
+
+# -- hostile queries and frames (issues 21, 22) ----------------------------------------------
+
+
+def refused(db: Path | str, text: str | bytes) -> str:
+    """Search ``text`` (bytes: as the shell passes them) and return the refusal on stderr."""
+    done = subprocess.run([*proxy_exe(), "search", str(db), text], capture_output=True, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and done.stdout == b"" and "Traceback" not in err, err
+    (line,) = [x for x in err.splitlines() if x.startswith("Error: ")]
+    return line
+
+
+@pytest.mark.parametrize("text", ['"', '""', '"""', "* ( ) : ^ -", '"\t"'])
+def test_a_query_without_words_is_refused_in_one_line(db: Path, text: str) -> None:
+    assert "no words to search for" in refused(db, text)
+
+
+def test_query_text_is_words_never_fts5_syntax(db: Path) -> None:
+    assert search(db, "world")[0] == 0
+    for text in ("world OR xylophone", "NOT world", 'world" OR "x', "NEAR(world morning)"):
+        code, doc = search(db, text)  # each word must occur: "or", "not", "near" do not
+        assert (code, doc["hits"]) == (1, []), text
+    code, doc = search(db, "world*")  # the star is a word break, not a prefix query
+    assert code == 0 and len(doc["hits"]) == 2
+    code, doc = search(db, '"good" morning')
+    assert code == 0 and doc["hits"][0]["snippet"].endswith("[good] [morning]")
+
+
+def test_bytes_that_are_not_utf8_and_queries_beyond_the_limits_are_refused(db: Path) -> None:
+    assert "TEXT: is not valid UTF-8" in refused(db, b"world \xff")
+    long_query = " ".join(["a"] * 17_000)
+    assert "at most 1,000 are searched" in refused(db, long_query)
+    assert "33 words: at most 32" in refused(db, " ".join(f"w{i}" for i in range(33)))
+    assert "at most 32" in refused(db, "_".join(["a"] * 33))  # one piece, 33 words
+    code, _ = search(db, " ".join(["world"] * 100))  # repeats count once
+    assert code == 0
+
+
+def recorded(path: Path, frames: list[Any]) -> Path:
+    """A recording of one connection of ``frames``, index columns derived (``reindex``)."""
+    write_recording(path, [frames], protocol_version=1)
+    done = run_proxy(["reindex", str(path)])
+    assert done.returncode == 0, done.stderr.decode()
+    return path
+
+
+def repetitive(tmp_path: Path) -> Path:
+    """A recording whose messages repeat one word: 800 times, and to the 64 KiB cap."""
+    frames = [*v1_prelude(), chunk("a " * 800), A(ok(9, text="a " * 40_000 + "b"))]
+    return recorded(tmp_path / "rep.db", frames)
+
+
+# The cost was FTS5's snippet(): 100 repeats of "a" over 800 a's took 52 s, the seven phrases
+# "a", "a a", ... over 32k a's 3 min 13 s. The bound here is the subprocess timeout (60 s).
+HEAVY_QUERIES = [
+    " ".join(["a"] * 100),
+    " ".join("_".join(["a"] * k) for k in range(1, 8)),
+    "_".join(["a"] * 32),
+]
+
+
+@pytest.mark.parametrize("text", HEAVY_QUERIES)
+def test_a_query_repeating_a_word_of_a_repetitive_message_is_cheap(
+    tmp_path: Path, text: str
+) -> None:
+    db = repetitive(tmp_path)
+    code, doc = search(db, text)
+    assert code == 0 and len(doc["hits"]) == 2
+    assert all(h["snippet"].startswith("[a") for h in doc["hits"])
+
+
+HOSTILE_FRAMES: list[tuple[Any, bytes]] = [
+    ("a2c", chunk("")[1].replace(b'"text":""', b'"text":"hello \\ud800 lone surrogate"')),
+    (
+        "c2a",
+        b'{"jsonrpc":"2.0","id":1,"method":"x\\u0000y","params":{"sessionId":"s\\u0000",'
+        b'"t":"nul \\u0000 here"}}',
+    ),
+    ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"t":"nul\\u0000byte done"}}'),
+    (
+        "a2c",
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s\\u0000",'
+        b'"update":{"sessionUpdate":"tool_call","toolCallId":"t\\u0000","title":"nul tool"}}}',
+    ),
+]
+"""Frames whose text neither engine stores as it is: a lone surrogate; NUL (PostgreSQL)."""
+
+
+def test_a_frame_with_a_lone_surrogate_or_nul_leaves_every_search_working(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "rec.db"
+    insert_frames(db, HOSTILE_FRAMES, index=True)
+    code, doc = search(db, "lone surrogate")
+    assert code == 0 and doc["hits"][0]["snippet"] == "hello \ufffd [lone] [surrogate]"
+    code, doc = search(db, "here")
+    assert code == 0 and doc["hits"][0]["snippet"] == "nul   [here]"  # NUL: a space
+    assert search(db, "byte")[0] == 0
+
+
+def test_only_the_first_64_kib_of_a_message_is_indexed(tmp_path: Path) -> None:
+    db = tmp_path / "big.db"
+    text = "early " + "b " * 120_000 + "farword"  # 240 KB in
+    message = [chunk(text), A(up("plan", entries=[])), chunk(text[:100_000]), chunk(text[100_000:])]
+    recorded(db, [*v1_prelude(), *message])  # one chunk, then a run of two
+    code, doc = search(db, "early")
+    assert code == 0 and [h["frames"] for h in doc["hits"]] == [1, 2]
+    assert search(db, "farword") == (1, search(db, "farword")[1] | {"hits": []})
+
+
+def test_text_output_is_one_line_per_hit(tmp_path: Path) -> None:
+    db = tmp_path / "lines.db"
+    recorded(db, [*v1_prelude(), chunk("first line\nthe needle\r\n\tthird line")])
+    done = run_proxy(["search", str(db), "needle"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines() == [
+        "connection 1 #5 frame 5 [s1] message session/update [agent_message_chunk]: "
+        "first line the [needle] third line",
+        "1 hit(s)",
+    ]
+
+
+def test_a_session_or_connection_the_recording_lacks_is_said(db: Path) -> None:
+    for args, said in [
+        (["-s", "nope"], "Error: no session 'nope' in this recording"),
+        (["-c", "9"], "Error: no connection 9 in this recording"),
+        (["-c", "2", "-s", S2], f"Error: session '{S2}' is not in connection 2"),
+    ]:
+        done = run_proxy(["search", str(db), "world", *args])
+        assert done.returncode == 1 and done.stdout == b"", args
+        assert done.stderr.decode().splitlines() == [said], args
+    assert search(db, "crash", "-s", S2)[0] == 0
+
+
+def api_search(base: str, query: str) -> tuple[int, Any]:
+    """``GET /api/search?<query>`` of the real inspector: (status, JSON body)."""
+    url = base.rstrip("/") + "/api/search?" + query
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            return resp.status, orjson.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, orjson.loads(exc.read())
+
+
+def test_the_inspector_answers_hostile_queries_with_a_json_400(tmp_path: Path) -> None:
+    db = repetitive(tmp_path)
+    insert_frames(db, HOSTILE_FRAMES, index=True)
+    with web_server(db) as base:
+        words = "+".join(f"w{i}" for i in range(33))
+        hostile = ["q=%00", "q=%22", "q=%22%22%22", "q=-+*", "q=" + words, "q=" + "a" * 1001]
+        for query in hostile:
+            status, body = api_search(base, query)
+            assert status == 400 and set(body) == {"error"}, (query, body)
+            assert "damaged" not in body["error"]
+        for text in HEAVY_QUERIES:
+            status, body = api_search(base, "q=" + urllib.parse.quote(text))
+            assert status == 200 and len(body["hits"]) == 2, text
+        status, body = api_search(base, "q=lone+surrogate")
+        assert status == 200 and len(body["hits"]) == 1
+        status, body = api_search(base, "q=%FFhere")  # not UTF-8: a word break
+        assert status == 200 and len(body["hits"]) == 1

@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from acp_proxy.record.reader import FrameRow
-from acp_proxy.record.search import document_of, open_search_index
+from acp_proxy.record.search import (
+    QueryError,
+    document_of,
+    open_search_index,
+    query_phrases,
+    storable,
+)
 from tests.check.helpers import write_recording
 from tests.commands.test_search import connection_one, connection_two
 from tests.conftest import run_proxy
@@ -67,3 +74,25 @@ def test_the_inspector_calls_the_same_index(tmp_path: Path) -> None:
         assert index.update() == 0  # up to date: nothing indexed again
     finally:
         index.close()
+
+
+def test_query_phrases_are_words_without_syntax() -> None:
+    assert query_phrases('"README says" OR session/prompt -32603 README') == [
+        "readme",
+        "says",
+        "or",
+        "session prompt",
+        "32603",
+    ]
+    for text in ('"', '""', "  ", "\x00", "\ud800", "-*()"):
+        with pytest.raises(QueryError, match="no words"):
+            query_phrases(text)
+    with pytest.raises(QueryError, match="at most 32"):
+        query_phrases(" ".join(f"w{i}" for i in range(33)))
+    with pytest.raises(QueryError, match="at most 1,000"):
+        query_phrases("a" * 1001)
+
+
+def test_storable_text_has_no_lone_surrogate_or_nul() -> None:
+    assert storable("a\x00b\ud800c\U0001f600") == "a b\ufffdc\U0001f600"
+    assert storable("plain") == "plain"

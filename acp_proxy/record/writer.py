@@ -298,8 +298,12 @@ class Recorder:
                 # Both sides gather for half the linger, so the recording stays as far behind.
                 self.journal.linger = LINGER_SECONDS / 2
                 return
-            except OSError:
-                sink = sink_for(self.path)  # threads, then
+            except OSError as exc:  # a helper: record from this process's threads instead
+                warn(
+                    f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
+                    "recording in the proxy's threads"
+                )
+                sink = sink_for(self.path)
         from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
 
         self._pipeline = WriterPipeline(

@@ -24,6 +24,7 @@ certificates) itself. ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -394,6 +395,21 @@ class LiveObserver:
         return self._take_events()
 
 
+NO_SDK = "OTLP export disabled: it needs pip install 'acp-proxy[otlp]'"
+"""What a bare install (no ``otlp`` extra) is told when live export is asked for."""
+
+
+def sdk_installed() -> bool:
+    """Whether the OpenTelemetry SDK and its OTLP/HTTP exporter can be found (not imported)."""
+    try:
+        return all(
+            importlib.util.find_spec(name) is not None
+            for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+        )
+    except (ImportError, ValueError):
+        return False
+
+
 def live_observer() -> LiveObserver | None:
     """A :class:`LiveObserver` for the writer process if the environment asks for live export.
 
@@ -405,7 +421,7 @@ def live_observer() -> LiveObserver | None:
     try:
         return LiveObserver(settings)
     except ImportError:
-        warn("OTLP export disabled: it needs pip install 'acp-proxy[otlp]'")
+        warn(NO_SDK)
         return None
     except Exception as exc:  # a broken install must not stop the recording
         warn(f"OTLP export disabled: {type(exc).__name__}: {exc}")

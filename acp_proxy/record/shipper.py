@@ -77,6 +77,7 @@ class WriterProcess:
         queue_bytes: int,
         batch_bytes: int,
         on_exit: Callable[[], None],
+        otlp: bool = True,
     ):
         # An ignored signal stays ignored across exec: the child cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
@@ -84,9 +85,9 @@ class WriterProcess:
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
                     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-        env = None
+        env = None if otlp else {**os.environ, "OTEL_SDK_DISABLED": "true"}  # said already
         if is_pg_url(path):
-            env = {**os.environ, LOCATION_ENV: str(path)}
+            env = {**(env or os.environ), LOCATION_ENV: str(path)}
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
@@ -203,6 +204,7 @@ class Shipper:
         queue_bytes: int,
         batch_bytes: int,
         warn: Callable[[str], None],
+        otlp: bool = True,
     ) -> None:
         self.journal = journal
         self.path = path
@@ -218,6 +220,7 @@ class Shipper:
             lock_retry=lock_retry,
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
+            otlp=otlp,
         )
         # Queue items live for a batch, long enough to reach the oldest generation, so full
         # collections come often; with start-up's objects frozen they scan only the few

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp_proxy.record.pg import (
+    NO_PSYCOPG,
     TAKE_WRITER_LOCK,
     PgDatabase,
     PgUnavailable,
@@ -92,7 +93,10 @@ class PostgresSink(SqlSink):
         return self._db is not None
 
     def open(self, give_up_at: Callable[[], float]) -> None:
-        from psycopg.types.string import BytesBinaryDumper
+        try:
+            from psycopg.types.string import BytesBinaryDumper
+        except ImportError:
+            raise SinkFailed(NO_PSYCOPG) from None
 
         try:
             self._db = connect_pg(self.url, create=True, timeout=self.connect_seconds)

@@ -41,7 +41,8 @@ from typing import Any
 from acp_proxy.console import warn
 from acp_proxy.record.ipc import STDERR, Frame
 from acp_proxy.record.journal import LINGER_SECONDS, Journal
-from acp_proxy.record.pg import is_pg_url, safe_url
+from acp_proxy.record.otlp_live import NO_SDK, live_observer, sdk_installed, settings_from_env
+from acp_proxy.record.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
 from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
 from acp_proxy.record.priority import SWITCH_INTERVAL
 from acp_proxy.record.shipper import Shipper
@@ -273,6 +274,15 @@ class Recorder:
         # (forwarding must not wait for it; frames queue meanwhile). A PostgreSQL database
         # is opened by the writer: connecting may wait for the network, and an outage at
         # start is waited out like one later.
+        # What a bare install lacks is said now, before a byte is forwarded, in one line.
+        if pg and not psycopg_installed():
+            self.journal.disable(f"recording disabled: {NO_PSYCOPG}")
+            warn(f"recording disabled: {NO_PSYCOPG}; forwarding continues")
+            return
+        otlp = settings_from_env() is not None
+        if otlp and not sdk_installed():
+            warn(NO_SDK)
+            otlp = False
         sink = sink_for(self.path)
         if not pg:
             try:
@@ -294,6 +304,7 @@ class Recorder:
                     queue_bytes=min(queue_bytes, CHILD_QUEUE_BATCHES * batch_bytes),
                     batch_bytes=batch_bytes,
                     warn=warn,
+                    otlp=otlp,
                 )
                 # Both sides gather for half the linger, so the recording stays as far behind.
                 self.journal.linger = LINGER_SECONDS / 2
@@ -304,10 +315,9 @@ class Recorder:
                     "recording in the proxy's threads"
                 )
                 sink = sink_for(self.path)
-        from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
-
+        observer = live_observer() if otlp else None
         self._pipeline = WriterPipeline(
-            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=live_observer()
+            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
         )
         self._pipeline.start()
 

@@ -259,6 +259,16 @@ class WriterPipeline:
                         continue
                     self._lose(ops, None)
                     return
+                if exc.locked and self.batches_committed == 0:  # locked since the start
+                    self._lose(
+                        ops,
+                        f"{self.sink.engine} failed: {exc}",
+                        line=(
+                            f"recording disabled while {self.sink.where} is locked by another "
+                            f"process ({exc}); forwarding continues"
+                        ),
+                    )
+                    return
                 self._lose(ops, f"{self.sink.engine} failed: {exc}")
                 return
             except Exception as exc:
@@ -309,8 +319,10 @@ class WriterPipeline:
             # a value the database cannot take: store the batch with safe text
             return self.sink.write(sanitized(ops), self._give_up_at)
 
-    def _lose(self, ops: list[Op], reason: str | None) -> None:
-        """Count the frames of ``ops`` as lost; keep its row changes for the next batch."""
+    def _lose(self, ops: list[Op], reason: str | None, *, line: str | None = None) -> None:
+        """Count the frames of ``ops`` as lost; keep its row changes for the next batch.
+
+        ``reason`` starts an incident (one warning line, ``line`` if given)."""
         lost = 0
         carry: list[Op] = []
         for op in ops:
@@ -323,7 +335,7 @@ class WriterPipeline:
                 carry.append(op)
         self._carry = carry
         if lost and reason is not None:
-            self.journal.incident(reason)
+            self.journal.incident(reason, line=line)
 
     def _break(self, reason: str) -> None:
         if self._broken is None:

@@ -45,6 +45,10 @@ locks, or for a database server that is away."""
 OUTAGE_BACKOFF_SECONDS = 2.0
 """The longest wait between two attempts to reach a database server that is away."""
 
+STUCK_CALL_SECONDS = 1.0
+"""Once the exit drain is over, how much longer one call to the database may go unanswered
+(a stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`)."""
+
 
 class OpsObserver(Protocol):
     """Sees every batch of operations in order, off the forwarding path (live OTLP export).
@@ -93,6 +97,8 @@ class WriterPipeline:
         self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
         self._next_beat = 0.0
+        self.in_doubt = 0  # frames of batches whose COMMIT was never answered (maybe stored)
+        self._guard: threading.Thread | None = None  # cuts a call stuck past the drain
         self.threads = [
             threading.Thread(target=self._rows_loop, name="acp-proxy-rows", daemon=True),
             threading.Thread(target=self._sink_loop, name="acp-proxy-sink", daemon=True),
@@ -167,6 +173,22 @@ class WriterPipeline:
         if self._stopped_at is None:
             self._stopped_at = time.monotonic()
         self._woken.set()
+        if self._guard is None:
+            self._guard = threading.Thread(
+                target=self._cut_stuck_call, name="acp-proxy-drain-guard", daemon=True
+            )
+            self._guard.start()
+
+    def _cut_stuck_call(self) -> None:
+        """Past the drain and its slack, a database call still waiting is cut (bounded exit)."""
+        assert self._stopped_at is not None
+        sink_thread = self.threads[1]
+        time.sleep(max(0.0, self._stopped_at + DRAIN_LOCK_SECONDS - time.monotonic()))
+        while sink_thread.is_alive():
+            sink_thread.join(STUCK_CALL_SECONDS)
+            if sink_thread.is_alive():
+                self._outage_gave_up = True  # no more attempts: the exit waits for none
+                self.sink.interrupt()
 
     def _give_up_at(self) -> float:
         """When to stop waiting for a locked database (monotonic) in the current batch.
@@ -239,7 +261,7 @@ class WriterPipeline:
         self._batch_deadline = time.monotonic() + self.lock_retry
         while True:
             if self._outage_gave_up:  # the server stayed away past the exit drain
-                self._lose(ops, None)
+                self._lose(ops, None, doubtful=self.sink.doubtful(ops))
                 return
             if not self.sink.is_open and not self._open():
                 if self._outage is not None and self._wait_for_database():
@@ -257,7 +279,7 @@ class WriterPipeline:
                     self._outage_began(str(exc))
                     if self._wait_for_database():
                         continue
-                    self._lose(ops, None)
+                    self._lose(ops, None, doubtful=self.sink.doubtful(ops))
                     return
                 if exc.locked and self.batches_committed == 0:  # locked since the start
                     self._lose(
@@ -319,10 +341,18 @@ class WriterPipeline:
             # a value the database cannot take: store the batch with safe text
             return self.sink.write(sanitized(ops), self._give_up_at)
 
-    def _lose(self, ops: list[Op], reason: str | None, *, line: str | None = None) -> None:
+    def _lose(
+        self, ops: list[Op], reason: str | None, *, line: str | None = None, doubtful: int = 0
+    ) -> None:
         """Count the frames of ``ops`` as lost; keep its row changes for the next batch.
 
-        ``reason`` starts an incident (one warning line, ``line`` if given)."""
+        ``reason`` starts an incident (one warning line, ``line`` if given). ``doubtful``:
+        the batch's COMMIT was never answered, so its frames may be stored; they are
+        counted in :attr:`in_doubt`, never as lost."""
+        if doubtful:
+            self.in_doubt += doubtful
+            self._carry = []  # its row changes went with it, or not: the server settles it
+            return
         lost = 0
         carry: list[Op] = []
         for op in ops:

@@ -106,6 +106,13 @@ class Sink(ABC):
     def heartbeat(self, now: float) -> None:
         """Refresh ``last_seen_at`` of every open connection row (failures are ignored)."""
 
+    def interrupt(self) -> None:  # noqa: B027 - only a server's sink has anything to cut
+        """From another thread: make a call stuck on an unanswering server fail now."""
+
+    def doubtful(self, ops: list[Op]) -> int:
+        """Frames of ``ops`` whose ``COMMIT`` got no answer: they may be stored (0: none)."""
+        return 0
+
     @abstractmethod
     def close(self) -> None:
         """Disconnect."""

@@ -21,6 +21,8 @@ nothing is stored twice.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,6 +161,26 @@ class PostgresSink(SqlSink):
                     unavailable=True,
                 )
         return status
+
+    def interrupt(self) -> None:
+        """Shut the connection's socket down: a call waiting on a server that never answers
+        (stopped, hung) fails at once, as if the connection were lost (a ``COMMIT`` then
+        stays in doubt, see :meth:`doubtful`)."""
+        db = self._db
+        if db is None:
+            return
+        with contextlib.suppress(Exception):
+            sock = socket.socket(fileno=os.dup(db.conn.pgconn.socket))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+    def doubtful(self, ops: list[Op]) -> int:
+        doubt = self._doubt
+        if doubt is None or doubt.key != _batch_key(ops):
+            return 0
+        return doubt.written
 
     def _xact_status(self, xid: str) -> str | None:
         row = self._execute("SELECT pg_xact_status(?::xid8)", (xid,)).fetchone()

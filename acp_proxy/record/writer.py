@@ -419,6 +419,7 @@ class Recorder:
             return
         stuck = any(t.is_alive() for t in threads)
         unsaved = False
+        in_doubt = 0
         if shipper is not None:
             child = shipper.writer
             if stuck:
@@ -437,6 +438,7 @@ class Recorder:
             self.frames_written = child.frames_written
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
             unsaved = child.unsaved
+            in_doubt = child.in_doubt
             if shipper.died or stuck:
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
@@ -446,6 +448,7 @@ class Recorder:
             self.frames_written = pipeline.frames_written
             self.index_cpu, self.sqlite_cpu = pipeline.index_cpu, pipeline.sqlite_cpu
             unsaved = pipeline.unsaved
+            in_doubt = pipeline.in_doubt
             dropped = pipeline.dropped() + self.journal.unreported_frames()
         if stuck:
             self.warn("recording: the writer made no progress; the last frames may be lost")
@@ -460,6 +463,11 @@ class Recorder:
         if dropped:
             where = "" if self.journal.failed or unsaved else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
+        if in_doubt:
+            self.warn(
+                f"recording: {in_doubt} more frame(s) may be recorded: {self.where} never "
+                "answered their COMMIT"
+            )
 
     def _written(self) -> int:
         """Frames committed so far (by the writer process, if there is one)."""

@@ -98,6 +98,8 @@ class WriterPipeline:
         self._batch_deadline = 0.0
         self._next_beat = 0.0
         self.in_doubt = 0  # frames of batches whose COMMIT was never answered (maybe stored)
+        self._doubt: dict[Any, tuple[int, int]] = {}  # ... per connection: frames, bytes
+        self._ends: dict[Any, dict[str, Any]] = {}  # ends that could not be written
         self._guard: threading.Thread | None = None  # cuts a call stuck past the drain
         self.threads = [
             threading.Thread(target=self._rows_loop, name="acp-proxy-rows", daemon=True),
@@ -219,8 +221,10 @@ class WriterPipeline:
             self._beat()
         if self._carry:
             self._write([])  # the last changes and counts: one more try
-        if self._carry:
+        if self._carry or self._doubt:
             self.unsaved = True
+        if self._outage_gave_up:  # the rows get their counts once the server answers
+            self.sink.settle_later(list(self.rows.states.values()), self._doubt, self._ends)
         if self._carry and self.journal.failed is None and not self._outage_gave_up:
             # (else its line said so, or the outage's)
             why = f" ({self._failure})" if self._failure else ""
@@ -349,9 +353,17 @@ class WriterPipeline:
         ``reason`` starts an incident (one warning line, ``line`` if given). ``doubtful``:
         the batch's COMMIT was never answered, so its frames may be stored; they are
         counted in :attr:`in_doubt`, never as lost."""
+        for op in ops:
+            if isinstance(op, ControlOp) and op.op == "close":
+                self._ends[op.conn] = op.fields
         if doubtful:
             self.in_doubt += doubtful
-            self._carry = []  # its row changes went with it, or not: the server settles it
+            for op in ops:
+                if isinstance(op, RowsOp) and op.frames:
+                    was = self._doubt.get(op.conn, (0, 0))
+                    size = sum(r[6] for r in op.frames)
+                    self._doubt[op.conn] = (was[0] + len(op.frames), was[1] + size)
+            self._carry = []  # its row changes went with it, or not: settled later
             return
         lost = 0
         carry: list[Op] = []

@@ -113,6 +113,15 @@ class Sink(ABC):
         """Frames of ``ops`` whose ``COMMIT`` got no answer: they may be stored (0: none)."""
         return 0
 
+    def settle_later(  # noqa: B027 - only a server's sink can settle later
+        self,
+        rows: list[RowState],
+        doubt: dict[RowState, tuple[int, int]],
+        ends: dict[RowState, dict[str, Any]],
+    ) -> None:
+        """The server never answered at exit: have ``rows`` get their true losses (``doubt``:
+        frames and bytes of the unanswered COMMIT) and ``ends`` once it does. A hook."""
+
     @abstractmethod
     def close(self) -> None:
         """Disconnect."""

@@ -46,6 +46,7 @@ from acp_proxy.record.rows import (
     Op,
     RowsOp,
     RowState,
+    column_value,
 )
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.sink import SinkFailed, SqlSink
@@ -181,6 +182,42 @@ class PostgresSink(SqlSink):
         if doubt is None or doubt.key != _batch_key(ops):
             return 0
         return doubt.written
+
+    def settle_later(
+        self,
+        rows: list[RowState],
+        doubt: dict[RowState, tuple[int, int]],
+        ends: dict[RowState, dict[str, Any]],
+    ) -> None:
+        from acp_proxy.record.settle_pg import start
+        from acp_proxy.record.shipper import LOCATION_ENV
+
+        pending = self._doubt
+        ids = {st: cid for st, cid in (pending.ids if pending is not None else [])}
+        plan_rows = []
+        for st in rows:
+            cid = st.db_id if st.db_id is not None else ids.get(st)
+            if cid is None:
+                continue
+            frames, nbytes = doubt.get(st, (0, 0))
+            end = {k: column_value(v) for k, v in ends.get(st, {}).items()}
+            plan_rows.append(
+                {
+                    "id": cid,
+                    "frames": st.losses.frames,
+                    "bytes": st.losses.nbytes,
+                    "doubt_frames": frames,
+                    "doubt_bytes": nbytes,
+                    "end": end,
+                }
+            )
+        if not plan_rows:
+            return
+        plan = {
+            "rows": plan_rows,
+            "doubt": {"xid": pending.xid, "pid": pending.pid} if pending is not None else None,
+        }
+        start(self.url, LOCATION_ENV, plan)
 
     def _xact_status(self, xid: str) -> str | None:
         row = self._execute("SELECT pg_xact_status(?::xid8)", (xid,)).fetchone()

@@ -563,3 +563,10 @@ def test_a_server_that_hangs_at_exit_costs_a_bounded_exit_and_claims_no_stored_f
     assert recorded > 0
     assert recorded + lost <= 2 * sent, err  # nothing stored is said to be lost
     assert recorded + lost + doubt >= 2 * sent, err  # and nothing is lost without a word
+    # once the server answers again, the row gets the true loss and its end
+    deadline = time.monotonic() + TIMEOUT
+    while _dropped(url) + _frame_count(url) != 2 * sent:
+        assert time.monotonic() < deadline, (_dropped(url), _frame_count(url), 2 * sent)
+        time.sleep(0.2)
+    ((ended, reason),) = _query(url, "SELECT ended_at, end_reason FROM connections")
+    assert ended is not None and reason == "exited"

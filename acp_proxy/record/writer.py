@@ -312,7 +312,7 @@ class Recorder:
             except OSError as exc:  # a helper: record from this process's threads instead
                 warn(
                     f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
-                    "recording in the proxy's threads"
+                    "recording in threads"
                 )
                 sink = sink_for(self.path)
         observer = live_observer() if otlp else None

@@ -231,8 +231,7 @@ def _watchdog_failed(exc: OSError) -> None:
         return
     _watchdog_warned = True
     warn(
-        f"cannot start the agent's watchdog ({exc.strerror or exc}: {sys.executable}); "
-        "agents run without it"
+        f"no watchdog for the agent ({exc.strerror or exc}: {sys.executable}); it runs without one"
     )
 
 

@@ -570,3 +570,43 @@ def test_a_server_that_hangs_at_exit_costs_a_bounded_exit_and_claims_no_stored_f
         time.sleep(0.2)
     ((ended, reason),) = _query(url, "SELECT ended_at, end_reason FROM connections")
     assert ended is not None and reason == "exited"
+
+
+@pytest.mark.parametrize("outcome", ["COMMIT", "ROLLBACK"])
+def test_the_settler_counts_an_unanswered_commits_frames_only_if_it_did_not_commit(
+    pg_url: str, outcome: str
+) -> None:
+    """What ``record/settle_pg.py`` writes once the server answers: the row's losses, plus
+    the doubtful batch's frames unless its transaction committed; an end only where none."""
+    import psycopg
+
+    from acp_proxy.record.settle_pg import settle
+
+    run_proxy(["--record", pg_url, "--", *ECHO_AGENT], stdin=b"{}\n")  # a connection row
+    ((cid,),) = _query(pg_url, "SELECT max(id) FROM connections")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("BEGIN")
+        xid = conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]  # type: ignore[index]
+        conn.execute(outcome)
+        pid = conn.info.backend_pid
+    plan = {
+        "rows": [
+            {
+                "id": cid,
+                "frames": 7,
+                "bytes": 70,
+                "doubt_frames": 5,
+                "doubt_bytes": 50,
+                "end": {"end_reason": "recorder-lost", "ended_at": 1.0},
+            }
+        ],
+        "doubt": {"xid": xid, "pid": pid},
+    }
+    assert settle(pg_url, plan, give_up_after=30)
+    ((dropped, nbytes, reason),) = _query(
+        pg_url,
+        "SELECT frames_dropped, bytes_dropped, end_reason FROM connections WHERE id = %s",
+        (cid,),
+    )
+    assert (dropped, nbytes) == ((7, 70) if outcome == "COMMIT" else (12, 120))
+    assert reason == "exited"  # the row's own end is kept

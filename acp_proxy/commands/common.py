@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import sqlite3
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
-from acp_proxy.record.pg import describe_error, is_pg_url
+from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     Database,
     FrameRow,
@@ -96,6 +97,23 @@ class OptionConflict(click.ClickException):
     exit_code = 2
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def unknown_scheme(value: str) -> str | None:
+    """What is wrong with ``value`` when it is a URL of a scheme that names no store
+    (``mysql://``, ``http://``...), else None. (A path never has ``://``; as a path the
+    ``//`` would be collapsed into a "no such recording: mysql:/..." that misleads.)
+
+    The URL itself is not repeated: it may hold a password.
+    """
+    match = _SCHEME.match(value)
+    if match is None or is_pg_url(value):
+        return None
+    accepted = " or ".join(PG_SCHEMES)
+    return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
+
+
 class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
@@ -123,10 +141,17 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
     ) -> Path:
         if self.urls and isinstance(value, str) and is_pg_url(value):
             return RecordingUrl(value)  # type: ignore[return-value]  # a Path for the commands
+        wrong = unknown_scheme(str(value)) if self.urls else None
+        if wrong is not None:
+            raise click.ClickException(wrong)
         path = value if isinstance(value, Path) else Path(str(value))
         if self.allow_dash and str(value) == "-":
             return path
-        if path.is_dir():
+        try:
+            is_dir = path.is_dir()
+        except OSError as exc:  # a directory on the way that the user may not enter
+            raise click.ClickException(f"cannot read {path}: {exc.strerror or exc}") from None
+        if is_dir:
             raise click.ClickException(f"{path} is a directory, not {self.what}")
         return path
 
@@ -142,19 +167,23 @@ class RecordLocation(click.ParamType):  # type: ignore[type-arg]
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Path | str:
+    ) -> Path | str | None:
         if isinstance(value, Path):
             return value
+        wrong = unknown_scheme(str(value))
+        if wrong is not None:  # forwarding wins: say so once, and run without a recording
+            click.echo(f"acp-proxy: recording disabled: {wrong}; forwarding continues", err=True)
+            return None
         return str(value) if is_pg_url(str(value)) else Path(str(value))
 
 
 RECORD_PATH = RecordLocation()
 """The type of ``--record FILE|URL`` (the proxy commands, ``ACP_PROXY_RECORD``).
 
-Deliberately unchecked here: for the proxy forwarding wins, so every unusable ``--record``
-path (a directory, a missing parent, an unwritable or corrupt file, a database that
-refuses the login) is one ``recording disabled: ...; forwarding continues`` line from the
-recorder, and the agent runs anyway.
+Deliberately unchecked here: for the proxy forwarding wins, so a URL of an unknown scheme
+(``mysql://``) and every unusable ``--record`` path (a directory, a missing parent, an
+unwritable or corrupt file, a database that refuses the login) is one ``recording
+disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")

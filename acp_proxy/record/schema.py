@@ -138,16 +138,19 @@ def connect(
     that is not a SQLite database, or a recording from a newer acp-proxy.
     """
     p = Path(path)
-    if create:
-        if p.parent and not p.parent.exists():
-            raise RecordingError(f"cannot create {p}: directory {p.parent} does not exist")
-        if p.exists() and p.is_dir():
-            raise RecordingError(f"cannot record to {p}: it is a directory")
-        create_private_file(p)
-    elif not p.exists():
-        raise RecordingError(f"no such recording: {p}")
-    elif p.is_dir():
-        raise RecordingError(f"{p} is a directory, not a recording")
+    try:
+        if create:
+            if p.parent and not p.parent.exists():
+                raise RecordingError(f"cannot create {p}: directory {p.parent} does not exist")
+            if p.exists() and p.is_dir():
+                raise RecordingError(f"cannot record to {p}: it is a directory")
+            create_private_file(p)
+        elif not p.exists():
+            raise RecordingError(f"no such recording: {p}")
+        elif p.is_dir():
+            raise RecordingError(f"{p} is a directory, not a recording")
+    except OSError as exc:  # permission denied, a read-only file system: where, and why
+        raise RecordingError(_os_error(p, exc, "create" if create else "read")) from None
     try:
         if readonly:
             conn = open_readonly(p, timeout)
@@ -163,14 +166,38 @@ def connect(
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             raise RecordingError(f"{p} is locked by another process ({exc})") from exc
+        denied = _access_error(p, writing=not readonly)
+        if denied is not None:
+            raise RecordingError(denied) from None
         raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise RecordingError(f"{p} is not a usable acp-proxy recording: {exc}") from exc
     except RecordingError as exc:
-        if str(exc).startswith(str(p)):
+        if str(p) in str(exc):
             raise
         raise RecordingError(f"{p}: {exc}") from None
     return conn
+
+
+def _os_error(path: Path, exc: OSError, verb: str) -> str:
+    """``cannot VERB PATH: permission denied (DIR is not writable)``: one line for the user."""
+    reason = exc.strerror or str(exc)
+    place = exc.filename if isinstance(exc.filename, str) else str(path)
+    where = "" if place == str(path) else f" ({place})"
+    return f"cannot {verb} {path}: {reason}{where}"
+
+
+def _access_error(path: Path, *, writing: bool) -> str | None:
+    """Why SQLite could not open ``path`` when the system refuses it (permission denied,
+    a read-only file system), naming the file or directory; None when it does not."""
+    try:
+        with path.open("r+b" if writing else "rb"):
+            pass
+    except OSError as exc:
+        return _os_error(path, exc, "write" if writing else "read")
+    if writing and not os.access(path.parent, os.W_OK):
+        return f"cannot write {path}: Permission denied (its directory {path.parent})"
+    return None
 
 
 def _is_wal(path: Path) -> bool:
@@ -210,9 +237,19 @@ def open_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
         if not Path(str(path) + "-wal").exists():
             modes = ["?mode=ro&immutable=1"]
     for n, mode in enumerate(modes):
-        conn = sqlite3.connect(
-            base + mode, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True
-        )
+        try:
+            conn = sqlite3.connect(
+                base + mode,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=True,
+            )
+        except sqlite3.OperationalError:
+            denied = _access_error(path, writing=False)
+            if denied is not None:
+                raise RecordingError(denied) from None
+            raise
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             check_readable(conn)
@@ -221,6 +258,9 @@ def open_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
             cannot_open = "unable to open" in str(exc) or "readonly" in str(exc)
             if n + 1 < len(modes) and cannot_open:
                 continue
+            denied = _access_error(path, writing=False) if cannot_open else None
+            if denied is not None:
+                raise RecordingError(denied) from None
             raise
         except BaseException:
             conn.close()

@@ -114,6 +114,21 @@ def unknown_scheme(value: str) -> str | None:
     return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
 
 
+def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
+    if len(values) > 1:
+        name = max(param.opts, key=len)
+        given = ", ".join(str(v) for v in values)
+        raise OptionConflict(f"{name} takes one value; it was given {len(values)} ({given})")
+    return values[0] if values else None
+
+
+def single_option(*param_decls: str, **attrs: Any) -> Decorator:
+    """A ``click.option`` taking one value that refuses to be repeated (one ``Error:`` line,
+    exit 2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
+    """
+    return click.option(*param_decls, multiple=True, callback=_given_once, **attrs)
+
+
 class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 

@@ -16,6 +16,7 @@ from acp_proxy.commands.common import (
     fmt_frame_what,
     fmt_time,
     recording,
+    single_option,
 )
 from acp_proxy.record.export import escape_strings, escape_surrogates
 from acp_proxy.record.reader import (
@@ -148,7 +149,7 @@ def _cell(text: object, width: int) -> str:
 
 @click.command("dump")
 @RECORDING_ARG
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--full", is_flag=True, help="Print whole frames instead of one line each.")
 @click.option("--stderr", "with_stderr", is_flag=True, help="Include the agent's stderr lines.")
 def dump_command(

@@ -10,7 +10,14 @@ from typing import IO
 
 import click
 
-from acp_proxy.commands.common import DAMAGED, RECORDING_ARG, FilePath, recording, reported
+from acp_proxy.commands.common import (
+    DAMAGED,
+    RECORDING_ARG,
+    FilePath,
+    recording,
+    reported,
+    single_option,
+)
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
 from acp_proxy.record.export import check_intact, export_recording, import_export
@@ -26,7 +33,7 @@ from acp_proxy.record.schema import RecordingError, create_private_file
     type=FilePath("an export file"),
     help="Write to this file (created 0600) instead of stdout.",
 )
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option(
     "--format",
     "fmt",

@@ -107,16 +107,9 @@ def export_command(
 
 
 def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:
-    out = sys.stdout.buffer
-    try:
-        export_recording(db, out, connection_id=connection_id, redact=redact)
-        out.flush()
-    except BrokenPipeError:
-        # The reader went away (| head): stop quietly, and keep Python from complaining.
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(1)
+    out = sys.stdout.buffer  # a reader gone away (| head): the cli stops quietly
+    export_recording(db, out, connection_id=connection_id, redact=redact)
+    out.flush()
 
 
 @click.command("import")

@@ -146,7 +146,11 @@ def stream_rows(db: Database, sql: str, args: Sequence[Any] = ()) -> Iterator[tu
         with db.conn.cursor() as cur:
             yield from cur.stream(translate(sql), tuple(args), size=_STREAM_ROWS)
     else:
-        yield from db.execute(sql, tuple(args))
+        # A loop, not ``yield from``: a generator closed after its database (a reader gone
+        # away, a failed copy) must not close the cursor of a closed connection, which
+        # raises ("Exception ignored in: <generator object stream_rows>" on stderr).
+        for row in db.execute(sql, tuple(args)):  # noqa: UP028
+            yield row
 
 
 def _one(db: Database, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:

@@ -154,6 +154,12 @@ def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -
             f"connection {same} (--allow-duplicates imports it again)",
             err=True,
         )
+    for old, (same, added) in summary.grown.items():
+        click.echo(
+            f"acp-proxy: connection {old} of {source} continues connection {same} of {where} "
+            f"(imported before, while it was recording): added its {added} new frame(s) to it",
+            err=True,
+        )
     mapping = ", ".join(f"{old}->{new}" for old, new in summary.connections.items())
     skipped = f", {len(summary.skipped)} skipped (duplicates)" if summary.skipped else ""
     click.echo(

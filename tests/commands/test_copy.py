@@ -398,3 +398,29 @@ def test_a_failed_copy_is_its_one_line_only(tmp_path: Path) -> None:
     con.close()
     line = fails(copy(src, dst))
     assert line.startswith("Error: cannot copy: "), line
+
+
+def test_importing_a_connection_exported_while_it_recorded_then_whole_stores_it_once(
+    tmp_path: Path,
+) -> None:
+    full = tmp_path / "full.db"
+    record(full, AWKWARD)
+    partial = tmp_path / "partial.db"
+    partial.write_bytes(full.read_bytes())
+    con = sqlite3.connect(partial)  # the connection as it was midway: no end, fewer frames
+    con.execute("DELETE FROM frames WHERE seq > 3")
+    con.execute("UPDATE connections SET ended_at = NULL, exit_status = NULL, end_reason = NULL")
+    con.commit()
+    con.close()
+    dst = tmp_path / "dst.db"
+    for source in (partial, full):
+        jsonl = tmp_path / f"{source.stem}.jsonl"
+        ok(run_proxy(["export", str(source), "--no-redact", "-o", str(jsonl)]))
+        done = run_proxy(["import", str(jsonl), str(dst)])
+        assert done.returncode == 0, done.stderr
+    (total,) = query(full, "SELECT count(*) FROM frames")[0]
+    assert done.stderr.decode().splitlines() == [
+        f"acp-proxy: connection 1 of {tmp_path / 'full.jsonl'} continues connection 1 of {dst} "
+        f"(imported before, while it was recording): added its {total - 3} new frame(s) to it"
+    ]
+    assert contents(dst) == contents(full)

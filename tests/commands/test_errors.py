@@ -286,3 +286,25 @@ def test_an_unknown_scheme_to_record_into_disables_recording_and_forwards(how: s
         + ACCEPTED.encode()
         + b"; forwarding continues"
     ]
+
+
+def test_recording_into_a_file_the_user_may_not_write_is_disabled_at_once(
+    tmp_path: Path,
+) -> None:
+    db, _ = _recorded(tmp_path)
+    db.chmod(0o444)
+    try:
+        done = subprocess.run(
+            _as_user([*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT]),
+            input=LINE,
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        db.chmod(0o600)
+    assert done.returncode == 0 and done.stdout == LINE
+    disabled = [line for line in incident_lines(done.stderr) if b"recording disabled" in line]
+    assert disabled == [
+        b"acp-proxy: recording disabled: cannot write %s: Permission denied; forwarding continues"
+        % str(db).encode()
+    ]

@@ -184,7 +184,7 @@ def connect(
 
 
 def _os_error(path: Path, exc: OSError, verb: str) -> str:
-    """``cannot VERB PATH: permission denied (DIR is not writable)``: one line for the user."""
+    """``cannot VERB PATH: REASON`` (and the place refused when it is not PATH): one line."""
     reason = exc.strerror or str(exc)
     place = exc.filename if isinstance(exc.filename, str) else str(path)
     where = "" if place == str(path) else f" ({place})"

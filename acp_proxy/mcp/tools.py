@@ -219,7 +219,7 @@ class StoreTools:
                 f"{ms(_ms_of(s['duration']))}"
             )
         lines.append("latency per method (dir, requests, errors, p50, p99, max):")
-        lines.extend(_method_lines(stats["methods"]))
+        lines.extend(_method_lines([m for m in stats["methods"] if m["requests"]]))
         return bounded("\n".join(lines))
 
     # -- frames -----------------------------------------------------------------------------
@@ -375,9 +375,8 @@ class StoreTools:
                 shown += 1
                 where = ",".join(f"#{s}" for s in f.seqs) or "-"
                 session = f" session {f.session_id}" if f.session_id else ""
-                lines.append(
-                    f"{f.tier} {f.rule} side={f.side or '-'} {where}{session}: {_one_line(f.reason)}"
-                )
+                reason = _one_line(f.reason)
+                lines.append(f"{f.tier} {f.rule} side={f.side or '-'} {where}{session}: {reason}")
                 lines.append(f"  rule: {_one_line(f.rule_text)}")
             for rule_id, n in sorted(r.suppressed.items()):
                 lines.append(f"  ... and {n} more {rule_id} finding(s) not listed")

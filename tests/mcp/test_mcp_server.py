@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import frames_of, proxy_exe, run_proxy
+from tests.conftest import echo_proxy, echo_through, frame_count, frames_of, proxy_exe, run_proxy
 
 TOOLS = {
     "list_connections",
@@ -293,7 +294,7 @@ async def test_missing_things_are_one_line_tool_errors(tmp_path: Path, demo_stor
     assert "copy.db" in missing
 
 
-@pytest.mark.parametrize("content", [None, b"garbage" * 50])
+@pytest.mark.parametrize("content", [None, b"garbage" * 50], ids=["missing", "garbage"])
 def test_a_bad_store_at_startup_is_one_line_and_exit_1(
     tmp_path: Path, content: bytes | None
 ) -> None:
@@ -376,3 +377,38 @@ async def test_the_same_answers_on_postgresql(
         calls, answers[str(demo_store)], answers[pg_url], strict=True
     ):
         assert on_pg == on_file, name
+
+
+async def test_a_live_store_is_read_as_it_is_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "live.db"
+    proxy = echo_proxy(db)
+    try:
+        first = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+        echo_through(proxy, first)
+        _wait_for_frames(db, 2)  # the request and its echo, committed by the writer
+        async with _client(db) as client:
+            running = await _call(client, "list_connections", state="running")
+            assert re.findall(r"^connection (\d+), running", running, re.M) == ["1"]
+            assert len(re.findall(r"^connection 1 #", await _call(client, "messages"), re.M)) == 2
+            echo_through(proxy, b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}\n')
+            _wait_for_frames(db, 4)
+            later = await _call(client, "messages", method="session/cancel")
+            assert len(re.findall(r"^connection 1 #\d+ ", later, re.M)) == 2  # each call reads anew
+            assert proxy.stdin is not None
+            proxy.stdin.close()
+            assert proxy.wait(timeout=60) == 0
+            ended = await _call(client, "connection_summary", connection=1)
+            assert "how it ended: ended" in ended
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(timeout=30)
+
+
+def _wait_for_frames(db: Path, n: int) -> None:
+    """Until the recording holds ``n`` frames (bounded: the recorder commits within ~1 s)."""
+    for _ in range(600):
+        if db.exists() and frame_count(db) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{db} never reached {n} frames")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -37,8 +38,14 @@ def mcp_command(recording_path: Path, listen: tuple[str, int] | None, token: str
       acp-proxy mcp sessions.db --listen 127.0.0.1:8765   # http://127.0.0.1:8765/mcp
       acp-proxy mcp postgresql://acp@db/acp --listen 0.0.0.0:8765 --token "$TOKEN"
     """
-    from acp_proxy.mcp import server  # the MCP SDK is imported only for this command
     from acp_proxy.web import store
+
+    try:
+        from acp_proxy.mcp import server  # the MCP SDK is imported only for this command
+    except ImportError as exc:
+        raise click.ClickException(
+            f"acp-proxy mcp needs the MCP SDK ({exc}): pip install 'acp-proxy[mcp]'"
+        ) from None
 
     if listen is not None:
         try:
@@ -50,7 +57,8 @@ def mcp_command(recording_path: Path, listen: tuple[str, int] | None, token: str
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
     if listen is None:
-        server.serve_stdio(recording_path)
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve_stdio(recording_path)
         return
     host, port = listen
 

@@ -23,7 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from acp_proxy.mcp.tools import PAGE_DEFAULT, PAGE_MAX, StoreTools, ToolFailure
+from acp_proxy.mcp.tools import FINDINGS_LAST, PAGE_DEFAULT, PAGE_MAX, StoreTools, ToolFailure
 from acp_proxy.transport.address import check_listen
 from acp_proxy.transport.ws_bridge import token_from, token_ok
 
@@ -166,12 +166,16 @@ def build_server(location: str | Path) -> MCPServer[Any]:
         min_tier: Annotated[
             str, Field(description="Lowest tier listed: info, warning or error")
         ] = "info",
+        last: Annotated[
+            int,
+            Field(description="Without connection: check the newest this many", ge=1, le=1000),
+        ] = FINDINGS_LAST,
         limit: Limit = PAGE_DEFAULT,
     ) -> str:
         """Protocol conformance findings (as `acp-proxy check`): tier, rule, the side that broke
         it, the frames (#seq), what happened and the rule's text."""
         return await run(
-            lambda: tools.findings(connection=connection, min_tier=min_tier, limit=limit)
+            lambda: tools.findings(connection=connection, min_tier=min_tier, last=last, limit=limit)
         )
 
     async def stats(connection: OptionalConnection = None) -> str:

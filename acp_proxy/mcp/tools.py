@@ -47,6 +47,8 @@ RESULT_MAX = 24000
 """Characters of one result at most; the rest is cut with a marker."""
 CHECK_MAX_PER_RULE = 20
 """Findings listed per rule and connection, as ``acp-proxy check``'s ``--max-per-rule``."""
+FINDINGS_LAST = 20
+"""Connections ``findings`` checks without a ``connection``: the newest that many."""
 LINE_MAX = 160
 """Characters of a preview or a snippet in a list."""
 
@@ -339,9 +341,11 @@ class StoreTools:
         *,
         connection: int | None = None,
         min_tier: str = "info",
+        last: int = FINDINGS_LAST,
         limit: int | None = None,
     ) -> str:
-        """Conformance findings (``acp-proxy check``), each with its rule text and side."""
+        """Conformance findings (``acp-proxy check``), each with its rule text and side, of
+        one connection or of the newest ``last`` connections."""
         if min_tier not in TIER_RANK:
             raise ToolFailure(f"unknown tier {min_tier!r}: use info, warning or error")
         threshold = TIER_RANK[min_tier]
@@ -349,14 +353,16 @@ class StoreTools:
             if connection is not None:
                 rows = [reader.connection(connection, sizes=False)]
             else:
-                rows = reader.connections(sizes=False)
+                rows = reader.connections(sizes=False, last=max(1, last))
             reports = [
                 check_connection(reader, row, max_per_rule=CHECK_MAX_PER_RULE) for row in rows
             ]
         size = _page_size(limit)
         totals = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
         lines = [
-            f"{len(reports)} connection(s): "
+            f"{len(reports)} connection(s)"
+            + ("" if connection is not None else f" (the newest {len(reports)})")
+            + ": "
             + ", ".join(f"{totals[t]} {t}" for t in TIERS)
             + (" (a MUST is broken)" if totals["error"] else "")
         ]

@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -219,6 +220,8 @@ async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
         assert re.search(r"^pair \(\S+ms\): connection 1 #4 a2c response session/new", one, re.M)
         assert '"method": "session/new"' in one  # the parsed form
 
+        newest = await _call(client, "findings", last=2)
+        assert newest.startswith("2 connection(s) (the newest 2): 0 error")
         stats = await _call(client, "stats")
         found = await _call(client, "search", query="héllo")
         diff = await _call(client, "diff", a=1, b=2)
@@ -259,7 +262,7 @@ async def test_findings_match_check_json_with_rule_text_and_side(broken_store: P
         text = await _call(client, "findings")
         summary = await _call(client, "connection_summary", connection=1)
         errors_only = await _call(client, "findings", connection=1, min_tier="error", limit=1)
-    assert text.startswith("1 connection(s): 4 error, 0 warning, 0 info")
+    assert text.startswith("1 connection(s) (the newest 1): 4 error, 0 warning, 0 info")
     for f in expected:
         where = ",".join(f"#{s}" for s in f["seqs"])
         assert f"error {f['rule']} side={f['side']} {where}" in text
@@ -412,3 +415,42 @@ def _wait_for_frames(db: Path, n: int) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{db} never reached {n} frames")
+
+
+def test_without_the_sdk_one_line_says_what_to_install(tmp_path: Path, demo_store: Path) -> None:
+    fake = tmp_path / "site" / "mcp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'mcp'\")\n")
+    path = os.pathsep.join(p for p in (str(fake.parent), os.environ.get("PYTHONPATH")) if p)
+    done = run_proxy(["mcp", str(demo_store)], env={"PYTHONPATH": path}, timeout=60)
+    assert done.returncode == 1
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "pip install 'acp-proxy[mcp]'" in lines[0], done.stderr
+
+
+def test_ctrl_c_on_stdio_exits_0_without_a_traceback(demo_store: Path) -> None:
+    proc = subprocess.Popen(
+        [*proxy_exe(), "mcp", str(demo_store)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    proc.stdin.write(orjson.dumps(hello) + b"\n")
+    proc.stdin.flush()
+    answer = orjson.loads(proc.stdout.readline())
+    assert answer["id"] == 1 and "list_connections" in answer["result"]["instructions"]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err

@@ -210,6 +210,16 @@ async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
                 break
             after = int(more.group(1))
         assert seqs == list(range(1, len(frames_1) + 1))
+        everything: list[tuple[str, str]] = []
+        after = None
+        while True:  # all connections: pages in time order, each frame once
+            page = await _call(client, "messages", limit=40, **({"after": after} if after else {}))
+            everything += re.findall(r"^connection (\d+) #(\d+) ", page, re.M)
+            more = re.search(r"call again with after=(\d+)", page)
+            if more is None:
+                break
+            after = int(more.group(1))
+        assert len(everything) == len(set(everything)) == sum(c["frame_count"] for c in ls)
         prompts = await _call(client, "messages", method="session/prompt", direction="c2a")
         assert all(" c2a request session/prompt " in line for line in prompts.splitlines())
 
@@ -355,9 +365,7 @@ async def test_streamable_http_with_and_without_token(demo_store: Path) -> None:
             assert (await _call(client, "stats")).startswith("4 connection(s)")
 
 
-async def test_the_same_answers_on_postgresql(
-    demo_store: Path, broken_store: Path, pg_url: str
-) -> None:
+async def test_the_same_answers_on_postgresql(demo_store: Path, pg_url: str) -> None:
     from tests.pg_mirror import mirror_to_pg
 
     mirror_to_pg(demo_store, pg_url)

@@ -10,6 +10,7 @@ PostgreSQL copy of the store (``tests/pg_server.py``) must give the same text.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import os
@@ -29,6 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from acp_proxy.mcp.tools import ToolFailure, parse_since
 from tests.conftest import echo_proxy, echo_through, frame_count, frames_of, proxy_exe, run_proxy
 
 TOOLS = {
@@ -42,6 +44,7 @@ TOOLS = {
     "diff",
     "timeline",
 }
+NOT_UTF8 = b'{"jsonrpc":"2.0","method":"x","params":"\xff\xfe"}\n'
 
 
 def _broken_jsonl(path: Path) -> Path:
@@ -96,8 +99,19 @@ def _broken_jsonl(path: Path) -> Path:
                 "text": text + "\n",
             }
         )
+    records.append(  # a frame that is not UTF-8: shown as base64
+        {
+            "type": "frame",
+            "connection": 1,
+            "seq": len(frames) + 1,
+            "direction": "a2c",
+            "mono_ns": 99_000_000,
+            "ts": 1767225600.9,
+            "base64": base64.b64encode(NOT_UTF8).decode(),
+        }
+    )
     records.append(
-        {"type": "end", "connections": 1, "frames": len(frames), "events": 0, "stderr": 0}
+        {"type": "end", "connections": 1, "frames": len(frames) + 1, "events": 0, "stderr": 0}
     )
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return path
@@ -190,6 +204,10 @@ async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
         assert re.findall(r"^connection (\d+),", only_v2, re.M) == ["4", "3"]
         none = await _call(client, "list_connections", since="2000-01-01", agent="nobody")
         assert none.startswith("0 of 4")
+        assert (await _call(client, "list_connections", since="1h", host=ls[0]["host"])).startswith(
+            "4 of 4"
+        )
+        assert (await _call(client, "list_connections", host="elsewhere")).startswith("0 of 4")
 
         summary = await _call(client, "connection_summary", connection=1)
         frames_1 = frames_of(demo_store, 1)
@@ -238,6 +256,10 @@ async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
         timeline = await _call(client, "timeline", connection=3, session="sess_1")
         assert _digest(demo_store) == before  # nothing writes
 
+    one_stats = _json(["stats", str(demo_store), "-c", "1", "--json"])
+    for m in one_stats["methods"]:
+        if m["requests"]:
+            assert f"  {m['method']} {m['direction']} {m['requests']} err=" in summary
     cli_stats = _json(["stats", str(demo_store), "--json"])
     assert stats.startswith(f"{cli_stats['connections']} connection(s), ")
     assert f"{cli_stats['frames']} frames, {cli_stats['bytes']} bytes" in stats
@@ -267,25 +289,30 @@ async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
 async def test_findings_match_check_json_with_rule_text_and_side(broken_store: Path) -> None:
     report = _json(["check", str(broken_store), "--json"])
     expected = report["connections"][0]["findings"]
-    assert len(expected) == 4
+    assert len(expected) == 5
     async with _client(broken_store) as client:
         text = await _call(client, "findings")
         summary = await _call(client, "connection_summary", connection=1)
         errors_only = await _call(client, "findings", connection=1, min_tier="error", limit=1)
-    assert text.startswith("1 connection(s) (the newest 1): 4 error, 0 warning, 0 info")
+    assert text.startswith("1 connection(s) (the newest 1): 5 error, 0 warning, 0 info")
     for f in expected:
         where = ",".join(f"#{s}" for s in f["seqs"])
         assert f"error {f['rule']} side={f['side']} {where}" in text
         assert f"  rule: {f['rule_text']}" in text
-    assert "findings: 4 error, 0 warning, 0 info" in summary
-    assert "... 3 more finding(s)" in errors_only
+    assert "findings: 5 error, 0 warning, 0 info" in summary
+    assert "... 4 more finding(s)" in errors_only
 
 
 async def test_results_are_bounded_and_cut_with_a_marker(broken_store: Path) -> None:
     async with _client(broken_store) as client:
         big = await _call(client, "message", connection=1, seq=6)
+        binary = await _call(client, "message", connection=1, seq=7)
         listing = await _call(client, "messages", connection=1)
     assert "[truncated: 4000 of " in big
+    assert binary.splitlines()[-2:] == [
+        "raw (not UTF-8, base64):",
+        base64.b64encode(NOT_UTF8).decode(),
+    ]
     assert len(big) < 12000  # the 20 kB prompt twice (raw and parsed) would be over 40 kB
     assert max(len(line) for line in listing.splitlines()) < 300
 
@@ -462,3 +489,14 @@ def test_ctrl_c_on_stdio_exits_0_without_a_traceback(demo_store: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert b"Traceback" not in err
+
+
+def test_since_reads_iso_unix_seconds_and_ages() -> None:
+    now = 1_800_000_000.0
+    assert parse_since("2h", now=now) == now - 7200
+    assert parse_since("1.5d", now=now) == now - 1.5 * 86400
+    assert parse_since("1767225600") == 1767225600.0
+    assert parse_since("2026-01-01") == 1767225600.0  # UTC unless it says
+    assert parse_since("2026-01-01T01:00:00+01:00") == 1767225600.0
+    with pytest.raises(ToolFailure, match="cannot read since"):
+        parse_since("last tuesday")

@@ -283,18 +283,18 @@ class StoreTools:
         text = detail["text"] if detail["utf8"] else None
         if text is None:
             lines.append("raw (not UTF-8, base64):")
-            lines.append(_cut(detail["base64"] or "", detail["size"], "base64 characters"))
+            lines.append(_cut(detail["base64"] or "", f"{detail['size']} bytes"))
             return bounded("\n".join(lines))
         lines.append("raw:")
-        shown = _cut(text.rstrip("\r\n"), detail["size"], "characters")
+        shown = _cut(text.rstrip("\r\n"), f"{detail['size']} bytes")
         lines.append(shown)
+        value, _ = (None, None) if detail["truncated"] else parse_json(text.encode("utf-8"))
         if detail["truncated"]:
-            lines.append(f"[stored {detail['size']} bytes; {detail['shown_bytes']} read]")
-        value, _ = parse_json(text.encode("utf-8"))
-        if value is not None:
+            lines.append("parsed: not shown (the frame is too big to read whole here)")
+        elif value is not None:
             pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
             lines.append("parsed:")
-            lines.append(_cut(pretty, len(pretty), "characters"))
+            lines.append(_cut(pretty, f"{len(pretty)}"))
         else:
             lines.append("parsed: not JSON")
         return bounded("\n".join(lines))
@@ -564,10 +564,11 @@ def _frame_line(f: dict[str, Any]) -> str:
     return line
 
 
-def _cut(text: str, size: int, unit: str) -> str:
+def _cut(text: str, whole: str) -> str:
+    """``text`` cut at :data:`RAW_MAX` characters, saying how much of ``whole`` that is."""
     if len(text) <= RAW_MAX:
         return text
-    return text[:RAW_MAX] + f"... [truncated: {RAW_MAX} of {len(text)} {unit} shown]"
+    return text[:RAW_MAX] + f"... [truncated: {RAW_MAX} characters of {whole} shown]"
 
 
 def _member_line(member: dict[str, Any]) -> str:

@@ -44,6 +44,8 @@ TOOLS = {
     "diff",
     "timeline",
 }
+HUGE = 3 * 1024 * 1024
+"""A frame bigger than ``message`` reads whole (the inspector's 2 MiB)."""
 NOT_UTF8 = b'{"jsonrpc":"2.0","method":"x","params":"\xff\xfe"}\n'
 
 
@@ -82,6 +84,7 @@ def _broken_jsonl(path: Path) -> Path:
             '{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1",'
             f'"prompt":[{{"type":"text","text":"{big}"}}]}}}}',
         ),
+        ("c2a", '{"jsonrpc":"2.0","method":"_huge","params":{"t":"' + "y" * HUGE + '"}}'),
     ]
     records: list[dict[str, Any]] = [
         {"type": "header", "format": "acp-proxy-recording", "version": 1, "created_by": "t"},
@@ -306,9 +309,13 @@ async def test_findings_match_check_json_with_rule_text_and_side(broken_store: P
 async def test_results_are_bounded_and_cut_with_a_marker(broken_store: Path) -> None:
     async with _client(broken_store) as client:
         big = await _call(client, "message", connection=1, seq=6)
-        binary = await _call(client, "message", connection=1, seq=7)
+        huge = await _call(client, "message", connection=1, seq=7)
+        binary = await _call(client, "message", connection=1, seq=8)
         listing = await _call(client, "messages", connection=1)
-    assert "[truncated: 4000 of " in big
+    assert f"[truncated: 4000 characters of {len(frames_of(broken_store, 1)[5][1])} bytes" in big
+    assert f"[truncated: 4000 characters of {len(frames_of(broken_store, 1)[6][1])} bytes" in huge
+    assert huge.endswith("parsed: not shown (the frame is too big to read whole here)")
+    assert len(huge) < 5000
     assert binary.splitlines()[-2:] == [
         "raw (not UTF-8, base64):",
         base64.b64encode(NOT_UTF8).decode(),

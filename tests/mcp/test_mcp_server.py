@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -507,3 +508,15 @@ def test_since_reads_iso_unix_seconds_and_ages() -> None:
     assert parse_since("2026-01-01T01:00:00+01:00") == 1767225600.0
     with pytest.raises(ToolFailure, match="cannot read since"):
         parse_since("last tuesday")
+
+
+def test_an_address_in_use_is_one_line_and_exit_1(demo_store: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_proxy(["mcp", str(demo_store), "--listen", f"127.0.0.1:{port}"], timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.decode().strip().splitlines() == [
+        f"Error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]

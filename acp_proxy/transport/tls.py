@@ -39,9 +39,10 @@ def server_context(cert: str, key: str) -> ssl.SSLContext:
     except ssl.SSLError as exc:
         if exc.reason == "KEY_VALUES_MISMATCH":
             raise TlsError(f"the key {key} does not belong to the certificate {cert}") from None
+        detail = f" ({exc.reason})" if exc.reason else ""
         raise TlsError(
-            f"cannot load the certificate {cert} with the key {key}: not PEM, or not a "
-            f"certificate and its private key ({exc.reason or exc})"
+            f"cannot load the certificate {cert} with the key {key}: not a PEM certificate "
+            f"and its private key{detail}"
         ) from None
     return context
 

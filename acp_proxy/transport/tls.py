@@ -68,13 +68,17 @@ def tls_failure(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        # aiohttp's wrappers first: some also subclass ssl's errors without their attributes
+        wrapped = getattr(current, "certificate_error", None) or getattr(current, "os_error", None)
+        if isinstance(wrapped, BaseException):
+            current = wrapped
+            continue
         if isinstance(current, ssl.SSLCertVerificationError):
-            reason = current.verify_message or current.reason or str(current)
+            reason = getattr(current, "verify_message", None) or current.reason or str(current)
             return f"TLS certificate not trusted: {reason} (--cafile FILE adds a CA)"
         if isinstance(current, ssl.SSLError):
-            return f"TLS handshake failed: {current.reason or current}"
-        wrapped = getattr(current, "certificate_error", None) or getattr(current, "os_error", None)
-        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+            return f"TLS handshake failed: {getattr(current, 'reason', None) or current}"
+        current = current.__cause__
     return None
 
 

@@ -199,9 +199,7 @@ def test_ws_over_wss_with_websockets_and_connect_cafile(tmp_path: Path, pki: Pki
     with running([*args, *ECHO_AGENT]) as server:
         assert server.url.startswith("wss://127.0.0.1:")
         assert asyncio.run(echo(server.url)) == line
-        trusted = run_proxy(["connect", server.url, "--cafile", str(pki.ca)], stdin=line + b"\n")
-        assert trusted.returncode == 0, trusted.stderr
-        assert trusted.stdout == line + b"\n"
+        assert connect_echo(server.url, line, "--cafile", str(pki.ca)) == line + b"\n"
         refused = run_proxy(["connect", server.url], stdin=line + b"\n")
     assert refused.returncode == 1
     err = refused.stderr.decode().strip().splitlines()
@@ -210,6 +208,30 @@ def test_ws_over_wss_with_websockets_and_connect_cafile(tmp_path: Path, pki: Pki
     assert "Traceback" not in refused.stderr.decode()
     # both connections that got through recorded the exact bytes in both directions
     assert frames_of(db) == [("c2a", line), ("a2c", line)] * 2
+
+
+def connect_echo(url: str, line: bytes, *flags: str) -> bytes:
+    """``acp-proxy connect URL FLAGS``: send ``line``, read one line back, end stdin; the line."""
+    proc = subprocess.Popen(
+        [*proxy_exe(), "connect", url, *flags],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        answer = proc.stdout.readline()
+        proc.stdin.close()
+        proc.stdin = None  # closed: communicate() must not flush it
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, err
+    return answer
 
 
 def test_connect_https_and_serve_upstream_verify_the_peer(tmp_path: Path, pki: Pki) -> None:

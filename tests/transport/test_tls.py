@@ -40,6 +40,7 @@ class Pki:
     cert: Path
     key: Path
     other_key: Path
+    encrypted_key: Path
 
     def client(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
@@ -99,7 +100,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    pki = Pki(base / "ca.pem", base / "cert.pem", base / "key.pem", base / "other-key.pem")
+    pki = Pki(
+        base / "ca.pem", base / "cert.pem", base / "key.pem", base / "other.pem", base / "enc.pem"
+    )
+    pki.encrypted_key.write_bytes(
+        leaf_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+    )
     pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
     pki.key.write_bytes(_pem_key(leaf_key))
@@ -210,6 +220,31 @@ def test_ws_over_wss_with_websockets_and_connect_cafile(tmp_path: Path, pki: Pki
     assert frames_of(db) == [("c2a", line), ("a2c", line)] * 2
 
 
+def test_ws_upstream_wss_is_verified_with_cafile(tmp_path: Path, pki: Pki) -> None:
+    line = b'{"jsonrpc":"2.0","method":"x/ping","params":{}}'
+
+    async def echo(url: str) -> bytes:
+        import websockets
+
+        async with websockets.connect(url) as ws:
+            await ws.send(line.decode())
+            answer = await asyncio.wait_for(ws.recv(), 30)
+            return answer.encode() if isinstance(answer, str) else answer
+
+    inner = ["ws", "--listen", "127.0.0.1:0", *tls_args(pki), "--", *ECHO_AGENT]
+    with running(inner) as upstream:
+        front = ["ws", "--listen", "127.0.0.1:0", "--upstream", upstream.url]
+        with running([*front, "--cafile", str(pki.ca)]) as trusting:
+            assert asyncio.run(echo(trusting.url)) == line
+        with running(front) as strict:
+            with pytest.raises(Exception, match="502"):
+                asyncio.run(echo(strict.url))
+            strict.proc.send_signal(signal.SIGTERM)
+            strict.proc.wait(60)
+        said = b"".join(strict.lines).decode()
+        assert f"cannot reach upstream {upstream.url}: TLS certificate not trusted" in said
+
+
 def connect_echo(url: str, line: bytes, *flags: str) -> bytes:
     """``acp-proxy connect URL FLAGS``: send ``line``, read one line back, end stdin; the line."""
     proc = subprocess.Popen(
@@ -311,6 +346,7 @@ def test_bad_certificate_or_key_is_one_line_at_start_up(
         (["--tls-cert", str(pki.cert), "--tls-key", missing], "cannot read --tls-key"),
         (["--tls-cert", str(pki.cert), "--tls-key", str(pki.other_key)], "does not belong"),
         (["--tls-cert", str(pki.key), "--tls-key", str(pki.key)], "cannot load the certificate"),
+        (["--tls-cert", str(pki.cert), "--tls-key", str(pki.encrypted_key)], "is encrypted"),
     ]
     for tls, expected in cases:
         done = run_proxy([*prefix, "--listen", "127.0.0.1:0", *tls, *agent], timeout=60)

@@ -160,22 +160,10 @@ def test_serve_over_https_forwards_and_records_the_bytes_sent(tmp_path: Path, pk
     db = tmp_path / "https.db"
     args = ["serve", "--listen", "127.0.0.1:0", *tls_args(pki), "--record", str(db), "--"]
 
-    async def post(url: str) -> tuple[int, bytes, str]:
-        import aiohttp
-
-        async with aiohttp.ClientSession() as http:
-            async with http.post(
-                url,
-                data=INITIALIZE,
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
-                ssl=pki.client(),
-            ) as resp:
-                return resp.status, await resp.read(), resp.headers["Acp-Connection-Id"]
-
     with running([*args, *DEMO, "--state", str(tmp_path / "state")]) as server:
         assert server.url.startswith("https://127.0.0.1:") and server.url.endswith("/acp")
         assert b"WebSocket: wss://127.0.0.1:" in b"".join(server.lines)
-        status, body, _ = asyncio.run(post(server.url))
+        status, body = asyncio.run(post_initialize(server.url, pki.client()))
         assert status == 200 and json.loads(body)["id"] == 1
         plain = "http://" + server.url.removeprefix("https://")
         with pytest.raises(Exception):  # noqa: B017 - plain HTTP gets no HTTP answer
@@ -188,9 +176,11 @@ def test_serve_over_https_forwards_and_records_the_bytes_sent(tmp_path: Path, pk
 async def _plain_get(url: str) -> int:
     import aiohttp
 
-    async with aiohttp.ClientSession() as http:
-        async with http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
-            return resp.status
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp,
+    ):
+        return resp.status
 
 
 def test_ws_over_wss_with_websockets_and_connect_cafile(tmp_path: Path, pki: Pki) -> None:
@@ -283,7 +273,7 @@ def test_connect_https_and_serve_upstream_verify_the_peer(tmp_path: Path, pki: P
         def relay(*extra: str) -> tuple[int, bytes]:
             outer = ["serve", "--listen", "127.0.0.1:0", "--upstream", upstream.url, *extra]
             with running(outer) as front:
-                return asyncio.run(_post_plain(front.url))
+                return asyncio.run(post_initialize(front.url))
 
         status, body = relay("--cafile", str(pki.ca))
         assert status == 200 and json.loads(body)["id"] == 1
@@ -292,16 +282,20 @@ def test_connect_https_and_serve_upstream_verify_the_peer(tmp_path: Path, pki: P
         assert b"TLS certificate not trusted" in body and upstream.url.encode() in body
 
 
-async def _post_plain(url: str) -> tuple[int, bytes]:
+async def post_initialize(url: str, tls: ssl.SSLContext | None = None) -> tuple[int, bytes]:
+    """POST ``initialize`` to ``url`` (verified with ``tls`` when given); status and body."""
     import aiohttp
 
-    async with aiohttp.ClientSession() as http:
-        async with http.post(
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
             url,
             data=INITIALIZE,
             headers={"Content-Type": "application/json", "Accept": "application/json"},
-        ) as resp:
-            return resp.status, await resp.read()
+            ssl=tls or True,
+        ) as resp,
+    ):
+        return resp.status, await resp.read()
 
 
 def test_web_inspector_over_https(tmp_path: Path, pki: Pki) -> None:
@@ -312,9 +306,11 @@ def test_web_inspector_over_https(tmp_path: Path, pki: Pki) -> None:
     async def info(url: str) -> tuple[int, dict[str, object]]:
         import aiohttp
 
-        async with aiohttp.ClientSession() as http:
-            async with http.get(url + "api/info", ssl=pki.client()) as resp:
-                return resp.status, await resp.json()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(url + "api/info", ssl=pki.client()) as resp,
+        ):
+            return resp.status, await resp.json()
 
     args = ["web", str(db), "--listen", "127.0.0.1:0", *tls_args(pki)]
     with running(args, stream="stdout") as server:

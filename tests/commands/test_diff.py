@@ -122,7 +122,14 @@ def today(tmp_path: Path) -> Path:
 def test_added_removed_changed_and_slower(yesterday: Path, today: Path) -> None:
     code, doc = diff_json(yesterday, today)
     assert code == 1
-    assert doc["summary"] == {"removed": 1, "added": 1, "changed": 1, "slower": 1, "equal": False}
+    assert doc["summary"] == {
+        "removed": 1,
+        "added": 1,
+        "changed": 1,
+        "slower": 1,
+        "slower_failing": 0,
+        "equal": False,
+    }
     (removed,) = doc["removed"]
     assert removed["seq"] == 13 and "[notice]" in removed["what"]
     (added,) = doc["added"]
@@ -141,6 +148,7 @@ def test_added_removed_changed_and_slower(yesterday: Path, today: Path) -> None:
     assert slow["what"] == "turn" and slow["method"] == "session/prompt"
     assert slow["a"]["seq"] == 5 and slow["b"]["seq"] == 5
     assert slow["b_ms"] - slow["a_ms"] == pytest.approx(5000)
+    assert slow["fails"] is False  # reported; a failure only with --fail-slower
     assert doc["alignment"]["exact"] is True
     assert doc["a"] == {"recording": str(yesterday), "connection": 1, "frames": 39}
 
@@ -156,8 +164,10 @@ def test_text_output_names_frames_and_members(yesterday: Path, today: Path) -> N
         'params.update.content.text: "Let me look at the project README first." → '
         '"I will look at the project README first."'
     ) in out
-    assert "! slower   #5 → #5  turn session/prompt:" in out
-    assert out.splitlines()[-1] == "summary: 1 added, 1 removed, 1 changed, 1 slower: differ"
+    assert "  slower   #5 → #5  turn session/prompt:" in out
+    assert out.splitlines()[-1] == (
+        "summary: 1 added, 1 removed, 1 changed, 1 slower (reported only): differ"
+    )
 
 
 def test_ignore_paths_and_the_timing_threshold(yesterday: Path, today: Path) -> None:
@@ -235,9 +245,28 @@ def test_a_v2_turn_is_timed_to_its_idle_state_update(tmp_path: Path) -> None:
     for r in frames:
         if r["seq"] >= 30:
             r["mono_ns"] += 5 * SECOND
-    code, doc = diff_json(a, imported(tmp_path, "v2b", rows))
-    assert code == 1
-    assert doc["summary"] == {"removed": 0, "added": 0, "changed": 0, "slower": 1, "equal": False}
+    b = imported(tmp_path, "v2b", rows)
+    code, doc = diff_json(a, b)
+    assert code == 0  # slower is reported, not a failure by default
+    assert doc["summary"] == {
+        "removed": 0,
+        "added": 0,
+        "changed": 0,
+        "slower": 1,
+        "slower_failing": 0,
+        "equal": True,
+    }
+    # --fail-slower: relative to A's time, or in milliseconds
+    for limit, fails in (("50%", True), ("2000%", False), ("4000", True), ("6000ms", False)):
+        code, doc = diff_json(a, b, "--fail-slower", limit)
+        assert (code, doc["summary"]["slower_failing"]) == ((1, 1) if fails else (0, 0)), limit
+    done = diff(a, b, "--fail-slower", "50%")
+    assert "! slower   #5 → #5  turn session/prompt: 260ms → 5.3s" in done.stdout.decode()
+    assert done.stdout.decode().splitlines()[-1] == (
+        "summary: 0 added, 0 removed, 0 changed, 1 slower (1 past --fail-slower): differ"
+    )
+    bad = diff(a, b, "--fail-slower", "soon")
+    assert bad.returncode == 2 and b"'soon' is not PCT% or MS" in bad.stderr
     (slow,) = doc["timing"]
     assert (slow["what"], slow["a"]["seq"], slow["method"]) == ("turn", 5, "session/prompt")
     assert slow["a_ms"] == pytest.approx(260) and slow["b_ms"] == pytest.approx(5260)

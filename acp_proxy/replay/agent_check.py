@@ -6,8 +6,10 @@ agent must have produced what it had produced at that point of the recording (th
 recorded before it, the agent request it answers, and as many frames overall). Answers to
 agent requests are the recorded ones with the live request's id; recorded sessionIds in
 sent frames are mapped to the ones the live agent minted. The comparison ignores JSON-RPC
-ids, maps live sessionIds back to recorded ones and drops the ignore paths, then diffs the
-normalized agent→client message sequences line by line. No I/O: the process and the bytes
+ids, maps live sessionIds back to recorded ones, drops the ignore paths and masks the
+volatile members (entity ids such as ``toolCallId``, timestamps such as ``updatedAt``,
+``_meta`` trace context: :mod:`acp_proxy.acp.volatile`, the definition ``acp-proxy diff``
+uses), then diffs the normalized agent→client message sequences line by line. No I/O: the process and the bytes
 are :mod:`acp_proxy.transport.agent_check`'s job.
 """
 
@@ -17,6 +19,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_proxy.acp.volatile import scrub
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
@@ -162,7 +165,7 @@ class ClientPlayer:
             return f"{msg.kind}: {text}"
         if live:
             payload = _map_strings(payload, self.sessions.live_to_rec)
-        payload = remove_paths(payload, self.ignores)
+        payload = scrub(remove_paths(payload, self.ignores))
         if msg.kind == "response":
             method = self._c2a_methods.get(msg.id or "", "?")
             body = {k: v for k, v in payload.items() if k in ("result", "error")}

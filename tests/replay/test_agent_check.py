@@ -169,4 +169,4 @@ def test_replay_client_passes_on_an_unchanged_agent(random_runs: tuple[Path, Pat
     out = done.stdout.decode().splitlines()
     assert out[-1].startswith("differences found: recorded ")
     assert [line[:1] for line in out if '"text":"Sure' in line] == ["-", "+", "-", "+"]  # 2 turns
-    assert sum('"text":"Sure thi"' in line for line in out) == 2
+    assert sum(line.startswith("+") and '"text":"Sure thi' in line for line in out) == 2

@@ -9,8 +9,8 @@ sent frames are mapped to the ones the live agent minted. The comparison ignores
 ids, maps live sessionIds back to recorded ones, drops the ignore paths and masks the
 volatile members (entity ids such as ``toolCallId``, timestamps such as ``updatedAt``,
 ``_meta`` trace context: :mod:`acp_proxy.acp.volatile`, the definition ``acp-proxy diff``
-uses), then diffs the normalized agent→client message sequences line by line. No I/O: the process and the bytes
-are :mod:`acp_proxy.transport.agent_check`'s job.
+uses), then diffs the normalized agent→client message sequences line by line. No I/O: the
+process and the bytes are :mod:`acp_proxy.transport.agent_check`'s job.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.volatile import scrub
-from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
+from acp_proxy.replay.match import (
+    DEFAULT_IGNORES,
+    SessionMap,
+    parse_path,
+    remove_paths,
+    session_of,
+)
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
 from acp_proxy.wire.frame import A2C, C2A
@@ -34,6 +40,9 @@ class CheckResult:
     live: list[str]
     diff: list[str]
     notes: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    """Why the differences are expected, where it is known (a session from an earlier
+    connection the fresh agent does not have)."""
 
     @property
     def ok(self) -> bool:
@@ -54,6 +63,11 @@ class ClientPlayer:
     _live_requests: list[RecFrame] = field(default_factory=list)
     _live_responses: dict[str, RecFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    earlier_sessions: dict[str, int] = field(default_factory=dict)
+    """Recorded sessionIds of the connections replayed before -> the last that named it."""
+    lost_session: bool = False
+    """The live agent refused to load or resume a session of an earlier connection: the
+    rest of this connection cannot replay (the caller stops sending)."""
 
     def __post_init__(self) -> None:
         self._recorded_a2c = [f for f in self.frames if f.direction == A2C]
@@ -81,6 +95,22 @@ class ClientPlayer:
         self._responses_seen = 0
 
     @property
+    def _continuations(self) -> set[str]:
+        """JSON-RPC ids of the recorded loads/resumes of a session of an earlier connection."""
+        return {f.rpc_id for f in self._continuation_requests() if f.rpc_id is not None}
+
+    def _continuation_requests(self) -> list[RecFrame]:
+        out = []
+        for f in self.frames:
+            if f.direction != C2A or f.kind != "request" or f.rpc_id is None:
+                continue
+            if f.method in ("session/load", "session/resume"):
+                session = session_of(f.msg.payload)
+                if session is not None and session in self.earlier_sessions:
+                    out.append(f)
+        return out
+
+    @property
     def done(self) -> bool:
         return self._pos >= len(self.frames)
 
@@ -92,6 +122,8 @@ class ClientPlayer:
             self._live_requests.append(frame)
         elif frame.kind == "response" and frame.rpc_id is not None:
             self._live_responses[frame.rpc_id] = frame
+            if frame.rpc_id in self._continuations and isinstance(frame.msg.payload, dict):
+                self.lost_session = self.lost_session or "error" in frame.msg.payload
             recorded = self._recorded_responses.get(frame.rpc_id)
             if recorded is not None:
                 self._learn_sessions(recorded.msg.result, frame.msg.result)
@@ -183,7 +215,48 @@ class ClientPlayer:
         diff = list(
             difflib.unified_diff(recorded, live, "recorded agent", "live agent", lineterm="", n=2)
         )
-        return CheckResult(recorded, live, diff, list(self.notes))
+        causes = self.continuation_failures() if diff else []
+        return CheckResult(recorded, live, diff, list(self.notes), causes)
+
+    def continuation_failures(self) -> list[str]:
+        """A ``session/load`` or ``session/resume`` of a session an earlier connection made
+        that the live agent refused or left unanswered: the fresh agent process does not
+        have it, and everything after it differs for that reason."""
+        out = []
+        for f in self._continuation_requests():
+            session = session_of(f.msg.payload)
+            assert f.rpc_id is not None and session is not None
+            answer = self._live_responses.get(f.rpc_id)
+            if answer is None:
+                got = "no answer"
+            elif isinstance(answer.msg.payload, dict) and "error" in answer.msg.payload:
+                error = answer.msg.payload["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                got = f"the error {message!r}"
+            else:
+                continue
+            made_in = self.earlier_sessions[session]
+            out.append(
+                f"{f.method} at {f.where} asks for session {session} of connection "
+                f"{made_in}, and this fresh agent process gave {got}: "
+                "it does not keep sessions across processes, so the rest of this connection "
+                f"was not replayed. Check connection {made_in} alone (-c {made_in}), or give "
+                "the agent saved state (the demo agent: --state FILE)."
+            )
+        return out
+
+    def sessions_seen(self) -> set[str]:
+        """The recorded sessionIds this connection named (for the connections after it)."""
+        seen = set()
+        for f in self.frames:
+            payload = f.msg.payload
+            sid = session_of(payload)
+            if sid is None and isinstance(payload, dict):
+                result = payload.get("result")
+                sid = result.get("sessionId") if isinstance(result, dict) else None
+            if isinstance(sid, str):
+                seen.add(sid)
+        return seen
 
 
 def _canon(value: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -32,11 +33,14 @@ def check_agent(
     step_timeout: float = 10.0,
     grace: float = 5.0,
     sessions: SessionMap | None = None,
+    earlier_sessions: dict[str, int] | None = None,
 ) -> CheckResult:
     """Run ``argv`` and play ``frames`` (one recorded connection) against it.
 
     ``sessions`` carries the recorded→live sessionId mapping across connections (a later
-    connection loading a session created by an earlier one). Raises
+    connection loading a session created by an earlier one); ``earlier_sessions`` names the
+    recorded sessions of the connections before (recorded sessionId -> connection), and
+    grows by this connection's. Raises
     :class:`AgentStartError` if the agent cannot be started.
     """
     player = ClientPlayer(
@@ -44,6 +48,8 @@ def check_agent(
         ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
         sessions if sessions is not None else SessionMap(),
     )
+    if earlier_sessions is not None:
+        player.earlier_sessions = earlier_sessions
     agent = spawn_agent(argv, stderr=None, grace=grace)
     proc = agent.popen
     assert proc.stdin is not None and proc.stdout is not None
@@ -89,10 +95,12 @@ def check_agent(
             if raw is None:
                 break
             deadline = time.monotonic() + step_timeout
-            while not ready and time.monotonic() < deadline:
+            while not ready and not player.lost_session and time.monotonic() < deadline:
                 if not pump(deadline):
                     break
                 raw, ready = player.next_send()
+            if player.lost_session:
+                break  # the agent lacks the session: the rest cannot replay (result.causes)
             if not ready:
                 player.notes.append(
                     f"the agent did not catch up before {player.frames[player._pos].where}"
@@ -113,7 +121,7 @@ def check_agent(
                     break
                 player.feed(item, time.monotonic_ns())
         deadline = time.monotonic() + step_timeout
-        while not player.settled() and time.monotonic() < deadline:
+        while not player.settled() and not player.lost_session and time.monotonic() < deadline:
             if not pump(deadline):
                 break
     finally:
@@ -126,7 +134,11 @@ def check_agent(
             if item is None:
                 break
             player.feed(item, time.monotonic_ns())
-    return player.result()
+    result = player.result()
+    if earlier_sessions is not None and frames:
+        for sid in player.sessions_seen():
+            earlier_sessions[sid] = frames[0].connection_id
+    return result
 
 
 def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
@@ -135,12 +147,15 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
     Exit code 0 (no differences), 1 (differences), or the agent start error's code.
     """
     sessions = SessionMap()
+    earlier: dict[str, int] = {}
     code = 0
     for frames in connections:
         if len(connections) > 1 and frames:
             sys.stdout.write(f"== connection {frames[0].connection_id}\n")
         try:
-            result = check_agent(frames, argv, sessions=sessions, **kwargs)
+            result = check_agent(
+                frames, argv, sessions=sessions, earlier_sessions=earlier, **kwargs
+            )
         except AgentStartError as exc:
             warn_stderr(str(exc))
             return exc.exit_code
@@ -153,6 +168,8 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
             continue
         code = 1
         sys.stdout.write("\n".join(result.diff) + "\n")
+        for cause in result.causes:
+            sys.stdout.write(textwrap.fill(f"why: {cause}", 100, subsequent_indent="  ") + "\n")
         sys.stdout.write(
             f"differences found: recorded {len(result.recorded)} agent message(s), "
             f"live {len(result.live)}\n"

@@ -170,3 +170,30 @@ def test_replay_client_passes_on_an_unchanged_agent(random_runs: tuple[Path, Pat
     assert out[-1].startswith("differences found: recorded ")
     assert [line[:1] for line in out if '"text":"Sure' in line] == ["-", "+", "-", "+"]  # 2 turns
     assert sum(line.startswith("+") and '"text":"Sure thi' in line for line in out) == 2
+
+
+def test_a_session_of_an_earlier_connection_the_fresh_agent_lacks_is_named(
+    tmp_path: Path,
+) -> None:
+    # The demo: connection 2 loads (v1), connection 4 resumes (v2) the session that 1 / 3
+    # made. A fresh demo agent without --state refuses: one line says why, and the rest of
+    # that connection is not played (no step waits for frames that cannot come).
+    db = tmp_path / "demo.db"
+    made = run_proxy(["demo", "--db", str(db), "--quiet"], timeout=120)
+    assert made.returncode == 0, made.stderr.decode()
+    agent = [sys.executable, "-m", "acp_proxy.demo.agent"]
+    done = run_proxy(["replay", "--client", str(db), "--", *agent], timeout=120)
+    assert done.returncode == 1
+    out = done.stdout.decode()
+    whys = [line for line in out.splitlines() if line.startswith("why: ")]
+    assert whys == [
+        "why: session/load at connection 2 frame #3 asks for session sess_1 of connection 1, and"
+        " this fresh",
+        "why: session/resume at connection 4 frame #3 asks for session sess_1 of connection 3,"
+        " and this fresh",
+    ]
+    assert "'Resource not found: unknown session sess_1'" in out
+    assert "Check connection 1 alone (-c 1)" in " ".join(out.split())
+    assert all(len(line) <= 100 for line in out.splitlines() if line[:1] not in "+- ")
+    assert b"did not catch up" not in done.stderr
+    assert out.count("no differences: ") == 2  # connections 1 and 3

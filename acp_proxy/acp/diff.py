@@ -30,19 +30,17 @@ more than a threshold is a :class:`TimingRegression`: reported, and a failure on
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import orjson
 
 from acp_proxy.acp.exchanges import Exchanges
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
 from acp_proxy.acp.volatile import scrub
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.jsonrpc import parse_json
+from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
 
 LCS_CELLS = 20_000 * 20_000
 """Largest (frames of A) x (frames of B), after trimming the common ends, aligned by LCS."""
@@ -422,26 +420,22 @@ def content_key(
     """A hash of a frame's signature and normalised JSON (:func:`normalise`): equal frames of
     two runs (ids, sessionIds and timestamps aside) get equal keys. ``context``: the content
     key of the request a response answers."""
-    value, problem = parse_json(raw)
+    value, problem = parse_frame(raw)
     if problem is not None:
         return hash((signature, context, raw))
     try:
-        text = canonical_json(normalise(value, ignores))
+        text = json_bytes(normalise(value, ignores), sort_keys=True)
     except RecursionError:  # nested too deep to normalise: the bytes are the content
         return hash((signature, context, raw))
     return hash((signature, context, text))
 
 
-def canonical_json(value: Any) -> bytes:
-    """Sorted-key JSON of a parsed value, for lone surrogates and any depth too.
-
-    orjson refuses strings UTF-8 cannot hold and nesting past 254; the stdlib (ASCII
-    escapes) takes both, and raises RecursionError only past the interpreter's limit.
-    """
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+def parse_frame(raw: bytes) -> tuple[Any, str | None]:
+    """:func:`parse_json`, each lone surrogate (valid JSON UTF-8 cannot hold) first made its
+    ``\\uXXXX`` escape text, so values print, dump and compare like any other text."""
+    if may_hold_lone_surrogates(raw):
+        raw = escape_lone_surrogates(raw)
+    return parse_json(raw)
 
 
 def opcodes_from_pairs(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Opcode]:
@@ -481,8 +475,8 @@ def changed_members(
     """How two aligned frames differ (``recorded`` = A, ``live`` = B); ``[]`` when equal."""
     if raw_a == raw_b:
         return []
-    a, problem_a = parse_json(raw_a)
-    b, problem_b = parse_json(raw_b)
+    a, problem_a = parse_frame(raw_a)
+    b, problem_b = parse_frame(raw_b)
     if problem_a is None and problem_b is None:
         try:
             return diff_values(normalise(a, ignores), normalise(b, ignores))

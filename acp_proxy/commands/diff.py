@@ -20,11 +20,12 @@ from acp_proxy.record.schema import RecordingError
 
 
 def _member_text(d: Difference) -> str:
+    path = d.path if len(d.path) <= 60 else f"{d.path[:29]}…{d.path[-30:]}"  # 900 deep
     if d.missing == "recorded":
-        return f"{d.path}: added {short(d.live)}"
+        return f"{path}: added {short(d.live)}"
     if d.missing == "live":
-        return f"{d.path}: removed (was {short(d.recorded)})"
-    return f"{d.path}: {short(d.recorded)} → {short(d.live)}"
+        return f"{path}: removed (was {short(d.recorded)})"
+    return f"{path}: {short(d.recorded)} → {short(d.live)}"
 
 
 @click.command("diff")

@@ -270,3 +270,39 @@ def test_a_v2_turn_is_timed_to_its_idle_state_update(tmp_path: Path) -> None:
     (slow,) = doc["timing"]
     assert (slow["what"], slow["a"]["seq"], slow["method"]) == ("turn", 5, "session/prompt")
     assert slow["a_ms"] == pytest.approx(260) and slow["b_ms"] == pytest.approx(5260)
+
+
+def test_lone_surrogates_and_deep_error_data_are_diffed_not_crashed(tmp_path: Path) -> None:
+    """Valid JSON that UTF-8 cannot hold (a lone surrogate) and an error ``data`` nested 900
+    deep: both are frames a peer can send, and diff names them like any other change."""
+    deep = '{"jsonrpc":"2.0","id":99,"error":{"code":-32603,"message":"m","data":%s}}\n'
+
+    def variant(surrogate: str, leaf: str) -> list[dict[str, Any]]:
+        rows = export_lines()
+        by_seq = {r["seq"]: r for r in rows if r["type"] == "frame"}
+        by_seq[11]["text"] = by_seq[11]["text"].replace("Let me look", f"Let me \\{surrogate}")
+        error = dict(by_seq[23])
+        error["text"] = deep % ("[" * 900 + leaf + "]" * 900)
+        rows.insert(rows.index(by_seq[23]) + 1, error)
+        renumber(rows)
+        return rows
+
+    a = imported(tmp_path, "a", variant("ud800", "1"))
+    b = imported(tmp_path, "b", variant("udc00", "2"))
+    same = imported(tmp_path, "same", variant("ud800", "1"))
+    done = diff(a, same)
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    done = diff(a, b)
+    assert (done.returncode, done.stderr) == (1, b""), done.stderr.decode()
+    out = done.stdout.decode()
+    # the lone surrogate is shown as its escape (JSON text, so its backslash doubled)
+    assert '"Let me \\\\ud800 at the project README first." → "Let me \\\\udc00' in out
+    assert "~ changed  #24 → #24  a2c response" in out
+    (deep_line,) = [line for line in out.splitlines() if line.startswith("      error.data[0]")]
+    assert "…" in deep_line and deep_line.endswith("[0][0]: 1 → 2") and len(deep_line) < 100
+    code, doc = diff_json(a, b)
+    assert code == 1 and doc["summary"]["changed"] == 2
+    (text,), (error,) = (c["members"] for c in doc["changed"])
+    assert text["old"] == "Let me \\ud800 at the project README first."
+    assert error["path"] == "error.data" + "[0]" * 900
+    assert (error["old"], error["new"]) == (1, 2)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.commands.common import RECORDING_PATH
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.record.schema import RecordingError
@@ -91,6 +92,14 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     help="With --client: how long to wait for the agent to catch up at each step.",
 )
 @click.option(
+    "--fail-slower",
+    "fail_slower",
+    metavar="PCT%|MS",
+    help="With --client: also exit 1 when the agent answered a request more slowly than "
+    "recorded by more than PCT percent (50%) or MS milliseconds (500); initialize never "
+    "counts. Without it, slower answers (by 1 s or more) are reported only.",
+)
+@click.option(
     "--listen",
     metavar="HOST:PORT",
     help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
@@ -112,6 +121,7 @@ def replay_command(
     step_timeout: float,
     agent_command: tuple[str, ...],
     listen: str | None = None,
+    fail_slower: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -145,6 +155,12 @@ def replay_command(
         parsed = [parse_path(p) for p in paths]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    try:
+        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
+    if fail_slower is not None and not client_mode:
+        raise click.UsageError("--fail-slower needs --client")
     if client_mode and not agent_command:
         raise click.UsageError("--client needs the agent command after --")
     if agent_command and not client_mode:
@@ -167,7 +183,13 @@ def replay_command(
                 frames = script.connection_frames(cid)
                 if any(f.direction == "c2a" and f.kind in ("request", "batch") for f in frames):
                     connections.append(frames)
-            code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+            code = run_check(
+                connections,
+                agent_command,
+                ignores=parsed,
+                step_timeout=step_timeout,
+                fail_slower=limit,
+            )
         except RecordingError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:

@@ -19,6 +19,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.acp.volatile import scrub
 from acp_proxy.replay.match import (
     DEFAULT_IGNORES,
@@ -43,10 +44,23 @@ class CheckResult:
     causes: list[str] = field(default_factory=list)
     """Why the differences are expected, where it is known (a session from an earlier
     connection the fresh agent does not have)."""
+    slower: list[SlowerExchange] = field(default_factory=list)
+    """Exchanges the live agent answered more slowly than recorded (reported; a failure
+    only where ``fails``)."""
 
     @property
     def ok(self) -> bool:
-        return not self.diff
+        return not self.diff and not any(t.fails for t in self.slower)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowerExchange:
+    """A client request the live agent answered more slowly than the recorded agent."""
+
+    request: RecFrame
+    recorded_ns: int
+    live_ns: int
+    fails: bool
 
 
 @dataclass
@@ -66,6 +80,11 @@ class ClientPlayer:
     earlier_sessions: dict[str, int] = field(default_factory=dict)
     """Recorded sessionIds of the connections replayed before -> the last that named it."""
     lost_session: bool = False
+    sent_ns: dict[str, int] = field(default_factory=dict)
+    """JSON-RPC id of each client request sent -> when (for the live latency)."""
+    threshold_ns: int = 1_000_000_000
+    """Report an exchange slower than recorded by more than this."""
+    fail_slower: SlowerLimit | None = None
     """The live agent refused to load or resume a session of an earlier connection: the
     rest of this connection cannot replay (the caller stops sending)."""
 
@@ -161,10 +180,13 @@ class ClientPlayer:
                 return False
         return True
 
-    def take(self) -> bytes:
-        """The next frame to send, rewritten for the live agent; advances."""
+    def take(self, now_ns: int = 0) -> bytes:
+        """The next frame to send, rewritten for the live agent; advances. ``now_ns``: when
+        it is sent (a request's live latency is measured from it)."""
         frame = self.frames[self._pos]
         self._pos += 1
+        if frame.kind == "request" and frame.rpc_id is not None:
+            self.sent_ns[frame.rpc_id] = now_ns
         raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
         replacements: list[tuple[Span, bytes]] = []
         if frame.kind == "response" and frame.rpc_id in self._recorded_requests:
@@ -216,7 +238,26 @@ class ClientPlayer:
             difflib.unified_diff(recorded, live, "recorded agent", "live agent", lineterm="", n=2)
         )
         causes = self.continuation_failures() if diff else []
-        return CheckResult(recorded, live, diff, list(self.notes), causes)
+        return CheckResult(recorded, live, diff, list(self.notes), causes, self.slower_exchanges())
+
+    def slower_exchanges(self) -> list[SlowerExchange]:
+        """Client requests answered more slowly than recorded: past ``threshold_ns``, or
+        past ``fail_slower`` (those fail; ``initialize`` never does)."""
+        out = []
+        for f in self.frames:
+            if f.direction != C2A or f.kind != "request" or f.rpc_id is None:
+                continue
+            recorded = self._recorded_responses.get(f.rpc_id)
+            live = self._live_responses.get(f.rpc_id)
+            sent = self.sent_ns.get(f.rpc_id)
+            if recorded is None or live is None or sent is None:
+                continue
+            rec_ns, live_ns = recorded.mono_ns - f.mono_ns, live.mono_ns - sent
+            limit = self.fail_slower
+            fails = limit is not None and limit.fails(f.method, rec_ns, live_ns)
+            if fails or live_ns - rec_ns > self.threshold_ns:
+                out.append(SlowerExchange(f, rec_ns, live_ns, fails))
+        return out
 
     def continuation_failures(self) -> list[str]:
         """A ``session/load`` or ``session/resume`` of a session an earlier connection made

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
@@ -34,6 +35,7 @@ def check_agent(
     grace: float = 5.0,
     sessions: SessionMap | None = None,
     earlier_sessions: dict[str, int] | None = None,
+    fail_slower: SlowerLimit | None = None,
 ) -> CheckResult:
     """Run ``argv`` and play ``frames`` (one recorded connection) against it.
 
@@ -50,6 +52,7 @@ def check_agent(
     )
     if earlier_sessions is not None:
         player.earlier_sessions = earlier_sessions
+    player.fail_slower = fail_slower
     agent = spawn_agent(argv, stderr=None, grace=grace)
     proc = agent.popen
     assert proc.stdin is not None and proc.stdout is not None
@@ -105,7 +108,7 @@ def check_agent(
                 player.notes.append(
                     f"the agent did not catch up before {player.frames[player._pos].where}"
                 )
-            data = player.take()
+            data = player.take(time.monotonic_ns())
             try:
                 write_all(proc.stdin.fileno(), data)
             except OSError:
@@ -161,12 +164,22 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
             return exc.exit_code
         for note in result.notes:
             warn_stderr(note)
+        for t in result.slower:
+            verdict = "past --fail-slower" if t.fails else "reported, not a failure"
+            sys.stdout.write(
+                f"slower: {t.request.method} at {t.request.where}: {_ms(t.recorded_ns)} → "
+                f"{_ms(t.live_ns)} ({verdict})\n"
+            )
         if result.ok:
             sys.stdout.write(
                 f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
             )
             continue
         code = 1
+        if not result.diff:
+            failing = sum(t.fails for t in result.slower)
+            sys.stdout.write(f"slower than recorded past --fail-slower: {failing} exchange(s)\n")
+            continue
         sys.stdout.write("\n".join(result.diff) + "\n")
         for cause in result.causes:
             sys.stdout.write(textwrap.fill(f"why: {cause}", 100, subsequent_indent="  ") + "\n")
@@ -175,3 +188,7 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
             f"live {len(result.live)}\n"
         )
     return code
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.0f}ms" if ns < 1_000_000_000 else f"{ns / 1e9:.2f}s"

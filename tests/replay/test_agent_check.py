@@ -172,6 +172,29 @@ def test_replay_client_passes_on_an_unchanged_agent(random_runs: tuple[Path, Pat
     assert sum(line.startswith("+") and '"text":"Sure thi' in line for line in out) == 2
 
 
+def test_replay_client_reports_slower_answers_and_fails_only_past_the_limit(
+    random_runs: tuple[Path, Path, Path],
+) -> None:
+    a = random_runs[0]  # recorded with a quick start-up and quick turns
+    slow_agent = [*RANDOM_AGENT, "--start-delay", "1.4", "--prompt-delay", "1.2"]
+    done = run_proxy(["replay", "--client", str(a), "--", *slow_agent], timeout=120)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    prompts = [line for line in lines if line.startswith("slower: session/prompt at ")]
+    assert len(prompts) == 2 and all(line.endswith("(reported, not a failure)") for line in prompts)
+    assert lines[-1].startswith("no differences: ")
+    done = run_proxy(
+        ["replay", "--client", str(a), "--fail-slower", "1000", "--", *slow_agent], timeout=120
+    )
+    assert done.returncode == 1, done.stdout.decode() + done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    failing = [line for line in lines if line.endswith("(past --fail-slower)")]
+    assert [line.split(" at ")[0] for line in failing] == ["slower: session/prompt"] * 2
+    assert lines[-1] == "slower than recorded past --fail-slower: 2 exchange(s)"
+    bad = run_proxy(["replay", str(a), "--fail-slower", "1000"])
+    assert bad.returncode == 2 and b"--fail-slower needs --client" in bad.stderr
+
+
 def test_a_session_of_an_earlier_connection_the_fresh_agent_lacks_is_named(
     tmp_path: Path,
 ) -> None:

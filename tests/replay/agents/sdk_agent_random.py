@@ -7,8 +7,9 @@ and ``available_commands_update`` sent right after its session/new answer (where
 against the client's first prompt on the wire is chance; ``--commands-after-prompt`` holds
 it until the first prompt has arrived). Each prompt streams a reply, runs a tool call behind
 a permission request and ends the turn. ``--changed`` alters the reply text (the regression
-the gates must catch). Options, not environment variables: the SDK's ``spawn_agent_process``
-does not pass the environment on.
+the gates must catch); ``--prompt-delay S`` makes every turn S seconds longer. Options,
+not environment variables: the SDK's ``spawn_agent_process`` does not pass the
+environment on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--start-delay", type=float, default=None)
 parser.add_argument("--commands-after-prompt", action="store_true")
 parser.add_argument("--changed", action="store_true")
+parser.add_argument("--prompt-delay", type=float, default=0.0)
 OPTIONS = parser.parse_args()
 
 
@@ -76,6 +78,7 @@ class Agent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> s.PromptResponse:
         self.prompted.set()
         await self.commands_sent.wait()  # what the agent sends keeps its own order
+        await asyncio.sleep(OPTIONS.prompt_delay)
         raw = self.conn._conn
         text = " ".join(getattr(b, "text", "") for b in prompt)
         said = f"Sure thing: {text}" if OPTIONS.changed else f"Sure: {text}"

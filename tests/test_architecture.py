@@ -1,10 +1,10 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < record < replay < transport | report < web < demo | testing < commands < cli, nothing
-imports upward (transport and report not each other either); wire, acp and replay import no
-I/O library; click only in commands/ and cli.py; no cycles between sibling modules. The
-tests below also prove the check can fail: the same configuration on a temporary copy of the
+acp < record < replay < transport | report < web < demo | testing | mcp < commands < cli,
+nothing imports upward (transport and report not each other either); wire, acp and replay
+import no I/O library; click only in commands/ and cli.py; no cycles between sibling modules.
+The tests below also prove the check can fail: the same configuration on a temporary copy of the
 package with one deliberate bad import in it must be BROKEN.
 """
 

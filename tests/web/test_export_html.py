@@ -136,3 +136,19 @@ def test_html_report_no_redact_and_max_frames(browser: Any, xss_db: Path, tmp_pa
     page.context.close()
     bad = run_proxy(["export", str(xss_db), "--format", "html", "-c", "9"])
     assert bad.returncode == 1 and bad.stderr.count(b"\n") == 1 and b"no connection 9" in bad.stderr
+
+
+def test_html_report_from_postgresql(pg_url: str, tmp_path: Path) -> None:
+    """The same report from a PostgreSQL store: the frames' exact bytes and the findings."""
+    data = b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"x":"<b>"}}\n'
+    proc = echo_proxy(pg_url)
+    out, err = proc.communicate(data, timeout=60)
+    assert out == data, err
+    report = tmp_path / "pg.html"
+    done = run_proxy(["export", pg_url, "--format", "html", "-o", str(report)])
+    assert done.returncode == 0, done.stderr
+    html = report.read_text("utf-8")
+    embedded = html.split('id="report-data">', 1)[1].split("</script>", 1)[0]
+    (conn,) = orjson.loads(embedded)["connections"]
+    assert [f["text"].encode() for f in conn["frames"]] == [data, data]
+    assert conn["findings"]["summary"]["error"] > 0  # no initialize first, and more

@@ -220,7 +220,11 @@ def _say(text: str) -> None:
 
 def _missing(exc: RecordingError) -> bool:
     text = str(exc)
-    return text.startswith("no such recording") or "file is empty" in text
+    return (
+        text.startswith("no such recording")
+        or "file is empty" in text
+        or "holds no acp-proxy recording" in text  # a PostgreSQL database before its tables
+    )
 
 
 @click.command("tail")

@@ -24,10 +24,11 @@ import click
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.commands.common import RECORDING_ARG
-from acp_proxy.commands.show import Renderer, _TextShow, use_colour
+from acp_proxy.commands.show import Renderer, _TextShow, _with_events, feed_event, use_colour
 from acp_proxy.record.live_tail import LiveTail
 from acp_proxy.record.reader import RecordingReader, RecordingUrl, location_name
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.record.transport_events import PlacedEvent, placed_events
 from acp_proxy.web import store, views
 
 POLL_SECONDS = 0.2
@@ -35,6 +36,10 @@ POLL_SECONDS = 0.2
 
 RETRY_SECONDS = 1.0
 """How often a lost or not yet created store is tried again."""
+
+ENDS_EVERY = 5
+"""With ``--conversation``, every this many polls the open connections are asked whether
+they ended (what an ended connection still holds is printed then)."""
 
 BATCH = 500
 """The most frames one query returns (a poll repeats until it has them all)."""
@@ -70,6 +75,8 @@ class _Connection:
     model: ConnectionModel | None = None
     show: _TextShow | None = None
     fed_seq: int = 0
+    finished: bool = False
+    events_fed: int = 0
 
 
 @dataclass
@@ -96,6 +103,7 @@ class Tail:
     connections: dict[int, _Connection] = field(default_factory=dict)
     findings_seen: dict[int, int] = field(default_factory=dict)
     was_missing: bool = False
+    polls: int = 0
 
     def __post_init__(self) -> None:
         self.renderer = Renderer(self.colour)
@@ -140,6 +148,9 @@ class Tail:
                         self._findings(reader, cid)
                 if not page["has_more_after"]:
                     break
+            self.polls += 1
+            if self.opts.conversation and self.polls % ENDS_EVERY == 0:
+                self._ended(reader)
 
     def _connection(self, reader: RecordingReader, cid: int) -> _Connection:
         known = self.connections.get(cid)
@@ -188,16 +199,34 @@ class Tail:
         conn = self.connections[cid]
         assert conn.model is not None and conn.show is not None
         model, show = conn.model, conn.show
-        for frame in reader.wire_frames(cid, after_seq=conn.fed_seq):
-            conn.fed_seq = frame.seq
-            boundaries = model.feed(
-                frame.direction, frame.raw, seq=frame.seq, mono_ns=frame.mono_ns
-            )
+        frames = list(reader.wire_frames(cid, after_seq=conn.fed_seq))
+        events = placed_events(reader, cid)[conn.events_fed :]  # transport events, as show
+        for frame in _with_events(frames, events):
+            if isinstance(frame, PlacedEvent):
+                conn.events_fed += 1
+                boundaries = feed_event(model, frame)
+            else:
+                conn.fed_seq = frame.seq
+                boundaries = model.feed(
+                    frame.direction, frame.raw, seq=frame.seq, mono_ns=frame.mono_ns
+                )
             self.renderer.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
                 if tl is not None:
                     show.flush(tl)
+
+    def _ended(self, reader: RecordingReader) -> None:
+        for cid, conn in self.connections.items():
+            if conn.model is None or conn.show is None or conn.finished:
+                continue
+            if reader.connection(cid, sizes=False).running:
+                continue
+            self._converse(reader, cid)  # frames committed before the end
+            conn.finished = True
+            conn.model.finish()
+            for tl in conn.model.timelines():
+                conn.show.flush(tl, force=True)
 
     def _findings(self, reader: RecordingReader, cid: int) -> None:
         found = views.findings(self.where, reader, cid)["findings"]

@@ -11,6 +11,7 @@ import pty
 import queue
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 from pathlib import Path
@@ -138,6 +139,15 @@ def test_tail_filters_and_since(tmp_path: Path) -> None:
     _record(db, _requests(2))  # connection 2: filtered out
     tail.stop()
     assert tail.out.empty()
+    (host,) = sqlite3.connect(db).execute("SELECT host FROM connections WHERE id = 1").fetchone()
+    # --since all: no race with the first poll; connections 1 and 2 are in the store already
+    elsewhere = Follower(str(db), "--since", "all", "--host", "elsewhere")
+    here = Follower(str(db), "--since", "all", "--host", host, "-c", "3")
+    _record(db, _requests(1))
+    assert _parsed(here.lines(2)) == [(3, 1), (3, 2)]
+    here.stop()
+    rc, _ = elsewhere.stop()
+    assert rc == 0 and elsewhere.out.empty()  # another host's connections are left out
     bad = run_proxy(["tail", str(db), "--since", "yesterday"])
     assert bad.returncode == 2 and b"give a duration" in bad.stderr
 

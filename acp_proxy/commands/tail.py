@@ -38,8 +38,9 @@ RETRY_SECONDS = 1.0
 """How often a lost or not yet created store is tried again."""
 
 ENDS_EVERY = 5
-"""With ``--conversation``, every this many polls the open connections are asked whether
-they ended (what an ended connection still holds is printed then)."""
+"""With ``--conversation`` or ``--errors``, every this many polls the open connections are
+asked whether they ended (what an ended connection still holds, and the findings of the
+end-of-connection rules, are printed then)."""
 
 BATCH = 500
 """The most frames one query returns (a poll repeats until it has them all)."""
@@ -149,7 +150,7 @@ class Tail:
                 if not page["has_more_after"]:
                     break
             self.polls += 1
-            if self.opts.conversation and self.polls % ENDS_EVERY == 0:
+            if (self.opts.conversation or self.opts.errors) and self.polls % ENDS_EVERY == 0:
                 self._ended(reader)
 
     def _connection(self, reader: RecordingReader, cid: int) -> _Connection:
@@ -218,12 +219,14 @@ class Tail:
 
     def _ended(self, reader: RecordingReader) -> None:
         for cid, conn in self.connections.items():
-            if conn.model is None or conn.show is None or conn.finished:
+            if not conn.shown or conn.finished or reader.connection(cid, sizes=False).running:
                 continue
-            if reader.connection(cid, sizes=False).running:
+            conn.finished = True
+            if self.opts.errors:  # the end-of-connection rules (a request never answered...)
+                self._findings(reader, cid)
+            if conn.model is None or conn.show is None:
                 continue
             self._converse(reader, cid)  # frames committed before the end
-            conn.finished = True
             conn.model.finish()
             for tl in conn.model.timelines():
                 conn.show.flush(tl, force=True)

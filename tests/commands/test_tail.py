@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.conftest import echo_proxy, frames_of, proxy_exe, run_proxy
+from tests.conftest import echo_proxy, echo_through, frames_of, proxy_exe, run_proxy
 
 LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} c(\d+) +(\d+) (->|<-) ")
 
@@ -211,3 +211,20 @@ def test_a_subcommand_named_like_a_program_says_which_one_ran(tmp_path: Path) ->
     os.close(primary)
     assert b"running the 'tail' subcommand" in err and b"-- tail" in err
     assert b"Follow DB as it is recorded" in out
+
+
+def test_tail_errors_prints_the_end_of_connection_findings(tmp_path: Path) -> None:
+    """A request never answered is known when the connection ends: --errors says so then."""
+    db = tmp_path / "e.db"
+    tail = Follower(str(db), "--errors")
+    tail.wait_err("waiting for it")
+    proc = echo_proxy(db)
+    echo_through(proc, _requests(1))
+    # The first findings come while the connection is still recorded...
+    assert tail.lines(1)[0].startswith("finding c1 1: error lifecycle.initialize-first")
+    proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.wait(timeout=60) == 0
+    # ...the rule on unanswered requests runs once it has ended.
+    later = [tail.out.get(timeout=60) for _ in range(2)]
+    assert all("jsonrpc.request-answered" in line for line in later), later
+    tail.stop()

@@ -22,7 +22,7 @@ def connect_http(
     grace: float,
 ) -> NoReturn:
     """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
-    from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
+    from acp_proxy.transport.http.connect import HttpConnectSettings, run_http_connect
 
     run_stdio_bridge(
         run_http_connect(

@@ -87,7 +87,7 @@ def serve_command(
         if parts.scheme not in ("http", "https") or not parts.hostname:
             problem = f"not an http:// URL: {upstream!r}"
     check_server_options(host, upstream, agent_command, token, problem)
-    from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
+    from acp_proxy.transport.http.endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
 
     run_recording_server(
         lambda settings: serve_endpoint(AcpEndpoint(settings), host, port),

@@ -24,7 +24,7 @@ from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
     ws_url_ok,
@@ -32,7 +32,7 @@ from acp_proxy.transport.ws_bridge import (
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine
-    from acp_proxy.transport.ws_server import WsSettings
+    from acp_proxy.transport.ws.server import WsSettings
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -158,7 +158,7 @@ def ws_command(
     check_server_options(
         host, upstream, agent_command, token, ws_url_ok(upstream) if upstream else None
     )
-    from acp_proxy.transport.websocket import WsServer, serve  # aiohttp: lazily
+    from acp_proxy.transport.ws.server import WsServer, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
     try:
@@ -235,7 +235,7 @@ def connect_command(
         if not sep or not name.strip():
             raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
         pairs.append((name.strip(), value.strip()))
-    from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
+    from acp_proxy.transport.ws.connect import ConnectSettings, run_connect  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
@@ -286,7 +286,7 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    from acp_proxy.transport.http_replay import serve_replay_both  # both halves of /acp
+    from acp_proxy.transport.http.replay import serve_replay_both  # both halves of /acp
 
     recorder = Recorder(record, backend="process")
     try:
@@ -349,7 +349,7 @@ def run_recording_server(
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
     """
-    from acp_proxy.transport.ws_server import WsSettings  # aiohttp: lazily
+    from acp_proxy.transport.ws.server import WsSettings  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(

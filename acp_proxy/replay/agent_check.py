@@ -8,7 +8,7 @@ agent requests are the recorded ones with the live request's id; recorded sessio
 sent frames are mapped to the ones the live agent minted. The comparison ignores JSON-RPC
 ids, maps live sessionIds back to recorded ones and drops the ignore paths, then diffs the
 normalized agent→client message sequences line by line. No I/O: the process and the bytes
-are :mod:`acp_proxy.transport.agent_check`'s job.
+are :mod:`acp_proxy.transport.stdio.agent_check`'s job.
 """
 
 from __future__ import annotations

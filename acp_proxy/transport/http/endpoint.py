@@ -1,6 +1,6 @@
 """The whole ``/acp`` endpoint of ``acp-proxy serve``: Streamable HTTP and WebSocket in one.
 
-:class:`AcpEndpoint` is the WebSocket server of :mod:`acp_proxy.transport.ws_server` (a GET
+:class:`AcpEndpoint` is the WebSocket server of :mod:`acp_proxy.transport.ws.server` (a GET
 with ``Upgrade: websocket`` is handled exactly as by ``acp-proxy ws``) with the HTTP half of
 the RFD added: ``POST`` (``initialize`` starts an agent and answers 200 with its response and
 ``Acp-Connection-Id``; every other message answers 202 and its response follows on SSE),
@@ -25,9 +25,8 @@ from typing import Any
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.agent_io import agent_pipes
-from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
-from acp_proxy.transport.http_rules import (
+from acp_proxy.transport.http.agent import AgentConnection, AgentEnded, HttpConnection
+from acp_proxy.transport.http.rules import (
     ACP_PATH,
     ATTACH_METHODS,
     CONNECTION_ID_HEADER,
@@ -39,14 +38,15 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     is_json_type,
 )
-from acp_proxy.transport.http_server import header_timeout
-from acp_proxy.transport.http_upstream import HttpUpstream
-from acp_proxy.transport.process import AgentStartError, spawn_agent_async
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.http.upstream import HttpUpstream
+from acp_proxy.transport.process.agent import AgentStartError, spawn_agent_async
+from acp_proxy.transport.process.pipes import agent_pipes
+from acp_proxy.transport.server_limits import header_timeout
+from acp_proxy.transport.ws.rules import (
     headers_worth_keeping,
 )
-from acp_proxy.transport.ws_io import log
-from acp_proxy.transport.ws_server import WsServer, serve
+from acp_proxy.transport.ws.server import WsServer, serve
+from acp_proxy.transport.ws.sockets import log
 
 INITIALIZE_TIMEOUT_SECONDS = 120.0
 """How long an ``initialize`` POST waits for the agent's answer (then 504, agent ended)."""
@@ -341,7 +341,7 @@ async def serve_endpoint(
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Listen with :func:`acp_proxy.transport.ws_server.serve`; announce both URLs."""
+    """Listen with :func:`acp_proxy.transport.ws.server.serve`; announce both URLs."""
 
     def ready(ws_url: str) -> None:
         url = http_url(ws_url)

@@ -24,13 +24,13 @@ from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.http_rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
-from acp_proxy.transport.ws_bridge import headers_worth_keeping
+from acp_proxy.transport.http.rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.ws.rules import headers_worth_keeping
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
 if TYPE_CHECKING:
-    from acp_proxy.transport.http_endpoint import AcpEndpoint
+    from acp_proxy.transport.http.endpoint import AcpEndpoint
 
 HOP_BY_HOP = frozenset(
     {

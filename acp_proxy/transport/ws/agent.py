@@ -1,11 +1,11 @@
 """Agent mode of ``acp-proxy ws``: one WebSocket connection to one agent process over stdio.
 
-Each connection gets its own agent (:func:`acp_proxy.transport.process.spawn_agent`, in its
+Each connection gets its own agent (:func:`acp_proxy.transport.process.agent.spawn_agent`, in its
 own process group with a watchdog) and its own recorded connection. A text message becomes
 ``payload + \\n`` on the agent's stdin; each line of its stdout becomes one message. Every
 direction is one task that awaits the peer it writes to, so a slow reader slows only its own
 connection. When either side ends, the agent gets the close sequence of
-:class:`~acp_proxy.transport.process.Agent` and whatever it left behind is ended with it.
+:class:`~acp_proxy.transport.process.agent.Agent` and whatever it left behind is ended with it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.agent_io import StdinBatcher, agent_pipes, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent_async, wait_exit
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.process.agent import Agent, AgentStartError, spawn_agent_async, wait_exit
+from acp_proxy.transport.process.pipes import StdinBatcher, agent_pipes, copy_agent_stderr
+from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
     Ignore,
     Refuse,
@@ -30,7 +30,7 @@ from acp_proxy.transport.ws_bridge import (
     line_to_message,
     message_to_line,
 )
-from acp_proxy.transport.ws_io import (
+from acp_proxy.transport.ws.sockets import (
     ServerWebSocket,
     close_info,
     close_quietly,
@@ -42,7 +42,7 @@ from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
 if TYPE_CHECKING:
-    from acp_proxy.transport.ws_server import WsServer, WsSettings
+    from acp_proxy.transport.ws.server import WsServer, WsSettings
 
 
 async def serve_agent(

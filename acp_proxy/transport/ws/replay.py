@@ -17,17 +17,7 @@ from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
-from acp_proxy.transport.websocket import (
-    SessionHandler,
-    WsServer,
-    WsSettings,
-    close_info,
-    close_quietly,
-    log,
-    record_close,
-    serve,
-)
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
     Ignore,
@@ -35,6 +25,8 @@ from acp_proxy.transport.ws_bridge import (
     line_to_message,
     message_to_line,
 )
+from acp_proxy.transport.ws.server import SessionHandler, WsServer, WsSettings, serve
+from acp_proxy.transport.ws.sockets import close_info, close_quietly, log, record_close
 from acp_proxy.wire.frame import A2C, C2A
 
 

@@ -2,9 +2,9 @@
 
 :class:`WsServer` answers ``GET /acp`` upgrades after the handshake checks (Origin, token,
 upgrade) and hands each connection to its mode: an agent process per connection
-(:mod:`acp_proxy.transport.ws_agent`), an upstream WebSocket per connection
-(:mod:`acp_proxy.transport.ws_upstream`), or a pluggable :data:`SessionHandler` (replay).
-:func:`serve` listens with the shared HTTP limits of :mod:`acp_proxy.transport.http_server`
+(:mod:`acp_proxy.transport.ws.agent`), an upstream WebSocket per connection
+(:mod:`acp_proxy.transport.ws.upstream`), or a pluggable :data:`SessionHandler` (replay).
+:func:`serve` listens with the shared HTTP limits of :mod:`acp_proxy.transport.server_limits`
 until SIGINT/SIGTERM/SIGHUP, then closes every connection (1001) and waits for them.
 """
 
@@ -23,10 +23,10 @@ import aiohttp
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
-from acp_proxy.transport.http_server import app_runner
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
-from acp_proxy.transport.ws_agent import serve_agent
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.server_limits import app_runner
+from acp_proxy.transport.ws.agent import serve_agent
+from acp_proxy.transport.ws.rules import (
     ACP_PATH,
     CLOSE_GOING_AWAY,
     CONNECTION_ID_HEADER,
@@ -37,8 +37,8 @@ from acp_proxy.transport.ws_bridge import (
     token_from,
     token_ok,
 )
-from acp_proxy.transport.ws_io import ServerWebSocket, client_ws_class, close_quietly, log
-from acp_proxy.transport.ws_upstream import serve_upstream
+from acp_proxy.transport.ws.sockets import ServerWebSocket, client_ws_class, close_quietly, log
+from acp_proxy.transport.ws.upstream import serve_upstream
 
 # -- the server -----------------------------------------------------------------------------
 

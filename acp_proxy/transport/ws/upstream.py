@@ -1,7 +1,7 @@
 """Upstream mode of ``acp-proxy ws``: each client WebSocket relayed to its own upstream one.
 
 Message for message in both directions, recorded on the way; close codes and reasons pass
-through (:func:`acp_proxy.transport.ws_bridge.relay_close`), end-to-end handshake headers
+through (:func:`acp_proxy.transport.ws.rules.relay_close`), end-to-end handshake headers
 too, and a refused upstream handshake is answered to the client with its status.
 """
 
@@ -15,14 +15,14 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     CLOSE_GOING_AWAY,
     downstream_response_headers,
     parse_subprotocols,
     relay_close,
     upstream_request_headers,
 )
-from acp_proxy.transport.ws_io import (
+from acp_proxy.transport.ws.sockets import (
     AnyWebSocket,
     ClientWebSocket,
     CloseInfo,
@@ -34,7 +34,7 @@ from acp_proxy.transport.ws_io import (
 from acp_proxy.wire.frame import A2C, C2A, Direction
 
 if TYPE_CHECKING:
-    from acp_proxy.transport.ws_server import WsServer
+    from acp_proxy.transport.ws.server import WsServer
 
 
 async def serve_upstream(

@@ -32,7 +32,7 @@ from acp_proxy.transport.ws.rules import (
 
 if TYPE_CHECKING:
     from acp_proxy.replay.engine import ReplayEngine
-    from acp_proxy.transport.ws.server import WsSettings
+    from acp_proxy.transport.ws.handshake import WsSettings
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -349,7 +349,7 @@ def run_recording_server(
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
     """
-    from acp_proxy.transport.ws.server import WsSettings  # aiohttp: lazily
+    from acp_proxy.transport.ws.handshake import WsSettings  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(

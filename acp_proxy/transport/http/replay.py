@@ -18,8 +18,8 @@ from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
 from acp_proxy.transport.http.agent import HttpConnection
 from acp_proxy.transport.http.endpoint import AcpEndpoint, serve_endpoint
+from acp_proxy.transport.ws.handshake import WsSettings
 from acp_proxy.transport.ws.replay import replay_handler
-from acp_proxy.transport.ws.server import WsSettings
 from acp_proxy.transport.ws.sockets import log
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
@@ -21,6 +20,7 @@ from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.process.agent import Agent, AgentStartError, spawn_agent_async, wait_exit
 from acp_proxy.transport.process.pipes import StdinBatcher, agent_pipes, copy_agent_stderr
+from acp_proxy.transport.ws.handshake import Handshake, WsSettings
 from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
     Ignore,
@@ -41,39 +41,30 @@ from acp_proxy.transport.ws.sockets import (
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
-if TYPE_CHECKING:
-    from acp_proxy.transport.ws.server import WsServer, WsSettings
 
-
-async def serve_agent(
-    server: WsServer, request: web.Request, connection_id: str
-) -> web.StreamResponse:
+async def serve_agent(handshake: Handshake) -> web.StreamResponse:
     """Start an agent for this upgrade request and bridge it until either side ends."""
-    s = server.settings
+    s = handshake.settings
     assert s.agent_argv is not None
     try:
         agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
     except AgentStartError as exc:
-        return server.refuse(request, 502, f"cannot start the agent: {exc}")
+        return handshake.refuse(502, f"cannot start the agent: {exc}")
     ws: ServerWebSocket | None = None
     try:
         stdin, stdout, stderr = await agent_pipes(agent)
-        ws = await server.accept(request, connection_id)
+        ws = await handshake.accept()
     except BaseException:
         await agent.end_tree_async(kill_now=True)
         raise
-    rec = server.record_connection(
+    rec = handshake.record_connection(
         "websocket",
-        request,
         ws,
         agent_command=list(s.agent_argv),
         cwd=os.getcwd(),
         pid=agent.pid,
     )
-    try:
-        await AgentBridge(ws, agent, stdin, stdout, stderr, rec, s).run()
-    finally:
-        server.active.discard(ws)
+    await AgentBridge(ws, agent, stdin, stdout, stderr, rec, s).run()
     return ws
 
 

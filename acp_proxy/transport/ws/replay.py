@@ -17,6 +17,7 @@ from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
+from acp_proxy.transport.ws.handshake import Handshake, SessionHandler, WsSettings
 from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
@@ -25,7 +26,7 @@ from acp_proxy.transport.ws.rules import (
     line_to_message,
     message_to_line,
 )
-from acp_proxy.transport.ws.server import SessionHandler, WsServer, WsSettings, serve
+from acp_proxy.transport.ws.server import WsServer, serve
 from acp_proxy.transport.ws.sockets import close_info, close_quietly, log, record_close
 from acp_proxy.wire.frame import A2C, C2A
 
@@ -35,11 +36,10 @@ def replay_handler(
 ) -> SessionHandler:
     """A :data:`SessionHandler` that serves one fresh replay engine per connection."""
 
-    async def handle(
-        request: web.Request, server: WsServer, connection_id: str
-    ) -> web.StreamResponse:
-        ws = await server.accept(request, connection_id)
-        rec = server.record_connection("replay", request, ws)
+    async def handle(handshake: Handshake) -> web.StreamResponse:
+        connection_id = handshake.connection_id
+        ws = await handshake.accept()
+        rec = handshake.record_connection("replay", ws)
         engine = new_engine()
 
         async def carry_out(outputs: list[Output]) -> bool:
@@ -83,7 +83,6 @@ def replay_handler(
             await carry_out(engine.finish())
             await close_quietly(ws, 1000, "")
         finally:
-            server.active.discard(ws)
             rec.close()
         return ws
 

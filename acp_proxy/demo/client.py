@@ -141,6 +141,7 @@ class AgentConnection:
                 limit=LINE_LIMIT,
                 **self.tree.popen_options(),
             )
+            self.tree.joined(self.proc.pid)
         except OSError as exc:
             await self.tree.end_async(kill_now=True)
             raise ClientError(f"cannot start {command[0]}: {exc.strerror or exc}") from None

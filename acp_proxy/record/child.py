@@ -64,7 +64,7 @@ def serve(pipeline: WriterPipeline, fd: int, report: IO[str]) -> None:
             line = (
                 f"p {pipeline.frames_written} {pipeline.batches_committed} "
                 f"{pipeline.index_cpu:.3f} {pipeline.sqlite_cpu:.3f} {pipeline.dropped()} "
-                f"{journal.queued_bytes()} {int(pipeline.unsaved)}\n"
+                f"{journal.queued_bytes()} {int(pipeline.unsaved)} {pipeline.in_doubt}\n"
             )
             if line != last or done:
                 with contextlib.suppress(OSError, ValueError):

@@ -292,18 +292,18 @@ class Journal:
 
     # -- incidents -------------------------------------------------------------------------
 
-    def _start_incident(self, reason: str | None = None) -> None:
-        """Warn once per incident (call with the lock held)."""
+    def _start_incident(self, reason: str | None = None, line: str | None = None) -> None:
+        """Warn once per incident (call with the lock held); ``line``: the whole line."""
         self._last_loss = time.monotonic()
         if not self._incident:
             self._incident = True
             why = reason or self.failed or "the recorder is behind (queue full)"
-            self.warn(f"recording: dropping frames, {why}; forwarding continues")
+            self.warn(line or f"recording: dropping frames, {why}; forwarding continues")
 
-    def incident(self, reason: str) -> None:
+    def incident(self, reason: str, *, line: str | None = None) -> None:
         """The writer lost frames (its counts are its own): warn once per incident."""
         with self._cond:
-            self._start_incident(reason)
+            self._start_incident(reason, line)
 
     def committed(self) -> None:
         """The writer committed a batch: the incident is over once things are quiet."""

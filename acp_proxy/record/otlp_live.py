@@ -24,6 +24,7 @@ certificates) itself. ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -66,6 +67,10 @@ SHUTDOWN_SECONDS = 2.0
 
 FAILING_SHUTDOWN_SECONDS = 0.2
 """... and how long when the collector is failing at that moment."""
+
+REQUEST_SETTLE_SECONDS = 0.5
+"""At exit, past those, how long a request in progress may take to say whether its spans
+arrived (they are counted by its outcome: sent or dropped, never both)."""
 
 DROP_EVENT = "otlp_drop"
 """``events.kind`` of a connection's OTLP losses."""
@@ -150,6 +155,8 @@ class LiveExporter:
         self._warn = warn_line
         self._resource = resource()
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # a request in progress ended
+        self._sending: set[int] = set()  # span ids in a request in progress
         self._connections: dict[Any, _Connection] = {}
         self._owner: dict[int, Any] = {}  # span id -> connection, while queued
         self._closed_losses: dict[Any, _Connection] = {}  # losses of closed connections
@@ -221,12 +228,22 @@ class LiveExporter:
         stopper.start()
         stopper.join(timeout)
         with self._lock:
-            self._finished = True  # a request still stuck is counted below, not again later
-            left = list(self._owner.items())
-            self._owner.clear()
-            self.in_flight = 0
+            # From now on no request starts (the exporter refuses it); what is queued is lost.
+            self._finished = True
+            left = [cid for sid, cid in self._owner.items() if sid not in self._sending]
+            for sid in [sid for sid in self._owner if sid not in self._sending]:
+                del self._owner[sid]
         if left:
-            self._lost_spans([cid for _sid, cid in left], "not sent before exit")
+            self._lost_spans(left, "not sent before exit")
+        # A request in progress is waited for (a working collector answers in milliseconds):
+        # its spans count as sent or lost by its outcome, never both.
+        with self._settled:
+            self._settled.wait_for(lambda: not self._sending, REQUEST_SETTLE_SECONDS)
+            stuck = [self._owner.pop(sid) for sid in list(self._sending) if sid in self._owner]
+            self._sending.clear()
+            self.in_flight = 0
+        if stuck:
+            self._lost_spans(stuck, "a request still in progress at exit")
         self._flush_reports()
         if self.dropped:
             self._warn(
@@ -252,18 +269,31 @@ class LiveExporter:
         if full:
             self._lost_spans([connection_id] * full, "queue full")
 
+    def _sending_batch(self, batch: Sequence[ReadableSpan]) -> bool:
+        """A request is about to carry ``batch``; False once shutdown has counted it lost."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._sending.update(span.context.span_id for span in batch)
+            return True
+
     def _exported(self, batch: Sequence[ReadableSpan], ok: bool, reason: str) -> None:
         owners: list[Any] = []
         with self._lock:
-            if self._finished:
-                return
             for span in batch:
-                owners.append(self._owner.pop(span.context.span_id, None))
+                sid = span.context.span_id
+                if sid not in self._sending:  # counted already (shutdown gave up on it)
+                    continue
+                self._sending.discard(sid)
+                owners.append(self._owner.pop(sid, None))
                 self.in_flight = max(0, self.in_flight - 1)
             if ok:
-                self.sent += len(batch)
+                self.sent += len(owners)
+            self._settled.notify_all()
+        if not owners:
+            return
         if ok:
-            if self._incident:
+            if self._incident and not self._finished:
                 self._incident = False
                 self._flush_reports()
             return
@@ -318,6 +348,8 @@ class _CountingExporter:
     def export(self, spans: Sequence[ReadableSpan]) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
+        if not self._owner._sending_batch(spans):
+            return SpanExportResult.FAILURE  # past the exit's deadline: counted as not sent
         try:
             result = self._inner.export(spans)
         except Exception as exc:  # the SDK returns FAILURE; be sure anyway
@@ -394,6 +426,21 @@ class LiveObserver:
         return self._take_events()
 
 
+NO_SDK = "OTLP export disabled: it needs pip install 'acp-proxy[otlp]'"
+"""What a bare install (no ``otlp`` extra) is told when live export is asked for."""
+
+
+def sdk_installed() -> bool:
+    """Whether the OpenTelemetry SDK and its OTLP/HTTP exporter can be found (not imported)."""
+    try:
+        return all(
+            importlib.util.find_spec(name) is not None
+            for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+        )
+    except (ImportError, ValueError):
+        return False
+
+
 def live_observer() -> LiveObserver | None:
     """A :class:`LiveObserver` for the writer process if the environment asks for live export.
 
@@ -405,7 +452,7 @@ def live_observer() -> LiveObserver | None:
     try:
         return LiveObserver(settings)
     except ImportError:
-        warn("OTLP export disabled: it needs pip install 'acp-proxy[otlp]'")
+        warn(NO_SDK)
         return None
     except Exception as exc:  # a broken install must not stop the recording
         warn(f"OTLP export disabled: {type(exc).__name__}: {exc}")

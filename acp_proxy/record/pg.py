@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -171,13 +172,23 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+NO_PSYCOPG = "recording into PostgreSQL needs psycopg: pip install 'acp-proxy[postgres]'"
+"""What a bare install (no ``postgres`` extra) is told for a ``postgresql://`` URL."""
+
+
+def psycopg_installed() -> bool:
+    """Whether psycopg can be found, without importing it (the forwarding process never does)."""
+    try:
+        return importlib.util.find_spec("psycopg") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise RecordingError(
-            "recording into PostgreSQL needs psycopg: pip install 'acp-proxy[postgres]'"
-        ) from None
+        raise RecordingError(NO_PSYCOPG) from None
     return psycopg
 
 

@@ -45,6 +45,10 @@ locks, or for a database server that is away."""
 OUTAGE_BACKOFF_SECONDS = 2.0
 """The longest wait between two attempts to reach a database server that is away."""
 
+STUCK_CALL_SECONDS = 1.0
+"""Once the exit drain is over, how much longer one call to the database may go unanswered
+(a stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`)."""
+
 
 class OpsObserver(Protocol):
     """Sees every batch of operations in order, off the forwarding path (live OTLP export).
@@ -93,6 +97,10 @@ class WriterPipeline:
         self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
         self._next_beat = 0.0
+        self.in_doubt = 0  # frames of batches whose COMMIT was never answered (maybe stored)
+        self._doubt: dict[Any, tuple[int, int]] = {}  # ... per connection: frames, bytes
+        self._ends: dict[Any, dict[str, Any]] = {}  # ends that could not be written
+        self._guard: threading.Thread | None = None  # cuts a call stuck past the drain
         self.threads = [
             threading.Thread(target=self._rows_loop, name="acp-proxy-rows", daemon=True),
             threading.Thread(target=self._sink_loop, name="acp-proxy-sink", daemon=True),
@@ -167,6 +175,22 @@ class WriterPipeline:
         if self._stopped_at is None:
             self._stopped_at = time.monotonic()
         self._woken.set()
+        if self._guard is None:
+            self._guard = threading.Thread(
+                target=self._cut_stuck_call, name="acp-proxy-drain-guard", daemon=True
+            )
+            self._guard.start()
+
+    def _cut_stuck_call(self) -> None:
+        """Past the drain and its slack, a database call still waiting is cut (bounded exit)."""
+        assert self._stopped_at is not None
+        sink_thread = self.threads[1]
+        time.sleep(max(0.0, self._stopped_at + DRAIN_LOCK_SECONDS - time.monotonic()))
+        while sink_thread.is_alive():
+            sink_thread.join(STUCK_CALL_SECONDS)
+            if sink_thread.is_alive():
+                self._outage_gave_up = True  # no more attempts: the exit waits for none
+                self.sink.interrupt()
 
     def _give_up_at(self) -> float:
         """When to stop waiting for a locked database (monotonic) in the current batch.
@@ -197,8 +221,10 @@ class WriterPipeline:
             self._beat()
         if self._carry:
             self._write([])  # the last changes and counts: one more try
-        if self._carry:
+        if self._carry or self._doubt:
             self.unsaved = True
+        if self._outage_gave_up:  # the rows get their counts once the server answers
+            self.sink.settle_later(list(self.rows.states.values()), self._doubt, self._ends)
         if self._carry and self.journal.failed is None and not self._outage_gave_up:
             # (else its line said so, or the outage's)
             why = f" ({self._failure})" if self._failure else ""
@@ -239,7 +265,7 @@ class WriterPipeline:
         self._batch_deadline = time.monotonic() + self.lock_retry
         while True:
             if self._outage_gave_up:  # the server stayed away past the exit drain
-                self._lose(ops, None)
+                self._lose(ops, None, doubtful=self.sink.doubtful(ops))
                 return
             if not self.sink.is_open and not self._open():
                 if self._outage is not None and self._wait_for_database():
@@ -257,7 +283,17 @@ class WriterPipeline:
                     self._outage_began(str(exc))
                     if self._wait_for_database():
                         continue
-                    self._lose(ops, None)
+                    self._lose(ops, None, doubtful=self.sink.doubtful(ops))
+                    return
+                if exc.locked and self.batches_committed == 0:  # locked since the start
+                    self._lose(
+                        ops,
+                        f"{self.sink.engine} failed: {exc}",
+                        line=(
+                            f"recording disabled while {self.sink.where} is locked by another "
+                            f"process ({exc}); forwarding continues"
+                        ),
+                    )
                     return
                 self._lose(ops, f"{self.sink.engine} failed: {exc}")
                 return
@@ -309,8 +345,26 @@ class WriterPipeline:
             # a value the database cannot take: store the batch with safe text
             return self.sink.write(sanitized(ops), self._give_up_at)
 
-    def _lose(self, ops: list[Op], reason: str | None) -> None:
-        """Count the frames of ``ops`` as lost; keep its row changes for the next batch."""
+    def _lose(
+        self, ops: list[Op], reason: str | None, *, line: str | None = None, doubtful: int = 0
+    ) -> None:
+        """Count the frames of ``ops`` as lost; keep its row changes for the next batch.
+
+        ``reason`` starts an incident (one warning line, ``line`` if given). ``doubtful``:
+        the batch's COMMIT was never answered, so its frames may be stored; they are
+        counted in :attr:`in_doubt`, never as lost."""
+        for op in ops:
+            if isinstance(op, ControlOp) and op.op == "close":
+                self._ends[op.conn] = op.fields
+        if doubtful:
+            self.in_doubt += doubtful
+            for op in ops:
+                if isinstance(op, RowsOp) and op.frames:
+                    was = self._doubt.get(op.conn, (0, 0))
+                    size = sum(r[6] for r in op.frames)
+                    self._doubt[op.conn] = (was[0] + len(op.frames), was[1] + size)
+            self._carry = []  # its row changes went with it, or not: settled later
+            return
         lost = 0
         carry: list[Op] = []
         for op in ops:
@@ -323,7 +377,7 @@ class WriterPipeline:
                 carry.append(op)
         self._carry = carry
         if lost and reason is not None:
-            self.journal.incident(reason)
+            self.journal.incident(reason, line=line)
 
     def _break(self, reason: str) -> None:
         if self._broken is None:

@@ -117,6 +117,7 @@ def query_phrases(text: str) -> list[str]:
         raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
     return phrases
 
+
 _SKIP_KEYS = frozenset(
     {
         "jsonrpc",

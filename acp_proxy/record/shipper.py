@@ -10,7 +10,7 @@ is a :class:`~acp_proxy.record.ipc.Fin` batch, then end of input; ``SIGUSR1`` fi
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
 On its stdout the writer reports progress lines
-(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved``); its warnings go
+(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved in_doubt``); its warnings go
 straight to the shared stderr. If it dies, what it never wrote is counted here and put on
 the connection rows (:meth:`Shipper.settle_lost`).
 """
@@ -77,6 +77,7 @@ class WriterProcess:
         queue_bytes: int,
         batch_bytes: int,
         on_exit: Callable[[], None],
+        otlp: bool = True,
     ):
         # An ignored signal stays ignored across exec: the child cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
@@ -84,9 +85,9 @@ class WriterProcess:
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
                     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-        env = None
+        env = None if otlp else {**os.environ, "OTEL_SDK_DISABLED": "true"}  # said already
         if is_pg_url(path):
-            env = {**os.environ, LOCATION_ENV: str(path)}
+            env = {**(env or os.environ), LOCATION_ENV: str(path)}
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
@@ -121,6 +122,7 @@ class WriterProcess:
         self.dropped = 0
         self.queued_bytes = 0
         self.unsaved = False
+        self.in_doubt = 0  # frames whose COMMIT the server never answered (maybe stored)
         self._ready = False  # it reported once: its SIGUSR1 handler is installed
         self._drain_wanted = False
         self._lock = threading.Lock()
@@ -178,7 +180,7 @@ class WriterProcess:
                     with contextlib.suppress(OSError):
                         self.proc.send_signal(signal.SIGUSR1)
             parts = line.split()
-            if len(parts) == 8 and parts[0] == b"p":
+            if len(parts) == 9 and parts[0] == b"p":
                 self.frames_written = int(parts[1])
                 self.batches = int(parts[2])
                 self.index_cpu = float(parts[3])
@@ -186,6 +188,7 @@ class WriterProcess:
                 self.dropped = int(parts[5])
                 self.queued_bytes = int(parts[6])
                 self.unsaved = parts[7] == b"1"
+                self.in_doubt = int(parts[8])
         with contextlib.suppress(OSError):
             self._stdout.close()
         self._on_exit()  # its output ended: it exited (or is about to)
@@ -203,6 +206,7 @@ class Shipper:
         queue_bytes: int,
         batch_bytes: int,
         warn: Callable[[str], None],
+        otlp: bool = True,
     ) -> None:
         self.journal = journal
         self.path = path
@@ -218,6 +222,7 @@ class Shipper:
             lock_retry=lock_retry,
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
+            otlp=otlp,
         )
         # Queue items live for a batch, long enough to reach the oldest generation, so full
         # collections come often; with start-up's objects frozen they scan only the few

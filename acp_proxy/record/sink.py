@@ -106,6 +106,22 @@ class Sink(ABC):
     def heartbeat(self, now: float) -> None:
         """Refresh ``last_seen_at`` of every open connection row (failures are ignored)."""
 
+    def interrupt(self) -> None:  # noqa: B027 - only a server's sink has anything to cut
+        """From another thread: make a call stuck on an unanswering server fail now."""
+
+    def doubtful(self, ops: list[Op]) -> int:
+        """Frames of ``ops`` whose ``COMMIT`` got no answer: they may be stored (0: none)."""
+        return 0
+
+    def settle_later(  # noqa: B027 - only a server's sink can settle later
+        self,
+        rows: list[RowState],
+        doubt: dict[RowState, tuple[int, int]],
+        ends: dict[RowState, dict[str, Any]],
+    ) -> None:
+        """The server never answered at exit: have ``rows`` get their true losses (``doubt``:
+        frames and bytes of the unanswered COMMIT) and ``ends`` once it does. A hook."""
+
     @abstractmethod
     def close(self) -> None:
         """Disconnect."""

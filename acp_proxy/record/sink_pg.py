@@ -21,12 +21,15 @@ nothing is stored twice.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from acp_proxy.record.pg import (
+    NO_PSYCOPG,
     TAKE_WRITER_LOCK,
     PgDatabase,
     PgUnavailable,
@@ -43,6 +46,7 @@ from acp_proxy.record.rows import (
     Op,
     RowsOp,
     RowState,
+    column_value,
 )
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.sink import SinkFailed, SqlSink
@@ -92,7 +96,10 @@ class PostgresSink(SqlSink):
         return self._db is not None
 
     def open(self, give_up_at: Callable[[], float]) -> None:
-        from psycopg.types.string import BytesBinaryDumper
+        try:
+            from psycopg.types.string import BytesBinaryDumper
+        except ImportError:
+            raise SinkFailed(NO_PSYCOPG) from None
 
         try:
             self._db = connect_pg(self.url, create=True, timeout=self.connect_seconds)
@@ -155,6 +162,62 @@ class PostgresSink(SqlSink):
                     unavailable=True,
                 )
         return status
+
+    def interrupt(self) -> None:
+        """Shut the connection's socket down: a call waiting on a server that never answers
+        (stopped, hung) fails at once, as if the connection were lost (a ``COMMIT`` then
+        stays in doubt, see :meth:`doubtful`)."""
+        db = self._db
+        if db is None:
+            return
+        with contextlib.suppress(Exception):
+            sock = socket.socket(fileno=os.dup(db.conn.pgconn.socket))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+    def doubtful(self, ops: list[Op]) -> int:
+        doubt = self._doubt
+        if doubt is None or doubt.key != _batch_key(ops):
+            return 0
+        return doubt.written
+
+    def settle_later(
+        self,
+        rows: list[RowState],
+        doubt: dict[RowState, tuple[int, int]],
+        ends: dict[RowState, dict[str, Any]],
+    ) -> None:
+        from acp_proxy.record.settle_pg import start
+        from acp_proxy.record.shipper import LOCATION_ENV
+
+        pending = self._doubt
+        ids = {st: cid for st, cid in (pending.ids if pending is not None else [])}
+        plan_rows = []
+        for st in rows:
+            cid = st.db_id if st.db_id is not None else ids.get(st)
+            if cid is None:
+                continue
+            frames, nbytes = doubt.get(st, (0, 0))
+            end = {k: column_value(v) for k, v in ends.get(st, {}).items()}
+            plan_rows.append(
+                {
+                    "id": cid,
+                    "frames": st.losses.frames,
+                    "bytes": st.losses.nbytes,
+                    "doubt_frames": frames,
+                    "doubt_bytes": nbytes,
+                    "end": end,
+                }
+            )
+        if not plan_rows:
+            return
+        plan = {
+            "rows": plan_rows,
+            "doubt": {"xid": pending.xid, "pid": pending.pid} if pending is not None else None,
+        }
+        start(self.url, LOCATION_ENV, plan)
 
     def _xact_status(self, xid: str) -> str | None:
         row = self._execute("SELECT pg_xact_status(?::xid8)", (xid,)).fetchone()

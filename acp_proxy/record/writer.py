@@ -41,7 +41,8 @@ from typing import Any
 from acp_proxy.console import warn
 from acp_proxy.record.ipc import STDERR, Frame
 from acp_proxy.record.journal import LINGER_SECONDS, Journal
-from acp_proxy.record.pg import is_pg_url, safe_url
+from acp_proxy.record.otlp_live import NO_SDK, live_observer, sdk_installed, settings_from_env
+from acp_proxy.record.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
 from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
 from acp_proxy.record.priority import SWITCH_INTERVAL
 from acp_proxy.record.shipper import Shipper
@@ -273,6 +274,15 @@ class Recorder:
         # (forwarding must not wait for it; frames queue meanwhile). A PostgreSQL database
         # is opened by the writer: connecting may wait for the network, and an outage at
         # start is waited out like one later.
+        # What a bare install lacks is said now, before a byte is forwarded, in one line.
+        if pg and not psycopg_installed():
+            self.journal.disable(f"recording disabled: {NO_PSYCOPG}")
+            warn(f"recording disabled: {NO_PSYCOPG}; forwarding continues")
+            return
+        otlp = settings_from_env() is not None
+        if otlp and not sdk_installed():
+            warn(NO_SDK)
+            otlp = False
         sink = sink_for(self.path)
         if not pg:
             try:
@@ -294,16 +304,20 @@ class Recorder:
                     queue_bytes=min(queue_bytes, CHILD_QUEUE_BATCHES * batch_bytes),
                     batch_bytes=batch_bytes,
                     warn=warn,
+                    otlp=otlp,
                 )
                 # Both sides gather for half the linger, so the recording stays as far behind.
                 self.journal.linger = LINGER_SECONDS / 2
                 return
-            except OSError:
-                sink = sink_for(self.path)  # threads, then
-        from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
-
+            except OSError as exc:  # a helper: record from this process's threads instead
+                warn(
+                    f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
+                    "recording in threads"
+                )
+                sink = sink_for(self.path)
+        observer = live_observer() if otlp else None
         self._pipeline = WriterPipeline(
-            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=live_observer()
+            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
         )
         self._pipeline.start()
 
@@ -405,6 +419,7 @@ class Recorder:
             return
         stuck = any(t.is_alive() for t in threads)
         unsaved = False
+        in_doubt = 0
         if shipper is not None:
             child = shipper.writer
             if stuck:
@@ -423,6 +438,7 @@ class Recorder:
             self.frames_written = child.frames_written
             self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
             unsaved = child.unsaved
+            in_doubt = child.in_doubt
             if shipper.died or stuck:
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
@@ -432,6 +448,7 @@ class Recorder:
             self.frames_written = pipeline.frames_written
             self.index_cpu, self.sqlite_cpu = pipeline.index_cpu, pipeline.sqlite_cpu
             unsaved = pipeline.unsaved
+            in_doubt = pipeline.in_doubt
             dropped = pipeline.dropped() + self.journal.unreported_frames()
         if stuck:
             self.warn("recording: the writer made no progress; the last frames may be lost")
@@ -446,6 +463,11 @@ class Recorder:
         if dropped:
             where = "" if self.journal.failed or unsaved else " (see frames_dropped)"
             self.warn(f"recording: {dropped} frame(s) were not recorded{where}")
+        if in_doubt:
+            self.warn(
+                f"recording: {in_doubt} more frame(s) may be recorded: {self.where} never "
+                "answered their COMMIT"
+            )
 
     def _written(self) -> int:
         """Frames committed so far (by the writer process, if there is one)."""

@@ -166,6 +166,66 @@ def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
     assert frames.count(later[: len(later) // 70]) == 140
 
 
+def _not_recorded(stderr: bytes) -> int:
+    """N of the exit's line "N frame(s) were not recorded" (0 without it)."""
+    for line in stderr.decode().splitlines():
+        if "frame(s) were not recorded" in line:
+            return int(line.split("recording: ", 1)[1].split()[0].replace(",", ""))
+    return 0
+
+
+def test_a_database_locked_for_the_whole_run_says_recording_disabled_once(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "locked.db"
+    holder, proc = _second_proxy_under_lock(db, retry=0.3)
+    data = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
+    try:
+        echo_through(proc, data)
+        seen = _read_stderr_until(proc, b"locked", 60)
+        echo_through(proc, data)
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+        stderr = seen + proc.stderr.read()
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    lines = stderr.decode().splitlines()
+    disabled = [line for line in lines if "recording disabled" in line]
+    assert len(disabled) == 1, lines
+    assert "is locked by another process (database is locked)" in disabled[0]
+    assert not any("dropping frames" in line for line in lines), lines
+    assert _not_recorded(stderr) == 2 * 100
+
+
+def test_after_a_lock_ends_the_row_counts_what_stderr_says_was_not_recorded(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "locked.db"
+    holder, proc = _second_proxy_under_lock(db, retry=0.3)
+    first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
+    try:
+        echo_through(proc, first)
+        seen = _read_stderr_until(proc, b"locked", 60)
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    later = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
+    echo_through(proc, later)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    stderr = seen + proc.stderr.read()
+    con = sqlite3.connect(db)
+    try:
+        (dropped,) = con.execute("SELECT frames_dropped FROM connections WHERE id = 2").fetchone()
+    finally:
+        con.close()
+    assert dropped == _not_recorded(stderr) >= 1, stderr
+    assert len(frames_of(db, 2)) + dropped == 2 * (50 + 70)
+
+
 def test_a_lock_held_at_start_does_not_delay_forwarding(tmp_path: Path) -> None:
     """A lock that even blocks readers (exclusive locking mode) when the proxy starts is
     waited for on the writer thread: the echo comes back while the lock is still held,

@@ -8,7 +8,9 @@ The password of every test URL (``s3cret-pw``) must never reach stderr or a stor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -485,3 +487,126 @@ def test_an_idle_connections_heartbeat_advances_in_postgresql(pg_url: str) -> No
         code, err = _finish(proc)
     assert code == 0, err
     assert _query(pg_url, "SELECT end_reason FROM connections") == [("exited",)]
+
+
+def _server_processes(server: PgServer) -> list[int]:
+    """The postmaster and every process it started (its backends, its helpers)."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    found = [postmaster]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                found.append(int(entry))
+    return found
+
+
+def test_a_server_that_hangs_at_exit_costs_a_bounded_exit_and_claims_no_stored_frame_lost(
+    own_server: PgServer,
+) -> None:
+    """``kill -STOP`` of the whole server during a flood (issue 22: the exit took 65 s, said
+    every frame was lost, and 8,642 of them were in the database once it went on)."""
+    own_server.start()
+    url = own_server.url()
+    proc = echo_proxy(url)
+    assert proc.stdin is not None and proc.stdout is not None
+    sent = 0
+    echoed = bytearray()
+    stdout = proc.stdout
+
+    def read_back() -> None:
+        for chunk in iter(lambda: stdout.read1(1 << 16), b""):
+            echoed.extend(chunk)
+
+    reader = threading.Thread(target=read_back, daemon=True)
+    reader.start()
+    watcher = _WATCHED[proc.pid] = _Stderr(proc)
+    stopped: list[int] = []
+    try:
+        for i in range(400):
+            block = b"".join(_lines(100, f"b{i}"))
+            proc.stdin.write(block)
+            proc.stdin.flush()
+            sent += 100
+            if i == 20:
+                _wait_for_frames(url, 200)  # some batches committed: now hang the server
+                stopped = _server_processes(own_server)
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+        proc.stdin.close()
+        try:
+            code = proc.wait(40)  # the drain is ~3 s, plus a second for a stuck call
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("the exit waited on the hung server") from None
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert code == 0
+    reader.join(TIMEOUT)
+    assert len(echoed) == sum(len(b) for i in range(400) for b in _lines(100, f"b{i}"))
+    watcher.thread.join(TIMEOUT)
+    err = bytes(watcher.data).decode()
+    _WATCHED.pop(proc.pid, None)
+    assert "Traceback" not in err
+    lost = doubt = 0
+    for line in err.splitlines():
+        if "frame(s) were not recorded" in line:
+            lost = int(line.split("recording: ", 1)[1].split()[0])
+        if "more frame(s) may be recorded" in line:
+            doubt = int(line.split("recording: ", 1)[1].split()[0])
+    recorded = _frame_count(url)  # the server answers again
+    assert recorded > 0
+    assert recorded + lost <= 2 * sent, err  # nothing stored is said to be lost
+    assert recorded + lost + doubt >= 2 * sent, err  # and nothing is lost without a word
+    # once the server answers again, the row gets the true loss and its end
+    deadline = time.monotonic() + TIMEOUT
+    while _dropped(url) + _frame_count(url) != 2 * sent:
+        assert time.monotonic() < deadline, (_dropped(url), _frame_count(url), 2 * sent)
+        time.sleep(0.2)
+    ((ended, reason),) = _query(url, "SELECT ended_at, end_reason FROM connections")
+    assert ended is not None and reason == "exited"
+
+
+@pytest.mark.parametrize("outcome", ["COMMIT", "ROLLBACK"])
+def test_the_settler_counts_an_unanswered_commits_frames_only_if_it_did_not_commit(
+    pg_url: str, outcome: str
+) -> None:
+    """What ``record/settle_pg.py`` writes once the server answers: the row's losses, plus
+    the doubtful batch's frames unless its transaction committed; an end only where none."""
+    import psycopg
+
+    from acp_proxy.record.settle_pg import settle
+
+    run_proxy(["--record", pg_url, "--", *ECHO_AGENT], stdin=b"{}\n")  # a connection row
+    ((cid,),) = _query(pg_url, "SELECT max(id) FROM connections")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("BEGIN")
+        xid = conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]  # type: ignore[index]
+        conn.execute(outcome)
+        pid = conn.info.backend_pid
+    plan = {
+        "rows": [
+            {
+                "id": cid,
+                "frames": 7,
+                "bytes": 70,
+                "doubt_frames": 5,
+                "doubt_bytes": 50,
+                "end": {"end_reason": "recorder-lost", "ended_at": 1.0},
+            }
+        ],
+        "doubt": {"xid": xid, "pid": pid},
+    }
+    assert settle(pg_url, plan, give_up_after=30)
+    ((dropped, nbytes, reason),) = _query(
+        pg_url,
+        "SELECT frames_dropped, bytes_dropped, end_reason FROM connections WHERE id = %s",
+        (cid,),
+    )
+    assert (dropped, nbytes) == ((7, 70) if outcome == "COMMIT" else (12, 120))
+    assert reason == "exited"  # the row's own end is kept

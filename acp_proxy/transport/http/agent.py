@@ -302,7 +302,7 @@ class AgentConnection(HttpConnection):
         finally:
             for task in (out, err):
                 task.cancel()
-            if agent.popen.poll() is None or agent.tree.watchdog.poll() is None:
+            if agent.popen.poll() is None or agent.tree.running():
                 await agent.end_tree_async(kill_now=True)
                 returncode = await wait_exit(agent.popen, None)
             with contextlib.suppress(Exception):

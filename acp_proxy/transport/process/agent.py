@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from acp_proxy.console import warn
 from acp_proxy.transport.process import watchdog
 
 DEFAULT_GRACE_SECONDS = 5.0
@@ -118,12 +119,23 @@ class ProcessTree:
     """A new process group led by a watchdog; whatever is started in it ends with the proxy.
 
     Start processes in it with :meth:`popen_options` (``subprocess.Popen`` and
-    ``asyncio.create_subprocess_exec`` accept them). :meth:`end` (or :meth:`end_async`)
-    asks the watchdog to end the group and waits for it; the proxy dying does the same.
+    ``asyncio.create_subprocess_exec`` accept them), then tell it the first one's pid
+    (:meth:`joined`). :meth:`end` (or :meth:`end_async`) asks the watchdog to end the group
+    and waits for it; the proxy dying does the same.
+
+    The watchdog is a helper: if it cannot start (the interpreter in ``sys.executable`` may
+    not be executed by this user, say), one line says so and the first process started
+    leads the group itself. The proxy then ends the group at its exit, and the agent still
+    gets SIGTERM if the proxy dies, but a grandchild may outlive a ``kill -9`` of the proxy.
     """
 
     def __init__(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
         self.grace = grace
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.pgid = 0  # 0 until the group exists (the watchdog, or the first process started)
+        self._pipe = -1
+        self._lock = threading.Lock()
+        self._released = False
         read_end, self._pipe = os.pipe()  # neither end is inherited by anything else
         try:
             self.watchdog = subprocess.Popen(
@@ -134,28 +146,44 @@ class ProcessTree:
                 process_group=0,
                 preexec_fn=_ignore_group_signals,
             )
+        except OSError as exc:
+            os.close(self._pipe)
+            self._pipe = -1
+            _watchdog_failed(exc)
         except BaseException:
             os.close(self._pipe)
             raise
         finally:
             os.close(read_end)
-        self.pgid = self.watchdog.pid
-        self._lock = threading.Lock()
-        self._released = False
+        if self.watchdog is not None:
+            self.pgid = self.watchdog.pid
 
     def popen_options(self) -> dict[str, Any]:
         """Keyword arguments that start a process in this group, tied to the proxy."""
         return {"process_group": self.pgid, "preexec_fn": _tie_to_parent()}
 
+    def joined(self, pid: int) -> None:
+        """A process started with :meth:`popen_options`: without a watchdog, it leads the group."""
+        if self.pgid == 0:
+            self.pgid = pid
+
+    def running(self) -> bool:
+        """Whether the group may still hold processes to end (its watchdog is alive)."""
+        if self.watchdog is not None:
+            return self.watchdog.poll() is None
+        return self.pgid != 0 and not self._released
+
     def signal(self, sig: int) -> None:
         """Send ``sig`` to every process of the group (the watchdog ignores all but SIGKILL)."""
+        if self.pgid == 0:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, sig)
 
     def release(self, *, kill_now: bool = False) -> None:
         """Tell the watchdog to end the group: SIGTERM, ``grace``, SIGKILL (or SIGKILL now)."""
         with self._lock:
-            if self._released:
+            if self._released or self._pipe < 0:
                 return
             self._released = True
             with contextlib.suppress(OSError):
@@ -163,8 +191,20 @@ class ProcessTree:
                     os.write(self._pipe, watchdog.KILL_NOW)
             os.close(self._pipe)
 
+    def _end_unguarded(self, kill_now: bool) -> None:
+        """No watchdog: end the group from here, as it would (SIGTERM, ``grace``, SIGKILL)."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        if self.pgid != 0:
+            watchdog.end_group(self.pgid, self.grace, term=not kill_now)
+
     def end(self, *, kill_now: bool = False) -> None:
         """End every process of the group and wait until they are gone (bounded)."""
+        if self.watchdog is None:
+            self._end_unguarded(kill_now)
+            return
         self.release(kill_now=kill_now)
         try:
             self.watchdog.wait(self.grace + WATCHDOG_SLACK_SECONDS)
@@ -174,10 +214,27 @@ class ProcessTree:
 
     async def end_async(self, *, kill_now: bool = False) -> None:
         """:meth:`end` for the event loop."""
+        if self.watchdog is None:
+            await asyncio.to_thread(self._end_unguarded, kill_now)
+            return
         self.release(kill_now=kill_now)
         if await wait_exit(self.watchdog, self.grace + WATCHDOG_SLACK_SECONDS) is None:
             self.signal(signal.SIGKILL)  # pragma: no cover - a stopped watchdog
             await wait_exit(self.watchdog, None)
+
+
+_watchdog_warned = False
+
+
+def _watchdog_failed(exc: OSError) -> None:
+    """Say once per process that agents run without their watchdog."""
+    global _watchdog_warned
+    if _watchdog_warned:
+        return
+    _watchdog_warned = True
+    warn(
+        f"no watchdog for the agent ({exc.strerror or exc}: {sys.executable}); it runs without one"
+    )
 
 
 CLOSE_STEPS = (None, signal.SIGTERM, signal.SIGKILL)
@@ -324,6 +381,7 @@ def spawn_agent(
             env=env,
             **tree.popen_options(),
         )
+        tree.joined(popen.pid)
     except OSError as exc:
         tree.end(kill_now=True)
         raise _start_error(argv[0], exc) from None

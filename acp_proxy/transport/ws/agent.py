@@ -125,7 +125,7 @@ class AgentBridge:
         finally:
             for task in (c2a, a2c, err):
                 task.cancel()
-            if agent.popen.poll() is None or agent.tree.watchdog.poll() is None:
+            if agent.popen.poll() is None or agent.tree.running():
                 await agent.end_tree_async(kill_now=True)  # cancelled or failed: at once
                 returncode = await wait_exit(agent.popen, None)
             with contextlib.suppress(Exception):

@@ -10,6 +10,7 @@ address every ``/acp`` server (WebSocket, Streamable HTTP, its relay) answers an
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,8 @@ class WsSettings:
     heartbeat: float | None = DEFAULT_HEARTBEAT
     grace: float = DEFAULT_GRACE_SECONDS
     label: str | None = None
+    tls: ssl.SSLContext | None = None  # listen with TLS (https:// / wss://)
+    upstream_tls: ssl.SSLContext | None = None  # verify an https:// / wss:// --upstream
 
 
 def peer_of(request: web.Request) -> str:

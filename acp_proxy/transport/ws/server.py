@@ -24,6 +24,7 @@ import aiohttp
 from aiohttp import web
 
 from acp_proxy.transport.server_limits import app_runner
+from acp_proxy.transport.tls import scheme_for
 from acp_proxy.transport.ws.agent import serve_agent
 from acp_proxy.transport.ws.handshake import Handshake, WsSettings, refuse
 from acp_proxy.transport.ws.rules import (
@@ -128,6 +129,7 @@ class WsServer:
             self._session = aiohttp.ClientSession(
                 ws_response_class=client_ws_class(self.settings.max_message),
                 timeout=aiohttp.ClientTimeout(total=None, connect=30),
+                connector=aiohttp.TCPConnector(ssl=self.settings.upstream_tls or True),
             )
         return self._session
 
@@ -145,9 +147,9 @@ class WsServer:
 # -- running a server -----------------------------------------------------------------------
 
 
-def format_url(host: str, port: int) -> str:
+def format_url(host: str, port: int, scheme: str = "ws") -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"ws://{shown}:{port}{ACP_PATH}"
+    return f"{scheme}://{shown}:{port}{ACP_PATH}"
 
 
 async def serve(
@@ -165,14 +167,16 @@ async def serve(
     """
     runner = app_runner(server.app(), shutdown_timeout=30)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    tls = server.settings.tls
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = runner.addresses[0]
-    url = format_url(host if host not in ("", "0.0.0.0", "::") else str(bound[0]), int(bound[1]))
+    shown = host if host not in ("", "0.0.0.0", "::") else str(bound[0])
+    url = format_url(shown, int(bound[1]), scheme_for("ws", tls))
     if on_ready is not None:
         on_ready(url)
     else:

@@ -14,6 +14,7 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws.handshake import Handshake
 from acp_proxy.transport.ws.rules import (
     CLOSE_GOING_AWAY,
@@ -59,7 +60,8 @@ async def serve_upstream(handshake: Handshake) -> web.StreamResponse:
         )
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         return handshake.refuse(
-            502, f"cannot reach upstream {s.upstream}: {exc or type(exc).__name__}"
+            502,
+            f"cannot reach upstream {s.upstream}: {tls_failure(exc) or exc or type(exc).__name__}",
         )
     assert isinstance(up, ClientWebSocket)
     try:

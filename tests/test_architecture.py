@@ -1,12 +1,13 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < record < replay < transport < web < demo | testing < commands < cli, and inside
-transport/ process < stdio < ws < http, nothing imports upward; wire, acp and replay import no
-I/O library; click only in commands/ and cli.py; no cycles between sibling modules or
-packages, imports under ``if TYPE_CHECKING:`` included. The tests below also prove the check
-can fail: the same configuration on a temporary copy of the package with one deliberate bad
-import in it must be BROKEN.
+acp < record < replay < transport | report < web < demo | testing | mcp < commands < cli,
+and inside transport/ process < stdio < ws < http, nothing imports upward (transport and
+report not each other either); wire, acp and replay import no I/O library; click only in
+commands/ and cli.py; no cycles between sibling modules or packages, imports under
+``if TYPE_CHECKING:`` included. The tests below also prove the check can fail: the same
+configuration on a temporary copy of the package with one deliberate bad import in it must
+be BROKEN.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def package_copy(tmp_path: Path) -> Path:
         ("transport/process/dials.py", "import acp_proxy.transport.ws.rules\n", "Transports"),
         # click outside commands/
         ("transport/options.py", "import click\n", "click"),
+        ("report/options.py", "import click\n", "click"),
+        # presentation reaching for the sockets, or the CLI
+        ("report/live.py", "import acp_proxy.transport\n", "Layers"),
+        ("report/usage.py", "from acp_proxy.commands import common\n", "Layers"),
         # I/O in the pure core
         ("acp/spawns.py", "import subprocess\n", "pure"),
         ("replay/stores.py", "import sqlite3\n", "pure"),

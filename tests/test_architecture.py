@@ -2,10 +2,12 @@
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
 acp < record < replay < transport | report < web < demo | testing | mcp < commands < cli,
-nothing imports upward (transport and report not each other either); wire, acp and replay
-import no I/O library; click only in commands/ and cli.py; no cycles between sibling modules.
-The tests below also prove the check can fail: the same configuration on a temporary copy of the
-package with one deliberate bad import in it must be BROKEN.
+and inside transport/ process < stdio < ws < http, nothing imports upward (transport and
+report not each other either); wire, acp and replay import no I/O library; click only in
+commands/ and cli.py; no cycles between sibling modules or packages, imports under
+``if TYPE_CHECKING:`` included. The tests below also prove the check can fail: the same
+configuration on a temporary copy of the package with one deliberate bad import in it must
+be BROKEN.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.Co
 def test_the_import_contracts_are_kept() -> None:
     done = _lint_imports(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 kept, 0 broken" in done.stdout, done.stdout
+    assert "5 kept, 0 broken" in done.stdout, done.stdout
 
 
 @pytest.fixture
@@ -61,6 +63,8 @@ def package_copy(tmp_path: Path) -> Path:
         ("wire/upward.py", "from acp_proxy.commands import common\n", "Layers"),
         # the inspector reaching into the CLI again (what web/cli.py did)
         ("web/uses_click.py", "import acp_proxy.commands.ui\n", "Layers"),
+        # a transport reaching up: process/ starting a WebSocket
+        ("transport/process/dials.py", "import acp_proxy.transport.ws.rules\n", "Transports"),
         # click outside commands/
         ("transport/options.py", "import click\n", "click"),
         ("report/options.py", "import click\n", "click"),
@@ -88,3 +92,41 @@ def test_a_bad_import_breaks_a_contract(
     failed = [line for line in done.stdout.splitlines() if " BROKEN" in line]
     assert any(broken in line for line in failed), done.stdout
     assert Path(module).stem in done.stdout  # the report names the culprit
+
+
+TYPE_ONLY = (
+    '"""A deliberate violation: an annotation-only import."""\n\n'
+    "from __future__ import annotations\n\n"
+    "from typing import TYPE_CHECKING\n\n"
+    "if TYPE_CHECKING:\n"
+    "    import {target}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "culprit"),
+    [
+        # a WebSocket module annotating with the HTTP endpoint, which imports ws/ already
+        ({"transport/ws/annotates.py": "acp_proxy.transport.http.endpoint"}, ".ws -> .http"),
+        # two sibling modules that only name each other's types
+        (
+            {
+                "record/loop_a.py": "acp_proxy.record.loop_b",
+                "record/loop_b.py": "acp_proxy.record.loop_a",
+            },
+            ".loop_",
+        ),
+    ],
+)
+def test_a_type_only_loop_breaks_the_no_cycles_contract(
+    package_copy: Path, files: dict[str, str], culprit: str
+) -> None:
+    """Type-only imports count (``exclude_type_checking_imports = false``): a mode handed the
+    whole server "for its annotations" is a loop in the design, and is reported as one."""
+    for module, target in files.items():
+        (package_copy / "acp_proxy" / module).write_text(TYPE_ONLY.format(target=target))
+    done = _lint_imports(package_copy, pythonpath=package_copy)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = [line for line in done.stdout.splitlines() if " BROKEN" in line]
+    assert "No import cycles between sibling modules BROKEN" in failed, done.stdout
+    assert culprit in done.stdout, done.stdout

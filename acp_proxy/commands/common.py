@@ -27,7 +27,7 @@ from acp_proxy.record.reader import (
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
 from acp_proxy.transport.address import parse_listen
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 
 
 def parse_listen_option(

@@ -26,7 +26,7 @@ def connect_http(
     tls: ssl.SSLContext | None = None,
 ) -> NoReturn:
     """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
-    from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
+    from acp_proxy.transport.http.connect import HttpConnectSettings, run_http_connect
 
     run_stdio_bridge(
         run_http_connect(

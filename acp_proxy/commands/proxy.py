@@ -11,7 +11,7 @@ from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_opti
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
-from acp_proxy.transport.stdio import StdioProxy
+from acp_proxy.transport.stdio.proxy import StdioProxy
 
 
 @click.command(

@@ -185,7 +185,7 @@ def replay_command(
     except (RecordingError, ScriptError) as exc:
         raise click.ClickException(str(exc)) from None
     if client_mode:
-        from acp_proxy.transport.agent_check import run_check
+        from acp_proxy.transport.stdio.agent_check import run_check
 
         try:
             connections = []
@@ -205,7 +205,7 @@ def replay_command(
         except KeyboardInterrupt:
             code = 130
         sys.exit(code)
-    from acp_proxy.transport.replay_stdio import serve_stdio
+    from acp_proxy.transport.stdio.replay import serve_stdio
 
     options = ReplayOptions(
         match=match,  # type: ignore[arg-type]

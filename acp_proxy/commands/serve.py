@@ -94,7 +94,7 @@ def serve_command(
             problem = f"not an http:// URL: {upstream!r}"
     check_server_options(host, upstream, agent_command, token, problem)
     tls, upstream_tls = server_tls(tls_cert, tls_key), peer_tls(cafile)
-    from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
+    from acp_proxy.transport.http.endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
 
     run_recording_server(
         lambda settings: serve_endpoint(AcpEndpoint(settings), host, port),

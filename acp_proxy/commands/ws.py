@@ -25,7 +25,7 @@ from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, 
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
     ws_url_ok,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import ssl
 
     from acp_proxy.replay.engine import ReplayEngine
-    from acp_proxy.transport.ws_server import WsSettings
+    from acp_proxy.transport.ws.handshake import WsSettings
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -167,7 +167,7 @@ def ws_command(
         host, upstream, agent_command, token, ws_url_ok(upstream) if upstream else None
     )
     tls, upstream_tls = server_tls(tls_cert, tls_key), peer_tls(cafile)
-    from acp_proxy.transport.websocket import WsServer, serve  # aiohttp: lazily
+    from acp_proxy.transport.ws.server import WsServer, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
     try:
@@ -249,7 +249,7 @@ def connect_command(
             raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
         pairs.append((name.strip(), value.strip()))
     tls = peer_tls(cafile)
-    from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
+    from acp_proxy.transport.ws.connect import ConnectSettings, run_connect  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
@@ -302,7 +302,7 @@ def serve_replay_listen(
             f"listening on {host} exposes the replay to the network: set ACP_PROXY_TOKEN, or "
             "listen on 127.0.0.1"
         )
-    from acp_proxy.transport.http_replay import serve_replay_both  # both halves of /acp
+    from acp_proxy.transport.http.replay import serve_replay_both  # both halves of /acp
 
     recorder = Recorder(record, backend="process")
     try:
@@ -373,7 +373,7 @@ def run_recording_server(
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
     """
-    from acp_proxy.transport.ws_server import WsSettings  # aiohttp: lazily
+    from acp_proxy.transport.ws.handshake import WsSettings  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.transport.process import ProcessTree
+from acp_proxy.transport.process.agent import ProcessTree
 
 CLIENT_INFO = {
     "name": "acp-proxy-demo-client",

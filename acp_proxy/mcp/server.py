@@ -25,7 +25,7 @@ from pydantic import Field
 
 from acp_proxy.mcp.tools import FINDINGS_LAST, PAGE_DEFAULT, PAGE_MAX, StoreTools, ToolFailure
 from acp_proxy.transport.address import check_listen
-from acp_proxy.transport.ws_bridge import token_from, token_ok
+from acp_proxy.transport.ws.rules import token_from, token_ok
 
 INSTRUCTIONS = """\
 Read-only tools over an acp-proxy store: recordings of Agent Client Protocol (ACP,

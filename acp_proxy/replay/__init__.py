@@ -7,7 +7,8 @@ store (the SQLite one is :class:`acp_proxy.record.reader.ReplayFrames`);
 adapter API);
 :mod:`acp_proxy.replay.agent_check` is the pure half of ``--client`` (the recorded client
 played against a real agent). The adapters that move bytes or start processes live in
-:mod:`acp_proxy.transport` (``replay_stdio``, ``replay_ws``, ``agent_check``).
+:mod:`acp_proxy.transport` (``stdio.replay``, ``ws.replay``, ``http.replay``,
+``stdio.agent_check``).
 """
 
 from acp_proxy.replay.engine import Note, ReplayEngine, ReplayOptions, Send, Wait

@@ -10,7 +10,7 @@ ids, maps live sessionIds back to recorded ones, drops the ignore paths and mask
 volatile members (entity ids such as ``toolCallId``, timestamps such as ``updatedAt``,
 ``_meta`` trace context: :mod:`acp_proxy.acp.volatile`, the definition ``acp-proxy diff``
 uses), then diffs the normalized agent→client message sequences line by line. No I/O: the
-process and the bytes are :mod:`acp_proxy.transport.agent_check`'s job.
+process and the bytes are :mod:`acp_proxy.transport.stdio.agent_check`'s job.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from acp_proxy.record.reader import RecordingReader
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.search import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
-from acp_proxy.transport.http_server import MAX_LINE_BYTES, app_runner
+from acp_proxy.transport.server_limits import MAX_LINE_BYTES, app_runner
 from acp_proxy.transport.tls import scheme_for
 from acp_proxy.web import store, views
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from acp_proxy.transport import watchdog
-from acp_proxy.transport.process import ProcessTree, spawn_agent
+from acp_proxy.transport.process import watchdog
+from acp_proxy.transport.process.agent import ProcessTree, spawn_agent
 from tests.transport.test_lifecycle import wait_dead
 
 STUBBORN = (

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from acp_proxy.transport.http_server import MAX_LINE_BYTES
+from acp_proxy.transport.server_limits import MAX_LINE_BYTES
 from tests.web.helpers import record_session, web_server
 
 SOCKET_BOUND = 60.0

@@ -1,4 +1,4 @@
-"""The pure rules of the WebSocket transport (acp_proxy.transport.ws_bridge), in process."""
+"""The pure rules of the WebSocket transport (acp_proxy.transport.ws.rules), in process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     Ignore,
     PendingRequests,
     Refuse,

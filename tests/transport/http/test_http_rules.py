@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acp_proxy.transport.http_rules import (
+from acp_proxy.transport.http.rules import (
     StreamRouter,
     accepts_sse,
     classify_post,

@@ -3,7 +3,7 @@
 Everything the WebSocket server, the upstream proxy and the stdio bridge *decide* lives here:
 how a WebSocket message becomes one stdio line and back, which handshakes are accepted
 (token, Origin, bind address), which headers are passed on or kept in the recording, and how
-close codes are passed through. The adapters in :mod:`acp_proxy.transport.websocket` only move
+close codes are passed through. The adapters in :mod:`acp_proxy.transport.ws` only move
 bytes according to these answers.
 
 ``raw`` for a WebSocket frame is the message payload exactly as it crossed (text frames: the

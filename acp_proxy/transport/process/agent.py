@@ -2,7 +2,7 @@
 
 Every agent runs in a process group of its own, together with everything it starts (an npm
 agent's Node wrapper and the native binary behind it, a shell script's children). The
-group's leader is a tiny watchdog (:mod:`acp_proxy.transport.watchdog`) that holds a pipe
+group's leader is a tiny watchdog (:mod:`acp_proxy.transport.process.watchdog`) that holds a pipe
 from the proxy: when the proxy closes it, or dies (``kill -9`` included), the watchdog
 ends the group — SIGTERM, ``grace`` seconds, SIGKILL. So no process of the tree outlives
 the proxy. The recorder's writer process is not in that group and finishes the recording.
@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from acp_proxy.console import warn
-from acp_proxy.transport import watchdog
+from acp_proxy.transport.process import watchdog
 
 DEFAULT_GRACE_SECONDS = 5.0
 WATCHDOG_SLACK_SECONDS = 2.0

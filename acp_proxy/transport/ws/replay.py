@@ -17,17 +17,8 @@ from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
-from acp_proxy.transport.websocket import (
-    SessionHandler,
-    WsServer,
-    WsSettings,
-    close_info,
-    close_quietly,
-    log,
-    record_close,
-    serve,
-)
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.handshake import Handshake, SessionHandler, WsSettings
+from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
     Ignore,
@@ -35,6 +26,8 @@ from acp_proxy.transport.ws_bridge import (
     line_to_message,
     message_to_line,
 )
+from acp_proxy.transport.ws.server import WsServer, serve
+from acp_proxy.transport.ws.sockets import close_info, close_quietly, log, record_close
 from acp_proxy.wire.frame import A2C, C2A
 
 
@@ -43,11 +36,10 @@ def replay_handler(
 ) -> SessionHandler:
     """A :data:`SessionHandler` that serves one fresh replay engine per connection."""
 
-    async def handle(
-        request: web.Request, server: WsServer, connection_id: str
-    ) -> web.StreamResponse:
-        ws = await server.accept(request, connection_id)
-        rec = server.record_connection("replay", request, ws)
+    async def handle(handshake: Handshake) -> web.StreamResponse:
+        connection_id = handshake.connection_id
+        ws = await handshake.accept()
+        rec = handshake.record_connection("replay", ws)
         engine = new_engine()
 
         async def carry_out(outputs: list[Output]) -> bool:
@@ -91,7 +83,6 @@ def replay_handler(
             await carry_out(engine.finish())
             await close_quietly(ws, 1000, "")
         finally:
-            server.active.discard(ws)
             rec.close()
         return ws
 

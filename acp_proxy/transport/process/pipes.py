@@ -13,7 +13,7 @@ import sys
 
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.process import Agent
+from acp_proxy.transport.process.agent import Agent
 from acp_proxy.wire.framing import LineFramer
 
 

@@ -25,7 +25,7 @@ import aiohttp
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import CHUNK, write_all
-from acp_proxy.transport.http_rules import (
+from acp_proxy.transport.http.rules import (
     ATTACH_METHODS,
     CONNECTION_ID_HEADER,
     CONTENT_TYPE_JSON,
@@ -34,11 +34,11 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     id_key,
 )
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
-from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
+from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.stdio.bridge import exit_on_signals, start_stdin_reader
 from acp_proxy.transport.tls import tls_failure
-from acp_proxy.transport.ws_bridge import DEFAULT_MAX_MESSAGE, PendingRequests
-from acp_proxy.transport.ws_io import log
+from acp_proxy.transport.ws.rules import DEFAULT_MAX_MESSAGE, PendingRequests
+from acp_proxy.transport.ws.sockets import log
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 

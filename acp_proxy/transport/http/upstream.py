@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.http_rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.http.rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
 from acp_proxy.transport.tls import tls_failure
-from acp_proxy.transport.ws_bridge import headers_worth_keeping
+from acp_proxy.transport.ws.handshake import WsSettings, peer_of, refuse
+from acp_proxy.transport.ws.rules import headers_worth_keeping
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
-
-if TYPE_CHECKING:
-    from acp_proxy.transport.http_endpoint import AcpEndpoint
 
 HOP_BY_HOP = frozenset(
     {
@@ -52,8 +50,8 @@ HOP_BY_HOP = frozenset(
 class HttpUpstream:
     """The HTTP half of ``/acp`` relayed to ``upstream``, recorded per connection id."""
 
-    def __init__(self, endpoint: AcpEndpoint, upstream: str) -> None:
-        self.endpoint = endpoint
+    def __init__(self, settings: WsSettings, upstream: str) -> None:
+        self.settings = settings
         self.upstream = upstream
         self.recorders: dict[str, ConnectionRecorder] = {}
         self._http: aiohttp.ClientSession | None = None
@@ -64,13 +62,13 @@ class HttpUpstream:
                 timeout=aiohttp.ClientTimeout(total=None, connect=30),
                 auto_decompress=False,  # the bytes as they came
                 cookie_jar=aiohttp.DummyCookieJar(),  # cookies are the client's, passed through
-                connector=aiohttp.TCPConnector(ssl=self.endpoint.settings.upstream_tls or True),
+                connector=aiohttp.TCPConnector(ssl=self.settings.upstream_tls or True),
             )
         return self._http
 
     def _request_headers(self, request: web.Request) -> dict[str, str]:
         drop = set(HOP_BY_HOP)
-        if self.endpoint.settings.token is not None:
+        if self.settings.token is not None:
             drop.add("authorization")  # the proxy's token, not the upstream's
         return {k: v for k, v in request.headers.items() if k.lower() not in drop}
 
@@ -91,7 +89,7 @@ class HttpUpstream:
         rec.event("http", detail)
 
     def _unreachable(self, request: web.Request, exc: BaseException) -> web.Response:
-        return self.endpoint.refuse(
+        return refuse(
             request,
             502,
             f"the upstream {self.upstream} is unreachable: "
@@ -116,11 +114,11 @@ class HttpUpstream:
             cid = resp.headers.get(CONNECTION_ID_HEADER)
             opened = False
             if post.is_initialize and resp.status == 200 and cid and cid not in self.recorders:
-                rec = self.recorders[cid] = self.endpoint.settings.recorder.connection(
+                rec = self.recorders[cid] = self.settings.recorder.connection(
                     "http",
-                    peer=self.endpoint._peer(request),
+                    peer=peer_of(request),
                     headers=headers_worth_keeping(request.headers.items(), resp.headers.items()),
-                    label=self.endpoint.settings.label,
+                    label=self.settings.label,
                     agent_command=[self.upstream],
                 )
                 opened = True

@@ -1,6 +1,6 @@
 """The watchdog of one agent's process group: it ends the group when the proxy goes away.
 
-Started by :class:`acp_proxy.transport.process.ProcessTree` as the *leader* of a new process
+Started by :class:`acp_proxy.transport.process.agent.ProcessTree` as the *leader* of a new process
 group that the agent then joins (and with it everything the agent starts: a Node or shell
 wrapper's real binary, its helpers). Its stdin is a pipe whose only writer is the proxy, so
 it reads end of file when the proxy closes it *or dies*, ``kill -9`` included. Then it ends

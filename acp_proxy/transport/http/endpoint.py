@@ -1,6 +1,6 @@
 """The whole ``/acp`` endpoint of ``acp-proxy serve``: Streamable HTTP and WebSocket in one.
 
-:class:`AcpEndpoint` is the WebSocket server of :mod:`acp_proxy.transport.ws_server` (a GET
+:class:`AcpEndpoint` is the WebSocket server of :mod:`acp_proxy.transport.ws.server` (a GET
 with ``Upgrade: websocket`` is handled exactly as by ``acp-proxy ws``) with the HTTP half of
 the RFD added: ``POST`` (``initialize`` starts an agent and answers 200 with its response and
 ``Acp-Connection-Id``; every other message answers 202 and its response follows on SSE),
@@ -25,9 +25,8 @@ from typing import Any
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.agent_io import agent_pipes
-from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
-from acp_proxy.transport.http_rules import (
+from acp_proxy.transport.http.agent import AgentConnection, AgentEnded, HttpConnection
+from acp_proxy.transport.http.rules import (
     ACP_PATH,
     ATTACH_METHODS,
     CONNECTION_ID_HEADER,
@@ -39,14 +38,16 @@ from acp_proxy.transport.http_rules import (
     classify_post,
     is_json_type,
 )
-from acp_proxy.transport.http_server import header_timeout
-from acp_proxy.transport.http_upstream import HttpUpstream
-from acp_proxy.transport.process import AgentStartError, spawn_agent_async
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.http.upstream import HttpUpstream
+from acp_proxy.transport.process.agent import AgentStartError, spawn_agent_async
+from acp_proxy.transport.process.pipes import agent_pipes
+from acp_proxy.transport.server_limits import header_timeout
+from acp_proxy.transport.ws.handshake import peer_of, refuse
+from acp_proxy.transport.ws.rules import (
     headers_worth_keeping,
 )
-from acp_proxy.transport.ws_io import log
-from acp_proxy.transport.ws_server import WsServer, serve
+from acp_proxy.transport.ws.server import WsServer, serve
+from acp_proxy.transport.ws.sockets import log
 
 INITIALIZE_TIMEOUT_SECONDS = 120.0
 """How long an ``initialize`` POST waits for the agent's answer (then 504, agent ended)."""
@@ -64,7 +65,7 @@ class AcpEndpoint(WsServer):
 
     def __post_init__(self) -> None:
         if self.settings.upstream is not None:
-            self.relay = HttpUpstream(self, self.settings.upstream)
+            self.relay = HttpUpstream(self.settings, self.settings.upstream)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1024)  # bodies are read (and capped) by hand
@@ -78,8 +79,8 @@ class AcpEndpoint(WsServer):
 
     async def _not_found(self, request: web.Request) -> web.Response:
         if request.path == ACP_PATH:
-            return self.refuse(request, 405, "use POST, GET or DELETE", Allow="GET, POST, DELETE")
-        return self.refuse(request, 404, f"no endpoint here; ACP is at {ACP_PATH}")
+            return refuse(request, 405, "use POST, GET or DELETE", Allow="GET, POST, DELETE")
+        return refuse(request, 404, f"no endpoint here; ACP is at {ACP_PATH}")
 
     # -- checks every request passes ------------------------------------------------------
 
@@ -88,10 +89,10 @@ class AcpEndpoint(WsServer):
     ) -> tuple[HttpConnection | None, web.Response | None]:
         connection_id = request.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
-            return None, self.refuse(request, 400, f"missing {CONNECTION_ID_HEADER} header")
+            return None, refuse(request, 400, f"missing {CONNECTION_ID_HEADER} header")
         conn = self.connections.get(connection_id)
         if conn is None:
-            return None, self.refuse(request, 404, f"unknown {CONNECTION_ID_HEADER}")
+            return None, refuse(request, 404, f"unknown {CONNECTION_ID_HEADER}")
         return conn, None
 
     def _note(
@@ -120,7 +121,7 @@ class AcpEndpoint(WsServer):
         limit = self.settings.max_message
         too_big = f"the body is over the {limit}-byte limit (--max-message-size)"
         if request.content_length is not None and request.content_length > limit:
-            return self.refuse(request, 413, too_big)
+            return refuse(request, 413, too_big)
         parts: list[bytes] = []
         size = 0
         stall = header_timeout()  # a body that stops coming is cut like a header that does
@@ -130,12 +131,12 @@ class AcpEndpoint(WsServer):
                     chunk = await request.content.readany()
             except TimeoutError:
                 why = f"the body stalled: nothing for {stall:g} s (ACP_PROXY_HEADER_TIMEOUT)"
-                return self.refuse(request, 408, why, Connection="close")
+                return refuse(request, 408, why, Connection="close")
             if not chunk:
                 break
             size += len(chunk)
             if size > limit:
-                return self.refuse(request, 413, too_big, Connection="close")
+                return refuse(request, 413, too_big, Connection="close")
             parts.append(chunk)
         return b"".join(parts)
 
@@ -152,7 +153,7 @@ class AcpEndpoint(WsServer):
         if not is_json_type(request.headers.get("Content-Type")):
             if known is not None:
                 self._note(known, request, 415)
-            return self.refuse(request, 415, f"Content-Type must be {CONTENT_TYPE_JSON}")
+            return refuse(request, 415, f"Content-Type must be {CONTENT_TYPE_JSON}")
         body = await self._read_body(request)
         if isinstance(body, web.Response):
             if known is not None:
@@ -173,7 +174,7 @@ class AcpEndpoint(WsServer):
             return await self._message(request, conn, post, body)
         if known is not None:
             self._note(known, request, status, post)
-        return self.refuse(request, status, why)
+        return refuse(request, status, why)
 
     async def _message(
         self, request: web.Request, conn: HttpConnection, post: Post, body: bytes
@@ -181,11 +182,11 @@ class AcpEndpoint(WsServer):
         header = request.headers.get(SESSION_ID_HEADER)
         if post.session_scoped and header is None:
             self._note(conn, request, 400, post)
-            return self.refuse(request, 400, f"{post.method} needs the {SESSION_ID_HEADER} header")
+            return refuse(request, 400, f"{post.method} needs the {SESSION_ID_HEADER} header")
         attaching = post.method in ATTACH_METHODS and post.session_id == header
         if header is not None and not conn.knows_session(header) and not attaching:
             self._note(conn, request, 404, post)
-            return self.refuse(request, 404, f"unknown {SESSION_ID_HEADER}")
+            return refuse(request, 404, f"unknown {SESSION_ID_HEADER}")
         await conn.forward(post, body)
         self._note(conn, request, 202, post)
         return web.Response(status=202, headers={CONNECTION_ID_HEADER: conn.id})
@@ -196,7 +197,7 @@ class AcpEndpoint(WsServer):
             connection_id = uuid.uuid4().hex
             rec = s.recorder.connection(
                 "replay-http",
-                peer=self._peer(request),
+                peer=peer_of(request),
                 headers=headers_worth_keeping(
                     request.headers.items(), [(CONNECTION_ID_HEADER, connection_id)]
                 ),
@@ -209,7 +210,7 @@ class AcpEndpoint(WsServer):
         try:
             agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
         except AgentStartError as exc:
-            return self.refuse(request, 502, f"cannot start the agent: {exc}")
+            return refuse(request, 502, f"cannot start the agent: {exc}")
         try:
             pipes = await agent_pipes(agent)
         except BaseException:
@@ -218,7 +219,7 @@ class AcpEndpoint(WsServer):
         connection_id = uuid.uuid4().hex
         rec = s.recorder.connection(
             "http",
-            peer=self._peer(request),
+            peer=peer_of(request),
             headers=headers_worth_keeping(
                 request.headers.items(), [(CONNECTION_ID_HEADER, connection_id)]
             ),
@@ -248,10 +249,10 @@ class AcpEndpoint(WsServer):
         except TimeoutError:
             self._note(conn, request, 504, post)
             conn.stop(by_client=False)
-            return self.refuse(request, 504, "the agent did not answer initialize in time")
+            return refuse(request, 504, "the agent did not answer initialize in time")
         except AgentEnded:
             self._note(conn, request, 502, post)
-            return self.refuse(request, 502, "the agent ended before answering initialize")
+            return refuse(request, 502, "the agent ended before answering initialize")
         self._note(conn, request, 200, post)
         return web.Response(
             status=200,
@@ -271,7 +272,7 @@ class AcpEndpoint(WsServer):
         if self.relay is not None:
             return await self.relay.get(request)
         if not accepts_sse(request.headers.get("Accept")):
-            return self.refuse(request, 406, f"Accept must include {CONTENT_TYPE_SSE}")
+            return refuse(request, 406, f"Accept must include {CONTENT_TYPE_SSE}")
         conn, refused = self._connection(request)
         if refused is not None:
             return refused
@@ -280,7 +281,7 @@ class AcpEndpoint(WsServer):
         stream = conn.stream_for(session, hold=True)  # a load/resume of it may follow
         if stream is None:
             self._note(conn, request, 404)
-            return self.refuse(request, 404, f"unknown {SESSION_ID_HEADER}")
+            return refuse(request, 404, f"unknown {SESSION_ID_HEADER}")
         resp = web.StreamResponse(
             status=200,
             headers={
@@ -341,7 +342,7 @@ async def serve_endpoint(
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Listen with :func:`acp_proxy.transport.ws_server.serve`; announce both URLs."""
+    """Listen with :func:`acp_proxy.transport.ws.server.serve`; announce both URLs."""
 
     def ready(ws_url: str) -> None:
         url = http_url(ws_url)

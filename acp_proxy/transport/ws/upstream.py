@@ -1,14 +1,13 @@
 """Upstream mode of ``acp-proxy ws``: each client WebSocket relayed to its own upstream one.
 
 Message for message in both directions, recorded on the way; close codes and reasons pass
-through (:func:`acp_proxy.transport.ws_bridge.relay_close`), end-to-end handshake headers
+through (:func:`acp_proxy.transport.ws.rules.relay_close`), end-to-end handshake headers
 too, and a refused upstream handshake is answered to the client with its status.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -16,14 +15,15 @@ from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.tls import tls_failure
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.handshake import Handshake
+from acp_proxy.transport.ws.rules import (
     CLOSE_GOING_AWAY,
     downstream_response_headers,
     parse_subprotocols,
     relay_close,
     upstream_request_headers,
 )
-from acp_proxy.transport.ws_io import (
+from acp_proxy.transport.ws.sockets import (
     AnyWebSocket,
     ClientWebSocket,
     CloseInfo,
@@ -34,21 +34,17 @@ from acp_proxy.transport.ws_io import (
 )
 from acp_proxy.wire.frame import A2C, C2A, Direction
 
-if TYPE_CHECKING:
-    from acp_proxy.transport.ws_server import WsServer
 
-
-async def serve_upstream(
-    server: WsServer, request: web.Request, connection_id: str
-) -> web.StreamResponse:
+async def serve_upstream(handshake: Handshake) -> web.StreamResponse:
     """Open the upstream WebSocket for this upgrade request and relay until either closes."""
-    s = server.settings
+    s = handshake.settings
+    request = handshake.request
     assert s.upstream is not None
     headers = CIMultiDict(
         upstream_request_headers(request.headers.items(), strip_authorization=s.token is not None)
     )
     try:
-        up = await server.client_session().ws_connect(
+        up = await handshake.client_session().ws_connect(
             s.upstream,
             headers=headers,
             protocols=parse_subprotocols(request.headers.get("Sec-WebSocket-Protocol")),
@@ -58,33 +54,26 @@ async def serve_upstream(
         )
     except aiohttp.WSServerHandshakeError as exc:
         status = exc.status if 400 <= exc.status < 500 else 502
-        return server.refuse(
-            request,
+        return handshake.refuse(
             status,
             f"upstream refused the WebSocket handshake: {exc.status} {exc.message}",
         )
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        return server.refuse(
-            request,
+        return handshake.refuse(
             502,
             f"cannot reach upstream {s.upstream}: {tls_failure(exc) or exc or type(exc).__name__}",
         )
     assert isinstance(up, ClientWebSocket)
     try:
-        ws = await server.accept(
-            request,
-            connection_id,
+        ws = await handshake.accept(
             [up.protocol] if up.protocol else [],
             downstream_response_headers(up.response_headers),
         )
     except BaseException:
         await up.close(code=CLOSE_GOING_AWAY, message=b"client handshake failed")
         raise
-    rec = server.record_connection("ws-upstream", request, ws, agent_command=[s.upstream])
-    try:
-        await relay_websockets(ws, up, rec)
-    finally:
-        server.active.discard(ws)
+    rec = handshake.record_connection("ws-upstream", ws, agent_command=[s.upstream])
+    await relay_websockets(ws, up, rec)
     return ws
 
 

@@ -22,7 +22,7 @@ from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
 from acp_proxy.replay.script import RecFrame
 from acp_proxy.transport.chunks import write_all
-from acp_proxy.transport.process import AgentStartError, spawn_agent
+from acp_proxy.transport.process.agent import AgentStartError, spawn_agent
 from acp_proxy.wire.framing import LineFramer
 
 

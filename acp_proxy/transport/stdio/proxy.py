@@ -8,7 +8,7 @@ recorder's threads, so forwarding never waits for a newline, parsing or SQLite.
 Back-pressure is the OS pipe's: a client that stops reading slows the agent, never grows
 the proxy's memory.
 
-Lifecycle (:mod:`acp_proxy.transport.process`): the client closing stdin closes the
+Lifecycle (:mod:`acp_proxy.transport.process.agent`): the client closing stdin closes the
 agent's stdin, then the agent gets a grace period, SIGTERM, another grace period, SIGKILL
 (the signals to its whole process group). The agent exiting first ends the proxy once the
 agent's pipes are drained: its output gets one shared ``grace`` deadline, then whatever the
@@ -30,7 +30,7 @@ from types import FrameType
 
 from acp_proxy.record.writer import STDERR, ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import ChunkReader, write_all
-from acp_proxy.transport.process import (
+from acp_proxy.transport.process.agent import (
     DEFAULT_GRACE_SECONDS,
     Agent,
     AgentStartError,

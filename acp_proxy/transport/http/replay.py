@@ -1,11 +1,11 @@
 """The Streamable HTTP adapter of the replay engine, and ``replay --listen`` over both halves.
 
 A :class:`ReplayConnection` is an HTTP connection (its SSE streams and routing are those of
-:class:`~acp_proxy.transport.http_agent.HttpConnection`) answered by a fresh
+:class:`~acp_proxy.transport.http.agent.HttpConnection`) answered by a fresh
 :class:`~acp_proxy.replay.engine.ReplayEngine`: each POST body is one client frame for the
 engine, each ``Send`` one agent message (the 200 body of ``initialize``, or an SSE event).
 :func:`serve_replay_both` serves ``/acp`` with this for HTTP and the WebSocket replay handler
-of :mod:`acp_proxy.transport.replay_ws` for upgrades. With ``--record`` the replayed
+of :mod:`acp_proxy.transport.ws.replay` for upgrades. With ``--record`` the replayed
 conversation is recorded too (transport ``replay-http``; WebSocket: ``replay``).
 """
 
@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
-from acp_proxy.transport.http_agent import HttpConnection
-from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint
-from acp_proxy.transport.replay_ws import replay_handler
-from acp_proxy.transport.ws_io import log
-from acp_proxy.transport.ws_server import WsSettings
+from acp_proxy.transport.http.agent import HttpConnection
+from acp_proxy.transport.http.endpoint import AcpEndpoint, serve_endpoint
+from acp_proxy.transport.ws.handshake import WsSettings
+from acp_proxy.transport.ws.replay import replay_handler
+from acp_proxy.transport.ws.sockets import log
 
 
 class ReplayConnection(HttpConnection):

@@ -1,7 +1,7 @@
 """``acp-proxy connect``: this process's stdin/stdout bridged to an ACP WebSocket server.
 
 stdin lines become text frames (a line that is not UTF-8 a binary frame, same bytes), text
-frames become stdout lines, by the rules of :mod:`acp_proxy.transport.ws_bridge`. stdin is
+frames become stdout lines, by the rules of :mod:`acp_proxy.transport.ws.rules`. stdin is
 read by a thread (blocking reads, bounded queue: back-pressure); the rest runs on the loop.
 A WebSocket has no half-close, so after stdin ends the bridge waits (at most ``grace``) for
 answers to the requests it forwarded before it closes with 1000.
@@ -22,10 +22,10 @@ from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import write_all
-from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
-from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
+from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.stdio.bridge import exit_on_signals, start_stdin_reader
 from acp_proxy.transport.tls import tls_failure
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
     DEFAULT_HEARTBEAT,
     DEFAULT_MAX_MESSAGE,
@@ -37,7 +37,7 @@ from acp_proxy.transport.ws_bridge import (
     line_to_message,
     message_to_line,
 )
-from acp_proxy.transport.ws_io import (
+from acp_proxy.transport.ws.sockets import (
     ClientWebSocket,
     CloseInfo,
     client_ws_class,

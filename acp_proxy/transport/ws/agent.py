@@ -1,11 +1,11 @@
 """Agent mode of ``acp-proxy ws``: one WebSocket connection to one agent process over stdio.
 
-Each connection gets its own agent (:func:`acp_proxy.transport.process.spawn_agent`, in its
+Each connection gets its own agent (:func:`acp_proxy.transport.process.agent.spawn_agent`, in its
 own process group with a watchdog) and its own recorded connection. A text message becomes
 ``payload + \\n`` on the agent's stdin; each line of its stdout becomes one message. Every
 direction is one task that awaits the peer it writes to, so a slow reader slows only its own
 connection. When either side ends, the agent gets the close sequence of
-:class:`~acp_proxy.transport.process.Agent` and whatever it left behind is ended with it.
+:class:`~acp_proxy.transport.process.agent.Agent` and whatever it left behind is ended with it.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.agent_io import StdinBatcher, agent_pipes, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent_async, wait_exit
-from acp_proxy.transport.ws_bridge import (
+from acp_proxy.transport.process.agent import Agent, AgentStartError, spawn_agent_async, wait_exit
+from acp_proxy.transport.process.pipes import StdinBatcher, agent_pipes, copy_agent_stderr
+from acp_proxy.transport.ws.handshake import Handshake, WsSettings
+from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
     Ignore,
     Refuse,
@@ -30,7 +30,7 @@ from acp_proxy.transport.ws_bridge import (
     line_to_message,
     message_to_line,
 )
-from acp_proxy.transport.ws_io import (
+from acp_proxy.transport.ws.sockets import (
     ServerWebSocket,
     close_info,
     close_quietly,
@@ -41,39 +41,30 @@ from acp_proxy.transport.ws_io import (
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 
-if TYPE_CHECKING:
-    from acp_proxy.transport.ws_server import WsServer, WsSettings
 
-
-async def serve_agent(
-    server: WsServer, request: web.Request, connection_id: str
-) -> web.StreamResponse:
+async def serve_agent(handshake: Handshake) -> web.StreamResponse:
     """Start an agent for this upgrade request and bridge it until either side ends."""
-    s = server.settings
+    s = handshake.settings
     assert s.agent_argv is not None
     try:
         agent = await spawn_agent_async(s.agent_argv, grace=s.grace)
     except AgentStartError as exc:
-        return server.refuse(request, 502, f"cannot start the agent: {exc}")
+        return handshake.refuse(502, f"cannot start the agent: {exc}")
     ws: ServerWebSocket | None = None
     try:
         stdin, stdout, stderr = await agent_pipes(agent)
-        ws = await server.accept(request, connection_id)
+        ws = await handshake.accept()
     except BaseException:
         await agent.end_tree_async(kill_now=True)
         raise
-    rec = server.record_connection(
+    rec = handshake.record_connection(
         "websocket",
-        request,
         ws,
         agent_command=list(s.agent_argv),
         cwd=os.getcwd(),
         pid=agent.pid,
     )
-    try:
-        await AgentBridge(ws, agent, stdin, stdout, stderr, rec, s).run()
-    finally:
-        server.active.discard(ws)
+    await AgentBridge(ws, agent, stdin, stdout, stderr, rec, s).run()
     return ws
 
 

@@ -1,12 +1,12 @@
 """One Streamable HTTP ACP connection in front of one agent process over stdio.
 
 An :class:`HttpConnection` is born from an ``initialize`` POST: it starts the agent
-(:func:`acp_proxy.transport.process.spawn_agent`), writes each accepted POST body to the
+(:func:`acp_proxy.transport.process.agent.spawn_agent`), writes each accepted POST body to the
 agent's stdin as one line, and puts each line of the agent's stdout on an SSE stream chosen by
-:class:`~acp_proxy.transport.http_rules.StreamRouter` (the ``initialize`` response goes back
+:class:`~acp_proxy.transport.http.rules.StreamRouter` (the ``initialize`` response goes back
 in the POST's 200 body instead). Streams buffer until their GET arrives; a new GET on the same
 stream takes it over. The connection ends when the agent ends or on DELETE (the agent gets
-the close sequence of :class:`~acp_proxy.transport.process.Agent`); its SSE streams then end.
+the close sequence of :class:`~acp_proxy.transport.process.agent.Agent`); its SSE streams then end.
 
 Recorded: every POST body (``c2a``) and every agent line as sent on HTTP (``a2c``, the SSE
 event's data or the 200 body) as frames; the HTTP facts as ``http`` events (method, status,
@@ -24,9 +24,8 @@ from typing import Any
 from aiohttp import web
 
 from acp_proxy.record.writer import ConnectionRecorder
-from acp_proxy.transport.agent_io import StdinBatcher, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.http_rules import (
+from acp_proxy.transport.http.rules import (
     KEEPALIVE,
     KEEPALIVE_SECONDS,
     Post,
@@ -37,8 +36,9 @@ from acp_proxy.transport.http_rules import (
     sse_data,
     sse_events,
 )
-from acp_proxy.transport.process import Agent, wait_exit
-from acp_proxy.transport.ws_io import settle_all
+from acp_proxy.transport.process.agent import Agent, wait_exit
+from acp_proxy.transport.process.pipes import StdinBatcher, copy_agent_stderr
+from acp_proxy.transport.ws.sockets import settle_all
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
 

@@ -1,0 +1,1 @@
+"""ACP over Streamable HTTP: the ``/acp`` endpoint of ``serve``, its relay, ``connect``, replay."""

@@ -1,0 +1,1 @@
+"""Agent processes: spawning and ending a whole process tree, its watchdog, its async pipes."""

@@ -1,0 +1,1 @@
+"""ACP over stdio: the stdio proxy, the stdin side of ``connect``, replay and ``--client``."""

@@ -25,14 +25,9 @@ from acp_proxy.acp.diff import (
     timing_regressions,
 )
 from acp_proxy.acp.jsonpaths import Difference
-from acp_proxy.record.reader import (
-    Database,
-    FrameRow,
-    get_connection,
-    iter_frames,
-    list_connections,
-)
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.engine import Database
+from acp_proxy.store.reader import FrameRow, get_connection, iter_frames, list_connections
+from acp_proxy.store.schema import RecordingError
 
 
 def _frames(db: Database, connection_id: int) -> Iterator[FrameRow]:

@@ -15,17 +15,17 @@ from typing import Any, NoReturn
 
 import click
 
-from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
-from acp_proxy.record.reader import (
+from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.store.engine import (
     Database,
-    FrameRow,
     RecordingUrl,
     database_errors,
     location_name,
     open_database,
 )
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.store.pg import PG_SCHEMES, describe_error, is_pg_url
+from acp_proxy.store.reader import FrameRow
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 
@@ -118,7 +118,7 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
     With ``urls`` (the recording arguments) a ``postgresql://`` URL is taken as is, as a
-    :class:`~acp_proxy.record.reader.RecordingUrl` (printed without its password).
+    :class:`~acp_proxy.store.engine.RecordingUrl` (printed without its password).
 
     Every command that takes a recording (or an export file) uses it, so a directory given by
     mistake reads the same everywhere: ``Error: d is a directory, not a recording`` (click's

@@ -20,8 +20,8 @@ import click
 
 from acp_proxy.commands.common import OptionConflict, fmt_exit, recording
 from acp_proxy.demo.client import ClientError, run_scenario
-from acp_proxy.record.reader import RecordingReader, list_connections, open_recording
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.store.reader import RecordingReader, list_connections, open_recording
+from acp_proxy.store.schema import RecordingError, connect
 
 DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
 

@@ -17,14 +17,9 @@ from acp_proxy.commands.common import (
     fmt_time,
     recording,
 )
-from acp_proxy.record.export import escape_strings, escape_surrogates
-from acp_proxy.record.reader import (
-    ConnectionRow,
-    RecordingReader,
-    get_connection,
-    iter_frames,
-    location_name,
-)
+from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
+from acp_proxy.store.engine import location_name
+from acp_proxy.store.reader import ConnectionRow, RecordingReader, get_connection, iter_frames
 from acp_proxy.wire.frame import C2A
 
 

@@ -18,9 +18,10 @@ import click
 
 from acp_proxy.acp.spans import SpanRecord
 from acp_proxy.commands.common import recording
-from acp_proxy.record.reader import Database, iter_frames, list_connections
-from acp_proxy.record.redact import redact_frame
-from acp_proxy.record.schema import RecordingError, create_private_file
+from acp_proxy.formats.redact import redact_frame
+from acp_proxy.store.engine import Database
+from acp_proxy.store.reader import iter_frames, list_connections
+from acp_proxy.store.schema import RecordingError, create_private_file
 
 # -- export --------------------------------------------------------------------------------
 
@@ -66,7 +67,7 @@ def otlp_lines(
     redact: bool = True,
 ) -> Iterator[tuple[str, int]]:
     """(OTLP JSON line, span count) per connection with spans, oldest connection first."""
-    from acp_proxy.record.otlp import (  # the OpenTelemetry packages: only when asked for
+    from acp_proxy.formats.otlp import (  # the OpenTelemetry packages: only when asked for
         connection_attributes,
         connection_identity,
         export_request,
@@ -119,7 +120,7 @@ def run_otlp_export(
             raise click.UsageError("--session and --include-content need --format otlp")
         return False
     try:
-        import acp_proxy.record.otlp  # noqa: F401
+        import acp_proxy.formats.otlp  # noqa: F401
     except ImportError:
         raise click.ClickException(
             "--format otlp needs the OpenTelemetry packages: pip install 'acp-proxy[otlp]'"

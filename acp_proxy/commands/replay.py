@@ -10,11 +10,11 @@ import click
 
 from acp_proxy.commands.common import RECORDING_PATH
 from acp_proxy.console import warn as warn_stderr
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.source import open_replay_frames
+from acp_proxy.formats.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
 from acp_proxy.replay.load import ScriptError, select_script
 from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
+from acp_proxy.store.schema import RecordingError
 
 
 @click.command(

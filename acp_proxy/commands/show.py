@@ -21,15 +21,15 @@ import orjson
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
 from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
-from acp_proxy.record.reader import (
+from acp_proxy.store.reader import (
     ConnectionRow,
     FrameRow,
     RecordingReader,
     WireFrame,
     display_name,
 )
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.transport_events import PlacedEvent, placed_events
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.transport_events import PlacedEvent, placed_events
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""

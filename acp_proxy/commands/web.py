@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
 LISTEN_HELP = "Address to serve on; anything but loopback needs --token."

@@ -2,7 +2,7 @@
 database (a ``postgresql://`` URL) or a JSONL export.
 
 A SQLite or PostgreSQL recording is read in place (read-only, lazily, through
-:class:`~acp_proxy.record.reader.ReplayFrames`); an export file holds no index to seek in, so
+:class:`~acp_proxy.store.reader.ReplayFrames`); an export file holds no index to seek in, so
 it is imported whole into an in-memory database first. Lives apart from the reader because
 it needs both the reader and the importer (which itself reads through the reader).
 """
@@ -12,17 +12,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from acp_proxy.record.export import import_export
-from acp_proxy.record.pg import is_pg_url
-from acp_proxy.record.reader import (
-    _SQLITE_MAGIC,
-    Database,
-    RecordingUrl,
-    ReplayFrames,
-    location_name,
-    open_recording,
-)
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.formats.jsonl import import_export
+from acp_proxy.store.engine import Database, RecordingUrl, location_name
+from acp_proxy.store.pg import is_pg_url
+from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames, open_recording
+from acp_proxy.store.schema import RecordingError
 
 
 def open_replay_frames(path: str | Path) -> ReplayFrames:

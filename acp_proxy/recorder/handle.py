@@ -5,16 +5,16 @@ Transports hand the recorder copies of what they forwarded and return at once:
 :meth:`ConnectionRecorder.frame` one whole message (WebSocket). The parts behind it, in
 order (each module's first lines say more):
 
-- :mod:`~acp_proxy.record.journal`: the bounded queue the forwarding threads append to,
+- :mod:`~acp_proxy.recorder.journal`: the bounded queue the forwarding threads append to,
   its spool file, gaps and every loss counted on the proxy side;
-- :mod:`~acp_proxy.record.shipper`: with the process backend (the commands'), one thread
-  shipping the journal's batches (:mod:`~acp_proxy.record.ipc`) to the writer process
-  (:mod:`~acp_proxy.record.child`);
-- :mod:`~acp_proxy.record.pipeline`: the writer's two threads, in the writer process or
-  (``ACP_PROXY_RECORDER=thread``) in the proxy itself: :mod:`~acp_proxy.record.rows` cuts
-  streams into frames, numbers and indexes them; a :mod:`~acp_proxy.record.sink`
-  (:class:`~acp_proxy.record.sink.SqliteSink`, or
-  :class:`~acp_proxy.record.sink_pg.PostgresSink` for a ``postgresql://`` URL) commits a
+- :mod:`~acp_proxy.recorder.shipper`: with the process backend (the commands'), one thread
+  shipping the journal's batches (:mod:`~acp_proxy.recorder.ipc`) to the writer process
+  (:mod:`~acp_proxy.recorder.writer.main`);
+- :mod:`~acp_proxy.recorder.writer.pipeline`: the writer's two threads, in the writer process or
+  (``ACP_PROXY_RECORDER=thread``) in the proxy itself: :mod:`~acp_proxy.recorder.writer.rows` cuts
+  streams into frames, numbers and indexes them; a :mod:`~acp_proxy.recorder.writer.sink`
+  (:class:`~acp_proxy.recorder.writer.sink.SqliteSink`, or
+  :class:`~acp_proxy.recorder.writer.sink_pg.PostgresSink` for a ``postgresql://`` URL) commits a
   batch per transaction.
 
 A batch is at most :data:`BATCH_BYTES` bytes, so the recording is at most about one batch
@@ -39,14 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.console import warn
-from acp_proxy.record.ipc import STDERR, Frame
-from acp_proxy.record.journal import LINGER_SECONDS, Journal
-from acp_proxy.record.otlp_live import NO_SDK, live_observer, sdk_installed, settings_from_env
-from acp_proxy.record.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
-from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
-from acp_proxy.record.priority import SWITCH_INTERVAL
-from acp_proxy.record.shipper import Shipper
-from acp_proxy.record.sink import SinkFailed
+from acp_proxy.recorder.ipc import STDERR, Frame
+from acp_proxy.recorder.journal import LINGER_SECONDS, Journal
+from acp_proxy.recorder.shipper import Shipper
+from acp_proxy.recorder.writer.otlp_live import (
+    NO_SDK,
+    live_observer,
+    sdk_installed,
+    settings_from_env,
+)
+from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
+from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
+from acp_proxy.recorder.writer.sink import SinkFailed
+from acp_proxy.store.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder", "warn_stderr"]
 

@@ -1,10 +1,10 @@
 """What travels from the recorder's journal to its writer: typed items, and their wire format.
 
 Both sides of the recorder speak in the items defined here. The proxy side
-(:mod:`~acp_proxy.record.journal`) queues them; the writer side
-(:mod:`~acp_proxy.record.rows`) turns them into rows. In between, with the process backend,
-the :mod:`~acp_proxy.record.shipper` encodes a batch of them for the writer process
-(:mod:`~acp_proxy.record.child`), which decodes it. This module imports neither side.
+(:mod:`~acp_proxy.recorder.journal`) queues them; the writer side
+(:mod:`~acp_proxy.recorder.writer.rows`) turns them into rows. In between, with the process backend,
+the :mod:`~acp_proxy.recorder.shipper` encodes a batch of them for the writer process
+(:mod:`~acp_proxy.recorder.writer.main`), which decodes it. This module imports neither side.
 
 The wire format of one batch: a 16-byte header (two little-endian 8-byte lengths: the
 :mod:`marshal` part, then the out-of-band part), a :mod:`marshal` list of plain tuples
@@ -91,6 +91,11 @@ Item: TypeAlias = Chunk | Frame | Gap | End | Control | Drops | Fin
 KINDS: tuple[type[Any], ...] = (Chunk, Frame, Gap, End, Control, Drops, Fin)
 TAGS: dict[type[Any], int] = {kind: tag for tag, kind in enumerate(KINDS)}
 CHUNK, FRAME, GAP, END, CONTROL, DROPS, FIN = range(len(KINDS))
+
+LOCATION_ENV = "ACP_PROXY_WRITER_URL"
+"""How a PostgreSQL URL reaches the writer process: its environment, never its command line
+(which every user of the machine can read), since the URL may hold the password."""
+
 
 STDERR = "stderr"
 """The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""

@@ -1,18 +1,18 @@
 """The recorder's journal: the bounded queue between forwarding and writing, and its losses.
 
 Transports hand the journal copies of what they forwarded (through
-:class:`~acp_proxy.record.writer.ConnectionRecorder`) and return at once: producers only
-timestamp and append an :mod:`~acp_proxy.record.ipc` item to a deque under a lock; no
+:class:`~acp_proxy.recorder.handle.ConnectionRecorder`) and return at once: producers only
+timestamp and append an :mod:`~acp_proxy.recorder.ipc` item to a deque under a lock; no
 splitting, parsing or SQLite happens on the forwarding path. A consumer (the
-:mod:`~acp_proxy.record.shipper` thread, or the writer's rows thread) :meth:`Journal.take`\\ s
+:mod:`~acp_proxy.recorder.shipper` thread, or the writer's rows thread) :meth:`Journal.take`\\ s
 batches of at most ``batch_bytes`` bytes or :data:`BATCH_FRAMES` items.
 
-Past the memory budget, chunks go to a :class:`~acp_proxy.record.spool.Spool` file; past
+Past the memory budget, chunks go to a :class:`~acp_proxy.recorder.spool.Spool` file; past
 the spool's budget, or once recording is disabled, they are dropped: the journal marks the
 gap in the stream (so the writer does not glue two halves of different lines together),
 counts what was lost per connection and warns once per incident. Every loss counted on the
 proxy side is counted here (:meth:`Journal.lose`), and reaches the writer as a
-:class:`~acp_proxy.record.ipc.Drops` item at the end of the next batch taken.
+:class:`~acp_proxy.recorder.ipc.Drops` item at the end of the next batch taken.
 
 The writer process runs a journal too, fed by :meth:`Journal.feed` from its pipe: that one
 never drops (it waits while over budget, so the pipe fills and the proxy's journal holds the
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.record.ipc import (
+from acp_proxy.recorder.ipc import (
     STDERR,
     Chunk,
     Control,
@@ -39,7 +39,7 @@ from acp_proxy.record.ipc import (
     Item,
     Losses,
 )
-from acp_proxy.record.spool import Spool, SpoolRef
+from acp_proxy.recorder.spool import Spool, SpoolRef
 
 BATCH_FRAMES = 20_000
 """Most queue items taken for one transaction."""
@@ -80,7 +80,7 @@ class _Lane:
 
 
 class Journal:
-    """A bounded, spooling queue of :mod:`~acp_proxy.record.ipc` items for one recording.
+    """A bounded, spooling queue of :mod:`~acp_proxy.recorder.ipc` items for one recording.
 
     Connections are any hashable keys (the proxy's connection handles; the writer
     process's integer keys). Thread-safe: producers and one consumer.

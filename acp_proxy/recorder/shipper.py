@@ -3,10 +3,10 @@
 Python threads share one interpreter lock. When indexing and SQLite ran as threads of the
 proxy, a forwarding thread that woke up for a frame often had to wait for the lock behind
 them: measured, round trips through a recording proxy then had a p99.9 of 4-10 ms. So the
-proxy keeps only the :class:`~acp_proxy.record.journal.Journal` and one shipper thread,
-which sends the journal's batches (:func:`~acp_proxy.record.ipc.encode_batch`) down a pipe
-to the writer process (:mod:`acp_proxy.record.child`, at the lowest priority). A clean end
-is a :class:`~acp_proxy.record.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
+proxy keeps only the :class:`~acp_proxy.recorder.journal.Journal` and one shipper thread,
+which sends the journal's batches (:func:`~acp_proxy.recorder.ipc.encode_batch`) down a pipe
+to the writer process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean end
+is a :class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
 On its stdout the writer reports progress lines
@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from acp_proxy.record.ipc import (
+from acp_proxy.recorder.ipc import (
+    LOCATION_ENV,
     STDERR,
     Chunk,
     End,
@@ -41,11 +42,10 @@ from acp_proxy.record.ipc import (
     encode_batch,
     frames_in,
 )
-from acp_proxy.record.journal import Journal
-from acp_proxy.record.pg import connect_pg, is_pg_url
-from acp_proxy.record.rows import column_value
-from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.record.sink import connection_insert, open_row_fields
+from acp_proxy.recorder.journal import Journal
+from acp_proxy.store.columns import column_value, connection_insert, open_row_fields
+from acp_proxy.store.pg import connect_pg, is_pg_url
+from acp_proxy.store.schema import RecordingError, connect
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -59,11 +59,6 @@ class Shipped:
     close_fields: dict[str, Any] | None = None
     frames: int = 0  # complete frames sent to the writer
     nbytes: int = 0
-
-
-LOCATION_ENV = "ACP_PROXY_WRITER_URL"
-"""How a PostgreSQL URL reaches the writer process: its environment, never its command line
-(which every user of the machine can read), since the URL may hold the password."""
 
 
 class WriterProcess:
@@ -98,7 +93,7 @@ class WriterProcess:
                 # in the user's project, whose own orjson.py or sqlite3/ must not be used.
                 "-P",
                 "-m",
-                "acp_proxy.record.child",
+                "acp_proxy.recorder.writer.main",
                 where,
                 repr(lock_retry),
                 str(queue_bytes),
@@ -392,7 +387,7 @@ def writer_pids(proxy_pid: int) -> list[int]:
                 if ppid != proxy_pid:
                     continue
                 with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if b"acp_proxy.record.child" in fh.read():
+                    if b"acp_proxy.recorder.writer.main" in fh.read():
                         found.append(int(entry))
             except (OSError, IndexError, ValueError):
                 continue

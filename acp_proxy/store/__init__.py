@@ -1,1 +1,1 @@
-"""Recording to SQLite: schema and migrations, the writer thread, and reading back."""
+"""The recording store: SQLite and PostgreSQL schemas, opening, reading and editing recordings."""

@@ -1,6 +1,6 @@
 """Writes to a recording outside the live recorder: re-derived index columns, prepared rows.
 
-The recorder (:mod:`acp_proxy.record.writer`) owns writing live traffic. The few other
+The recorder (:mod:`acp_proxy.recorder.handle`) owns writing live traffic. The few other
 writes live here, each one function with its own transaction: ``reindex``'s updates
 (:func:`update_index_columns`, :func:`update_connection_facts`) and inserting prepared
 connections and frames (:func:`insert_connection`, :func:`insert_frames`, used by test
@@ -21,7 +21,7 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
-from acp_proxy.record.pg import PgDatabase, frames_transaction
+from acp_proxy.store.pg import PgDatabase, frames_transaction
 from acp_proxy.wire.frame import Direction
 
 _CONNECTION_WRITABLE = {

@@ -1,22 +1,22 @@
 """Reading recordings back: every SELECT of acp-proxy lives here.
 
 :class:`RecordingReader` is the read side of the storage seam: the CLI commands, the web
-inspector, :mod:`acp_proxy.record.analyze` and replay's loading ask it for connections,
+inspector, :mod:`acp_proxy.analysis.connection` and replay's loading ask it for connections,
 frames and counts, and never write SQL themselves. SQLite is its first backend; a second one
 (PostgreSQL...) implements the same public methods over its own connection.
 
-Readers open the file strictly read-only (:func:`acp_proxy.record.schema.open_readonly`:
+Readers open the file strictly read-only (:func:`acp_proxy.store.schema.open_readonly`:
 nothing is migrated, locked for writing or created beside the recording) and never load a
 whole recording: frames come from a cursor, one row at a time, so a million-frame recording
 reads in flat memory. Every connection row carries its derived liveness
-(:func:`acp_proxy.record.liveness.connection_state`), so a connection whose recorder is gone
+(:func:`acp_proxy.store.liveness.connection_state`), so a connection whose recorder is gone
 reads as ended (end unknown) in every view.
 
 The module-level functions (:func:`open_recording`, :func:`list_connections`,
 :func:`get_connection`, :func:`iter_frames`) are the original API, kept as thin aliases.
 
 Both stores run the same queries: a :data:`Database` is a ``sqlite3.Connection`` or a
-PostgreSQL :class:`~acp_proxy.record.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
+PostgreSQL :class:`~acp_proxy.store.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
 here keeps to what both engines speak (``"binary"`` quoted, ``CASE`` not boolean sums,
 ``1 = 1`` not ``1``, text ordered in Python where the order is shown, since PostgreSQL's
 collation is the server's). The few engine-specific reads live in one place:
@@ -26,81 +26,30 @@ whole result in memory) and :func:`database_errors` (what a damaged or lost stor
 
 from __future__ import annotations
 
-import itertools
 import math
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from acp_proxy.record.live_tail import SETTLE_SECONDS, LiveTail
-from acp_proxy.record.liveness import ConnectionState, State, connection_state
-from acp_proxy.record.pg import (
-    FRAME_WRITERS,
-    PgDatabase,
-    connect_pg,
-    is_pg_url,
-    safe_url,
-    translate,
+from acp_proxy.store.engine import (
+    Database,
+    database_errors,
+    frame_writers,
+    location_name,
+    open_database,
+    stream,
+    table_columns,
 )
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.store.live_tail import SETTLE_SECONDS, LiveTail
+from acp_proxy.store.liveness import ConnectionState, State, connection_state
+from acp_proxy.store.pg import (
+    PgDatabase,
+)
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
-
-Database = sqlite3.Connection | PgDatabase
-"""An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
-
-_STREAM_BATCH = 1000
-"""Rows a PostgreSQL cursor fetches at a time (:func:`stream`)."""
-
-
-def table_columns(db: Database, table: str) -> list[str]:
-    """The columns of ``table`` in order (empty when there is no such table)."""
-    if isinstance(db, PgDatabase):
-        rows = db.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "AND table_schema = current_schema() ORDER BY ordinal_position",
-            (table,),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
-    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
-
-
-def stream(db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``sql`` one at a time, in flat memory.
-
-    SQLite's cursor already steps through the result. psycopg's plain cursor would fetch the
-    whole result first, so PostgreSQL reads through a server-side cursor (``WITH HOLD``: it
-    lives outside a transaction, and other queries may run on the connection between two
-    fetches), closed when the iteration ends or is abandoned.
-    """
-    if not isinstance(db, PgDatabase):
-        return db.execute(sql, list(args))  # the cursor itself: no per-row cost added
-    return _pg_stream(db, sql, args)
-
-
-def _pg_stream(db: PgDatabase, sql: str, args: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    cur = db.conn.cursor(name=f"acp_stream_{id(db)}_{next(_cursor_numbers)}", withhold=True)
-    try:
-        cur.itersize = _STREAM_BATCH
-        cur.execute(translate(sql), tuple(args) or None)
-        yield from cur
-    finally:
-        if not db.closed:
-            cur.close()
-
-
-_cursor_numbers = itertools.count(1)
-
-
-def frame_writers(db: Database) -> frozenset[str]:
-    """The transactions writing frames right now (PostgreSQL; SQLite: none, since its one
-    writer at a time commits ids in order). See :mod:`~acp_proxy.record.live_tail`."""
-    if not isinstance(db, PgDatabase):
-        return frozenset()
-    return frozenset(str(r[0]) for r in db.execute(FRAME_WRITERS, []).fetchall())
 
 
 def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
@@ -119,62 +68,6 @@ def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
         time.sleep(0.02)
         writers &= frame_writers(db)
     return top
-
-
-def database_errors() -> tuple[type[BaseException], ...]:
-    """What a damaged file or a lost database raises (``sqlite3``'s and psycopg's errors)."""
-    try:
-        import psycopg
-    except ImportError:
-        return (sqlite3.DatabaseError,)
-    return (sqlite3.DatabaseError, psycopg.Error)
-
-
-class RecordingUrl(str):
-    """A ``postgresql://`` recording location as the commands carry it.
-
-    Its text is the URL without its password (:func:`~acp_proxy.record.pg.safe_url`), so
-    printing it anywhere (``ls``'s empty line, a report's ``recording`` field, an error)
-    never shows the password; :attr:`url` keeps the whole URL to connect with.
-    """
-
-    url: str
-
-    def __new__(cls, url: str) -> RecordingUrl:
-        self = super().__new__(cls, safe_url(url))
-        self.url = url
-        return self
-
-
-def open_database(
-    location: str | Path, *, writable: bool = False, timeout: float = 30.0
-) -> Database:
-    """Open an existing recording, a file path or a ``postgresql://`` URL.
-
-    Read-only unless ``writable`` (``reindex``); never creates a store. Raises
-    :class:`RecordingError` (one line, no password) when it is not there or not one.
-    """
-    url = database_url(location)
-    if url is not None:
-        return connect_pg(url, create=False, readonly=not writable, timeout=timeout)
-    return connect(location, create=False, readonly=not writable, timeout=timeout)
-
-
-def database_url(location: str | Path) -> str | None:
-    """The whole URL (password included) to connect to when ``location`` names a
-    PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
-
-    ``str()`` of a :class:`RecordingUrl` has no password: whatever connects uses this.
-    """
-    if isinstance(location, RecordingUrl):
-        return location.url
-    return str(location) if is_pg_url(location) else None
-
-
-def location_name(location: str | Path) -> str:
-    """How a recording's location is shown: the path, or the URL without its password."""
-    text = str(location)
-    return safe_url(text) if is_pg_url(text) else text
 
 
 def _int(value: Any) -> Any:
@@ -1154,7 +1047,7 @@ def open_recording(path: str | Path) -> Database:
     :class:`RecordingError` if it is not one.
 
     Nothing is migrated, locked for writing or created beside the file (see
-    :func:`acp_proxy.record.schema.open_readonly`); for writing use ``schema.connect``.
+    :func:`acp_proxy.store.schema.open_readonly`); for writing use ``schema.connect``.
     """
     return open_database(path)
 

@@ -96,7 +96,7 @@ MIGRATIONS: list[str] = [
     #    last_seen_at: wall clock of the recorder's last heartbeat for an open connection
     #      (written at the row's creation and then every HEARTBEAT_SECONDS while it is open);
     #      a row with no ended_at and a stale or missing heartbeat reads as ended, end
-    #      unknown (acp_proxy.record.liveness).
+    #      unknown (acp_proxy.store.liveness).
     #    end_reason: how the row was closed (see liveness.END_REASONS).
     #    host: the host name the connection was recorded on.
     #    digest: a content digest of the connection's frames (import deduplication).
@@ -239,7 +239,11 @@ def open_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
     for n, mode in enumerate(modes):
         try:
             conn = sqlite3.connect(
-                base + mode, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True
+                base + mode,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=True,
             )
         except sqlite3.OperationalError:
             denied = _access_error(path, writing=False)

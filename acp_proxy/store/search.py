@@ -38,22 +38,16 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.record.export import stream_rows
-from acp_proxy.record.pg import (
+from acp_proxy.store.engine import database_url, stream_rows
+from acp_proxy.store.pg import (
     SEARCH_LOCK,
     PgDatabase,
     connect_pg,
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.record.reader import (
-    FRAME_COLUMNS,
-    FrameRow,
-    database_url,
-    iter_frames,
-    settled_frame_id,
-)
-from acp_proxy.record.schema import RecordingError, connect, open_readonly
+from acp_proxy.store.reader import FRAME_COLUMNS, FrameRow, iter_frames, settled_frame_id
+from acp_proxy.store.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -117,6 +111,7 @@ def query_phrases(text: str) -> list[str]:
         raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
     return phrases
 
+
 _SKIP_KEYS = frozenset(
     {
         "jsonrpc",
@@ -152,7 +147,7 @@ _PROGRESS_EVERY = 1000
 def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
     """The highest frame id an update may index now (None: every frame there is).
 
-    PostgreSQL: :func:`~acp_proxy.record.reader.settled_frame_id`, since several writers
+    PostgreSQL: :func:`~acp_proxy.store.reader.settled_frame_id`, since several writers
     commit ids out of order: an id skipped now would never be indexed later.
     """
     return settled_frame_id(db) if isinstance(db, PgDatabase) else None
@@ -761,7 +756,7 @@ def open_search_index(path: str | Path, progress: IndexProgress | None = None) -
     ``progress`` hears how that goes (:data:`IndexProgress`).
 
     ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
-    :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
+    :class:`~acp_proxy.store.schema.RecordingError` for a file that is no recording.
     """
     url = database_url(path)
     if url is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.agent_io import agent_pipes
 from acp_proxy.transport.http_agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http_rules import (

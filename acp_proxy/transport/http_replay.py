@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
 from acp_proxy.transport.http_agent import HttpConnection
 from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.agent_io import StdinBatcher, agent_pipes, copy_agent_stderr
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.process import Agent, AgentStartError, spawn_agent_async, wait_exit

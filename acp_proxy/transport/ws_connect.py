@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import WSMsgType
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader

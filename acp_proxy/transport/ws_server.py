@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.transport.http_server import app_runner
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.ws_agent import serve_agent

@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.ws_bridge import (
     CLOSE_GOING_AWAY,
     downstream_response_headers,

@@ -1,4 +1,4 @@
-"""The inspector's JSON shapes over :class:`~acp_proxy.record.reader.RecordingReader`.
+"""The inspector's JSON shapes over :class:`~acp_proxy.store.reader.RecordingReader`.
 
 No SQL here: every read goes through the reader. Every request opens a fresh read-only
 reader (:func:`read_connection`), so the inspector sees what WAL writers (this or other proxy
@@ -27,20 +27,18 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.preview import frame_preview
-from acp_proxy.record.live_tail import LiveTail
-from acp_proxy.record.pg import PgDatabase, describe_error, is_pg_url
-from acp_proxy.record.reader import (
+from acp_proxy.store.engine import RecordingUrl, database_errors, open_database
+from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.pg import PgDatabase, describe_error, is_pg_url
+from acp_proxy.store.reader import (
     ConnectionRow,
     FrameFilter,
     FrameSummary,
     RecordingReader,
-    RecordingUrl,
     SessionSpan,
-    database_errors,
     display_name,
-    open_database,
 )
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 
 __all__ = [
     "DIRECTIONS",
@@ -319,7 +317,7 @@ def list_frames(
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     """One page of frame summaries in id order (one connection) or time order (all, on a
-    file: :attr:`~acp_proxy.record.reader.RecordingReader.pages_by_time`).
+    file: :attr:`~acp_proxy.store.reader.RecordingReader.pages_by_time`).
 
     ``after_id``: the page after that id (the default, ``0``, is the first page);
     ``before_id``: the page ending just before that id (a huge value gives the last page).
@@ -361,7 +359,7 @@ def follow_frames(
     """The frames committed since ``tail`` last looked, in id order (the live push).
 
     ``max_id`` is the highest frame id this poll saw (read before anything else); see
-    :mod:`acp_proxy.record.live_tail` for why that order matters with several writers.
+    :mod:`acp_proxy.store.live_tail` for why that order matters with several writers.
     """
     tail.noted(time.monotonic(), max_id, reader.frame_writers())
     rows, more = reader.live_frames(flt, tail, limit=max(1, limit), preview=PREVIEW_BYTES)

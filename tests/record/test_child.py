@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.record import schema
-from acp_proxy.record.child import PG_SWITCH_SECONDS, serve
-from acp_proxy.record.ipc import Control, Drops, encode_batch
-from acp_proxy.record.journal import Journal
-from acp_proxy.record.pipeline import WriterPipeline
-from acp_proxy.record.priority import SWITCH_INTERVAL
-from acp_proxy.record.shipper import LOCATION_ENV, writer_pids
-from acp_proxy.record.sink import SqliteSink
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
+from acp_proxy.recorder.ipc import LOCATION_ENV, Control, Drops, encode_batch
+from acp_proxy.recorder.journal import Journal
+from acp_proxy.recorder.shipper import writer_pids
+from acp_proxy.recorder.writer.main import PG_SWITCH_SECONDS, serve
+from acp_proxy.recorder.writer.pipeline import WriterPipeline
+from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
+from acp_proxy.recorder.writer.sink import SqliteSink
+from acp_proxy.store import schema
 from tests.conftest import echo_proxy, echo_through, frame_count, frames_of
 from tests.transport.test_lifecycle import dead, wait_dead
 
@@ -192,7 +192,7 @@ def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_pat
 # the pipeline would run with.
 _SWITCH_PROBE = """
 import sys
-from acp_proxy.record import child
+from acp_proxy.recorder.writer import main as child
 child.serve = lambda pipeline, fd, out: out.write(repr(sys.getswitchinterval()))
 sys.exit(child.main(sys.argv[1:]))
 """

@@ -13,8 +13,8 @@ RECORDER_NICE = 10
 SWITCH_INTERVAL = 0.0002
 """GIL switch interval (seconds) a recording process runs with (Python's default: 5 ms).
 
-Set in the proxy by the :class:`~acp_proxy.record.writer.Recorder` and in the writer
-process by :mod:`~acp_proxy.record.child` (which takes a longer one for PostgreSQL). A
+Set in the proxy by the :class:`~acp_proxy.recorder.handle.Recorder` and in the writer
+process by :mod:`~acp_proxy.recorder.writer.main` (which takes a longer one for PostgreSQL). A
 forwarding thread whose read just returned waits at most this long for the GIL while the
 shipper (or, with threads, the rows thread) runs Python; in the writer, the sink thread gets
 the GIL back this soon after each SQLite statement, instead of waiting up to 5 ms each time

@@ -1,20 +1,19 @@
 """The writer's last stage: where rows are stored. :class:`Sink` is the seam, SQLite the first.
 
-A sink writes one batch of :mod:`~acp_proxy.record.rows` operations per transaction,
+A sink writes one batch of :mod:`~acp_proxy.recorder.writer.rows` operations per transaction,
 retrying while another process holds the database lock (until the deadline the caller
 gives), and owns the connection rows' life: created with ``host`` and a first
 ``last_seen_at``, refreshed by :meth:`Sink.heartbeat` while open, closed with ``ended_at``,
 ``end_reason`` and the loss counts. :class:`SqlSink` is that shared life, written once in
 the SQL both engines speak; :class:`SqliteSink` adds SQLite's bulk inserts and lock
-retries, :class:`~acp_proxy.record.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
-reconnection (:func:`~acp_proxy.record.pipeline.sink_for` picks one for a recording
+retries, :class:`~acp_proxy.recorder.writer.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
+reconnection (:func:`~acp_proxy.recorder.writer.pipeline.sink_for` picks one for a recording
 location). Nothing else in the recorder knows SQL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import socket
 import sqlite3
 import time
 from abc import ABC, abstractmethod
@@ -23,20 +22,22 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.record.rows import (
+from acp_proxy.recorder.writer.rows import (
     BIG_FRAME_BYTES,
-    FRAME_COLUMNS,
     ControlOp,
     FactsOp,
     Op,
     RowsOp,
     RowState,
-    column_value,
-    json_text,
 )
-from acp_proxy.record.schema import RecordingError, connect
-
-HOST = socket.gethostname()
+from acp_proxy.store.columns import (
+    FRAME_COLUMNS,
+    column_value,
+    connection_insert,
+    json_text,
+    open_row_fields,
+)
+from acp_proxy.store.schema import RecordingError, connect
 
 ROWS_PER_STATEMENT = 1000
 """Rows one multi-row INSERT carries (fewer if SQLite allows fewer parameters).
@@ -127,21 +128,6 @@ class Sink(ABC):
         """Disconnect."""
 
 
-def open_row_fields(fields: dict[str, Any], now: float) -> dict[str, Any]:
-    """A new connection row's columns: ``fields`` as values, ``host``, ``last_seen_at``."""
-    values = {k: column_value(v) for k, v in fields.items()}
-    values.setdefault("host", HOST)
-    values["last_seen_at"] = now
-    return values
-
-
-def connection_insert(values: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The INSERT of a connection row holding ``values``: (SQL, parameters)."""
-    cols = ", ".join(values)
-    marks = ", ".join("?" for _ in values)
-    return f"INSERT INTO connections ({cols}) VALUES ({marks})", list(values.values())
-
-
 class SqlSink(Sink):
     """What both engines share: a batch's operations applied in one transaction.
 
@@ -177,7 +163,7 @@ class SqlSink(Sink):
 
     @abstractmethod
     def _insert_frames(self, rows: list[tuple[Any, ...]]) -> None:
-        """Store frame rows (:data:`~acp_proxy.record.rows.FRAME_COLUMNS`), in order."""
+        """Store frame rows (:data:`~acp_proxy.recorder.writer.rows.FRAME_COLUMNS`), in order."""
 
     @abstractmethod
     def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:

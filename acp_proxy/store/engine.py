@@ -1,0 +1,326 @@
+"""One engine object per backend: what differs between SQLite and PostgreSQL, in one place.
+
+Every query of acp-proxy is written once, in the SQL both engines speak (``?`` placeholders,
+translated for PostgreSQL by :func:`~acp_proxy.store.pg.translate`; ``"binary"`` quoted,
+``CASE`` not boolean sums, ``1 = 1`` not ``1``, text ordered in Python where the order is
+shown, since PostgreSQL's collation is the server's). What differs between the engines is a
+method of :class:`SqliteEngine` or :class:`PostgresEngine`: opening a location, the columns of
+a table, streaming a result, bulk inserts, an import's transaction, the exceptions they raise
+and the transactions writing frames right now. :func:`engine_of` picks the engine of an open
+database, :func:`engine_for` the one a recording location names. Nothing outside
+:mod:`acp_proxy.store` imports ``sqlite3`` or ``psycopg`` or asks which engine it has
+(import-linter's ``engines-in-store`` contract).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from acp_proxy.store.pg import (
+    FRAME_WRITERS,
+    PgDatabase,
+    connect_pg,
+    frames_transaction,
+    is_pg_url,
+    migrate_pg,
+    safe_url,
+    translate,
+)
+from acp_proxy.store.schema import connect, migrate
+
+Database = sqlite3.Connection | PgDatabase
+"""An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
+
+STREAM_ROWS = 100
+"""Rows PostgreSQL sends per round trip while :func:`stream_rows` streams (frames are large)."""
+
+_CURSOR_BATCH = 1000
+"""Rows a PostgreSQL server-side cursor fetches at a time (:func:`stream`)."""
+
+_cursor_numbers = itertools.count(1)
+
+
+class BulkInserter:
+    """Rows into tables in bulk: ``executemany`` on SQLite; on PostgreSQL one ``COPY`` kept
+    open across batches (the server stores rows while the next batch is read) until
+    :meth:`end`, which must come before any other statement on the connection.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._open: tuple[str, Any, Any, Any] | None = None  # table, cursor, manager, copy
+
+    def write(self, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (tuples in ``columns`` order) into ``table``."""
+        names = ", ".join(f'"{c}"' for c in columns)
+        db = self.db
+        if not isinstance(db, PgDatabase):
+            marks = ", ".join("?" for _ in columns)
+            db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+            return
+        if self._open is not None and self._open[0] != table:
+            self.end()
+        if self._open is None:
+            cur = db.conn.cursor()
+            manager = cur.copy(f"COPY {table} ({names}) FROM STDIN")
+            self._open = (table, cur, manager, manager.__enter__())
+        write_row = self._open[3].write_row
+        for row in rows:
+            write_row(row)
+
+    def end(self, error: BaseException | None = None) -> None:
+        """Finish the open ``COPY`` (abort it with ``error``)."""
+        if self._open is None:
+            return
+        _, cur, manager, _ = self._open
+        self._open = None
+        try:
+            if error is None:
+                manager.__exit__(None, None, None)
+            else:
+                with contextlib.suppress(Exception):
+                    manager.__exit__(type(error), error, None)
+        finally:
+            cur.close()
+
+
+class SqliteEngine:
+    """The SQLite engine: a recording is a file."""
+
+    name = "sqlite"
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """What a failing statement, a damaged file or a lost connection raises."""
+        return (sqlite3.Error,)
+
+    @property
+    def integrity_errors(self) -> tuple[type[Exception], ...]:
+        """The exceptions a violated UNIQUE constraint raises."""
+        return (sqlite3.IntegrityError,)
+
+    def open(
+        self, location: str | Path, *, create: bool, readonly: bool = False, timeout: float = 30.0
+    ) -> Database:
+        """Open the recording file at ``location``."""
+        return connect(Path(location), create=create, readonly=readonly, timeout=timeout)
+
+    def table_columns(self, db: Database, table: str) -> list[str]:
+        """The columns of ``table`` in order (empty when there is no such table)."""
+        return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
+
+    def stream(self, db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[Any]:
+        """The rows of ``sql`` one at a time: the cursor itself (no per-row cost added)."""
+        assert isinstance(db, sqlite3.Connection)
+        return db.execute(sql, list(args))
+
+    def stream_rows(
+        self, db: Database, sql: str, args: Sequence[Any] = ()
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of a query, streamed (SQLite's cursor already reads row by row)."""
+        yield from db.execute(sql, tuple(args))
+
+    def frame_writers(self, db: Database) -> frozenset[str]:
+        """None: SQLite's one writer at a time commits frame ids in order."""
+        return frozenset()
+
+    @contextmanager
+    def import_transaction(self, db: Database) -> Iterator[None]:
+        """One transaction for an import (a savepoint inside the caller's), schema migrated."""
+        assert isinstance(db, sqlite3.Connection)
+        if not db.in_transaction:
+            migrate(db)
+        outer = db.in_transaction
+        db.execute("SAVEPOINT acp_proxy_import" if outer else "BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if outer:
+                db.execute("ROLLBACK TO acp_proxy_import")
+                db.execute("RELEASE acp_proxy_import")
+            else:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("RELEASE acp_proxy_import" if outer else "COMMIT")
+
+
+class PostgresEngine:
+    """The PostgreSQL engine: a recording is a database named by a ``postgresql://`` URL."""
+
+    name = "postgresql"
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """What a failing statement or a lost connection raises (psycopg's errors)."""
+        import psycopg
+
+        return (psycopg.Error,)
+
+    @property
+    def integrity_errors(self) -> tuple[type[Exception], ...]:
+        """The exceptions a violated UNIQUE constraint raises."""
+        import psycopg
+
+        return (psycopg.errors.IntegrityError,)
+
+    def open(
+        self, location: str | Path, *, create: bool, readonly: bool = False, timeout: float = 30.0
+    ) -> Database:
+        """Open the database at the URL ``location``."""
+        url = database_url(location) or str(location)
+        return connect_pg(url, create=create, readonly=readonly, timeout=timeout)
+
+    def table_columns(self, db: Database, table: str) -> list[str]:
+        """The columns of ``table`` in order (empty when there is no such table)."""
+        rows = db.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = current_schema() ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def stream(self, db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[Any]:
+        """The rows of ``sql`` through a server-side cursor (``WITH HOLD``: it lives outside a
+        transaction, and other queries may run on the connection between two fetches),
+        closed when the iteration ends or is abandoned."""
+        assert isinstance(db, PgDatabase)
+        cur = db.conn.cursor(name=f"acp_stream_{id(db)}_{next(_cursor_numbers)}", withhold=True)
+        try:
+            cur.itersize = _CURSOR_BATCH
+            cur.execute(translate(sql), tuple(args) or None)
+            yield from cur
+        finally:
+            if not db.closed:
+                cur.close()
+
+    def stream_rows(
+        self, db: Database, sql: str, args: Sequence[Any] = ()
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of a query, streamed in chunks of :data:`STREAM_ROWS` rows (psycopg's
+        plain ``execute`` would fetch a whole result into memory first)."""
+        assert isinstance(db, PgDatabase)
+        with db.conn.cursor() as cur:
+            yield from cur.stream(translate(sql), tuple(args), size=STREAM_ROWS)
+
+    def frame_writers(self, db: Database) -> frozenset[str]:
+        """The transactions writing frames right now (see :mod:`~acp_proxy.store.live_tail`)."""
+        return frozenset(str(r[0]) for r in db.execute(FRAME_WRITERS, []).fetchall())
+
+    @contextmanager
+    def import_transaction(self, db: Database) -> Iterator[None]:
+        """One transaction for an import (a savepoint inside the caller's), schema migrated."""
+        assert isinstance(db, PgDatabase)
+        if db.conn.info.transaction_status == 0:  # idle: not inside the caller's transaction
+            migrate_pg(db)
+        with frames_transaction(db):
+            yield
+
+
+Engine = SqliteEngine | PostgresEngine
+"""Either engine."""
+
+SQLITE = SqliteEngine()
+POSTGRES = PostgresEngine()
+
+
+def engine_of(db: Database) -> Engine:
+    """The engine of an open database."""
+    return POSTGRES if isinstance(db, PgDatabase) else SQLITE
+
+
+def engine_for(location: str | Path) -> Engine:
+    """The engine a recording location names (a ``postgresql://`` URL, else a SQLite file)."""
+    return POSTGRES if database_url(location) is not None else SQLITE
+
+
+def table_columns(db: Database, table: str) -> list[str]:
+    """The columns of ``table`` in order (empty when there is no such table)."""
+    return engine_of(db).table_columns(db, table)
+
+
+def stream(db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``sql`` one at a time, in flat memory; other queries may run between two."""
+    return engine_of(db).stream(db, sql, args)
+
+
+def stream_rows(db: Database, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    """The rows of one query, streamed: memory stays flat however many rows it returns."""
+    return engine_of(db).stream_rows(db, sql, args)
+
+
+def frame_writers(db: Database) -> frozenset[str]:
+    """The transactions writing frames right now (PostgreSQL; SQLite: none)."""
+    return engine_of(db).frame_writers(db)
+
+
+def one_row(db: Database, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
+    """The one row a query always returns (an aggregate, ``INSERT ... RETURNING``)."""
+    row = db.execute(sql, list(args)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What a damaged file or a lost database raises (``sqlite3``'s and psycopg's errors)."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.DatabaseError,)
+    return (sqlite3.DatabaseError, psycopg.Error)
+
+
+def store_errors(location: str | Path) -> tuple[type[BaseException], ...]:
+    """What a failing statement on the recording at ``location`` raises."""
+    return engine_for(location).errors
+
+
+class RecordingUrl(str):
+    """A ``postgresql://`` recording location as the commands carry it.
+
+    Its text is the URL without its password (:func:`~acp_proxy.store.pg.safe_url`), so
+    printing it anywhere (``ls``'s empty line, a report's ``recording`` field, an error)
+    never shows the password; :attr:`url` keeps the whole URL to connect with.
+    """
+
+    url: str
+
+    def __new__(cls, url: str) -> RecordingUrl:
+        self = super().__new__(cls, safe_url(url))
+        self.url = url
+        return self
+
+
+def open_database(
+    location: str | Path, *, writable: bool = False, timeout: float = 30.0
+) -> Database:
+    """Open an existing recording, a file path or a ``postgresql://`` URL.
+
+    Read-only unless ``writable`` (``reindex``); never creates a store. Raises
+    :class:`~acp_proxy.store.schema.RecordingError` (one line, no password) when it is not
+    there or not one.
+    """
+    engine = engine_for(location)
+    return engine.open(location, create=False, readonly=not writable, timeout=timeout)
+
+
+def database_url(location: str | Path) -> str | None:
+    """The whole URL (password included) to connect to when ``location`` names a
+    PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
+
+    ``str()`` of a :class:`RecordingUrl` has no password: whatever connects uses this.
+    """
+    if isinstance(location, RecordingUrl):
+        return location.url
+    return str(location) if is_pg_url(location) else None
+
+
+def location_name(location: str | Path) -> str:
+    """How a recording's location is shown: the path, or the URL without its password."""
+    text = str(location)
+    return safe_url(text) if is_pg_url(text) else text

@@ -9,7 +9,6 @@ what was recorded and which commands to try next.
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import sys
 import tempfile
 import textwrap
@@ -20,6 +19,7 @@ import click
 
 from acp_proxy.commands.common import OptionConflict, fmt_exit, recording
 from acp_proxy.demo.client import ClientError, run_scenario
+from acp_proxy.store.engine import database_errors
 from acp_proxy.store.reader import RecordingReader, list_connections, open_recording
 from acp_proxy.store.schema import RecordingError, connect
 
@@ -34,7 +34,7 @@ def _is_demo_only(path: Path) -> bool:
         return False
     try:
         rows = list_connections(db)
-    except sqlite3.DatabaseError:
+    except database_errors():
         return False
     finally:
         db.close()

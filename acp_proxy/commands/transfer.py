@@ -13,8 +13,8 @@ import click
 from acp_proxy.commands.common import DAMAGED, RECORDING_ARG, FilePath, recording, reported
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
-from acp_proxy.formats.jsonl import check_intact, export_recording, import_export
-from acp_proxy.store.engine import Database, location_name
+from acp_proxy.formats.jsonl import export_recording, import_export
+from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file
 
 

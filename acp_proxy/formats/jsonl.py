@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,6 @@ from acp_proxy.store.engine import (
     stream_rows,
     table_columns,
 )
-from acp_proxy.store.pg import PgDatabase
 from acp_proxy.store.reader import json_column
 from acp_proxy.store.schema import RecordingError
 
@@ -307,25 +305,6 @@ def _export_events(
         record["detail"] = value
         stats.events += 1
         yield _line(record)
-
-
-def check_intact(db: Database) -> None:
-    """Refuse a damaged recording before anything is written (:class:`RecordingError`).
-
-    Export to a stream cannot take back lines it has written, so it reads every page once
-    first (SQLite's ``quick_check``: page structure, record formats, NOT NULL and UNIQUE
-    constraints; about as fast as reading the file). A PostgreSQL server keeps its own
-    pages intact: nothing to check there.
-    """
-    if isinstance(db, PgDatabase):
-        return
-    try:
-        (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise RecordingError(f"the recording is damaged: {exc}") from None
-    if result != "ok":
-        lines = [line for line in str(result).splitlines() if not line.startswith("***")]
-        raise RecordingError(f"the recording is damaged: {'; '.join(lines) or result}")
 
 
 def export_recording(
@@ -840,9 +819,10 @@ def import_export(
     Connections get new ids (see :attr:`ImportSummary.connections`); frames get their index
     columns derived again. Everything happens in one transaction: on any error nothing is
     imported and an :class:`ExportFormatError` (or :class:`RecordingError`) says why.
-    ``db`` may be any recording connection, e.g. ``sqlite3.connect(":memory:")`` (the
-    schema is created if the database is empty). ``skip_duplicates``: see
-    :func:`import_stream` (``acp-proxy import`` skips them unless ``--allow-duplicates``).
+    ``db`` may be any recording connection, e.g. an in-memory one
+    (:func:`~acp_proxy.store.engine.memory_database`; the schema is created if it is
+    empty). ``skip_duplicates``: see :func:`import_stream` (``acp-proxy import`` skips them
+    unless ``--allow-duplicates``).
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)

@@ -9,12 +9,17 @@ it needs both the reader and the importer (which itself reads through the reader
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from acp_proxy.formats.jsonl import import_export
-from acp_proxy.store.engine import Database, RecordingUrl, location_name
-from acp_proxy.store.pg import is_pg_url
+from acp_proxy.store.engine import (
+    SQLITE,
+    Database,
+    RecordingUrl,
+    location_name,
+    memory_database,
+    parse_location,
+)
 from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames, open_recording
 from acp_proxy.store.schema import RecordingError
 
@@ -27,9 +32,10 @@ def open_replay_frames(path: str | Path) -> ReplayFrames:
 def open_replay_source(path: str | Path) -> Database:
     """Open a recording to replay: a SQLite or PostgreSQL database as is, an export file
     imported into an in-memory database (exports are read whole: no index to seek in)."""
-    if isinstance(path, RecordingUrl) or is_pg_url(path):
-        return open_recording(path)
-    path = Path(path)
+    where = parse_location(path)
+    if isinstance(where, RecordingUrl):
+        return open_recording(where)
+    path = where
     if not path.exists():
         raise RecordingError(f"no such recording: {path}")
     if path.is_dir():
@@ -41,13 +47,13 @@ def open_replay_source(path: str | Path) -> Database:
         raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
     if head == _SQLITE_MAGIC or not head:
         return open_recording(path)
-    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    db = memory_database()
     try:
         import_export(path, db)
     except RecordingError as exc:
         db.close()
         raise RecordingError(f"{path}: {exc}") from None
-    except (sqlite3.DatabaseError, OSError, ValueError) as exc:
+    except SQLITE.damaged_errors + (OSError, ValueError) as exc:
         db.close()
         raise RecordingError(f"{path} is neither a recording nor an export file: {exc}") from None
     return db

@@ -51,7 +51,7 @@ from acp_proxy.recorder.writer.otlp_live import (
 from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
 from acp_proxy.recorder.writer.sink import SinkFailed
-from acp_proxy.store.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
+from acp_proxy.store.engine import SQLITE, engine_for
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder", "warn_stderr"]
 
@@ -236,13 +236,12 @@ class Recorder:
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
-        self.engine = "SQLite"
+        engine = engine_for(path) if path is not None else SQLITE
+        self.engine = engine.label
         spool_dir: Path | None = None
-        pg = is_pg_url(path)
-        if pg:
+        if engine.remote and path is not None:
             self.path = str(path)
-            self.where = safe_url(self.path)
-            self.engine = "PostgreSQL"
+            self.where = engine.shown(self.path)
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
             if batch_bytes == BATCH_BYTES:
                 batch_bytes = PG_BATCH_BYTES
@@ -280,16 +279,17 @@ class Recorder:
         # is opened by the writer: connecting may wait for the network, and an outage at
         # start is waited out like one later.
         # What a bare install lacks is said now, before a byte is forwarded, in one line.
-        if pg and not psycopg_installed():
-            self.journal.disable(f"recording disabled: {NO_PSYCOPG}")
-            warn(f"recording disabled: {NO_PSYCOPG}; forwarding continues")
+        missing = engine.missing_driver()
+        if missing is not None:
+            self.journal.disable(f"recording disabled: {missing}")
+            warn(f"recording disabled: {missing}; forwarding continues")
             return
         otlp = settings_from_env() is not None
         if otlp and not sdk_installed():
             warn(NO_SDK)
             otlp = False
         sink = sink_for(self.path)
-        if not pg:
+        if not engine.remote:
             try:
                 give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
                 sink.open(lambda: give_up)

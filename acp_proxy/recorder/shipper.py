@@ -21,7 +21,6 @@ import contextlib
 import gc
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -43,9 +42,9 @@ from acp_proxy.recorder.ipc import (
     frames_in,
 )
 from acp_proxy.recorder.journal import Journal
-from acp_proxy.store.columns import column_value, connection_insert, open_row_fields
-from acp_proxy.store.pg import connect_pg, is_pg_url
-from acp_proxy.store.schema import RecordingError, connect
+from acp_proxy.store.columns import note_losses, recorded_totals
+from acp_proxy.store.engine import database_url, engine_for
+from acp_proxy.store.schema import RecordingError
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -81,8 +80,9 @@ class WriterProcess:
                 if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
                     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         env = None if otlp else {**os.environ, "OTEL_SDK_DISABLED": "true"}  # said already
-        if is_pg_url(path):
-            env = {**(env or os.environ), LOCATION_ENV: str(path)}
+        url = database_url(path)  # a URL may hold a password: never on a command line
+        if url is not None:
+            env = {**(env or os.environ), LOCATION_ENV: url}
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
@@ -307,62 +307,33 @@ class Shipper:
         database cannot be opened within ``timeout`` seconds, every frame sent counts as
         lost.
         """
-        errors: tuple[type[BaseException], ...] = (sqlite3.Error, UnicodeError, ValueError)
+        errors: tuple[type[BaseException], ...] = (UnicodeError, ValueError)
         db: Any = None
         try:
-            if is_pg_url(self.path):
-                from psycopg import Error as PgError
-
-                errors = (*errors, PgError)
-                db = connect_pg(str(self.path), create=False, timeout=timeout)
-            else:
-                db = connect(Path(self.path), create=False, timeout=timeout)
+            engine = engine_for(self.path)
+            errors = (*errors, *engine.errors)
+            db = engine.open(self.path, create=False, timeout=timeout)
         except RecordingError as exc:
             db = None
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         try:
             for conn, shipped in self.connections.items():
-                db_id = None
                 opened = shipped.open_fields
-                identity = (opened.get("proxy_pid"), opened.get("started_at"))
+                db_id, frames, nbytes = None, 0, 0
                 if db is not None:  # this proxy's connection started at that instant
-                    found = db.execute(
-                        "SELECT id FROM connections WHERE proxy_pid = ? AND started_at = ?",
-                        identity,
-                    ).fetchone()
-                    db_id = found[0] if found else None
-                recorded = (0, 0)
-                if db is not None and db_id is not None:
-                    row = db.execute(
-                        "SELECT count(*), coalesce(sum(size), 0) FROM frames "
-                        "WHERE connection_id = ?",
-                        (db_id,),
-                    ).fetchone()
-                    recorded = (int(row[0]), int(row[1]))
+                    db_id, frames, nbytes = recorded_totals(
+                        db, opened.get("proxy_pid"), opened.get("started_at")
+                    )
                 self.journal.lose(
-                    conn,
-                    max(0, shipped.frames - recorded[0]),
-                    max(0, shipped.nbytes - recorded[1]),
+                    conn, max(0, shipped.frames - frames), max(0, shipped.nbytes - nbytes)
                 )
-                shipped.frames, shipped.nbytes = recorded  # counted once
+                shipped.frames, shipped.nbytes = frames, nbytes  # counted once
                 if db is None:
                     continue
                 losses = self.journal.losses(conn)
                 end = dict(shipped.close_fields or {"end_reason": "recorder-lost"})
                 end.setdefault("ended_at", time.time())
-                if db_id is None:  # the writer died before it created the row
-                    fields = open_row_fields({**shipped.open_fields, **end}, time.time())
-                    fields["frames_dropped"] = losses.frames
-                    fields["bytes_dropped"] = losses.nbytes
-                    db.execute(*connection_insert(fields))
-                    continue
-                fields = {k: column_value(v) for k, v in end.items()}
-                sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)
-                db.execute(
-                    f"UPDATE connections SET frames_dropped = ?, bytes_dropped = ?{sets} "
-                    "WHERE id = ?",
-                    (losses.frames, losses.nbytes, *fields.values(), db_id),
-                )
+                note_losses(db, db_id, opened, end, losses.frames, losses.nbytes)
         except errors as exc:
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         finally:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,15 +26,21 @@ from typing import Any
 
 from acp_proxy.store.pg import (
     FRAME_WRITERS,
+    NO_PSYCOPG,
+    PG_SCHEMES,
     PgDatabase,
     connect_pg,
     frames_transaction,
     is_pg_url,
     migrate_pg,
+    psycopg_installed,
     safe_url,
     translate,
 )
-from acp_proxy.store.schema import connect, migrate
+from acp_proxy.store.schema import RecordingError, connect, migrate
+
+SqliteConnection = sqlite3.Connection
+"""An open SQLite recording (the writer's sink holds one)."""
 
 Database = sqlite3.Connection | PgDatabase
 """An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
@@ -94,6 +102,17 @@ class SqliteEngine:
     """The SQLite engine: a recording is a file."""
 
     name = "sqlite"
+    label = "SQLite"
+    remote = False
+    """A server, reached over the network (no folder of its own; connecting may wait)."""
+
+    def missing_driver(self) -> str | None:
+        """What a bare install lacks to use this engine (None: nothing)."""
+        return None
+
+    def shown(self, location: str | Path) -> str:
+        """How a location is named in messages (never a password)."""
+        return str(location)
 
     @property
     def errors(self) -> tuple[type[Exception], ...]:
@@ -104,6 +123,33 @@ class SqliteEngine:
     def integrity_errors(self) -> tuple[type[Exception], ...]:
         """The exceptions a violated UNIQUE constraint raises."""
         return (sqlite3.IntegrityError,)
+
+    @property
+    def damaged_errors(self) -> tuple[type[Exception], ...]:
+        """What reading a damaged (or not-a-database) file raises."""
+        return (sqlite3.DatabaseError,)
+
+    def is_locked(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says another process holds the database lock (worth retrying)."""
+        text = str(exc)
+        return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+    def variable_limit(self, db: SqliteConnection) -> int:
+        """How many parameters one statement may bind."""
+        return db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+
+    def check_intact(self, db: Database) -> None:
+        """Refuse a damaged recording (:class:`~acp_proxy.store.schema.RecordingError`):
+        SQLite's ``quick_check`` reads every page once (page structure, record formats, NOT
+        NULL and UNIQUE constraints; about as fast as reading the file)."""
+        assert isinstance(db, sqlite3.Connection)
+        try:
+            (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise RecordingError(f"the recording is damaged: {exc}") from None
+        if result != "ok":
+            lines = [line for line in str(result).splitlines() if not line.startswith("***")]
+            raise RecordingError(f"the recording is damaged: {'; '.join(lines) or result}")
 
     def open(
         self, location: str | Path, *, create: bool, readonly: bool = False, timeout: float = 30.0
@@ -154,6 +200,18 @@ class PostgresEngine:
     """The PostgreSQL engine: a recording is a database named by a ``postgresql://`` URL."""
 
     name = "postgresql"
+    label = "PostgreSQL"
+    remote = True
+    """A server, reached over the network (no folder of its own; connecting may wait)."""
+
+    def missing_driver(self) -> str | None:
+        """What a bare install lacks to use this engine (None: nothing), found without
+        importing psycopg (the forwarding process never does)."""
+        return None if psycopg_installed() else NO_PSYCOPG
+
+    def shown(self, location: str | Path) -> str:
+        """How a location is named in messages (never a password)."""
+        return safe_url(str(location))
 
     @property
     def errors(self) -> tuple[type[Exception], ...]:
@@ -168,6 +226,14 @@ class PostgresEngine:
         import psycopg
 
         return (psycopg.errors.IntegrityError,)
+
+    @property
+    def damaged_errors(self) -> tuple[type[Exception], ...]:
+        """What a failing read raises (the server keeps its pages intact: a lost server)."""
+        return self.errors
+
+    def check_intact(self, db: Database) -> None:
+        """Nothing to check: a PostgreSQL server keeps its own pages intact."""
 
     def open(
         self, location: str | Path, *, create: bool, readonly: bool = False, timeout: float = 30.0
@@ -234,7 +300,7 @@ def engine_of(db: Database) -> Engine:
     return POSTGRES if isinstance(db, PgDatabase) else SQLITE
 
 
-def engine_for(location: str | Path) -> Engine:
+def engine_for(location: str | os.PathLike[str]) -> Engine:
     """The engine a recording location names (a ``postgresql://`` URL, else a SQLite file)."""
     return POSTGRES if database_url(location) is not None else SQLITE
 
@@ -257,6 +323,19 @@ def stream_rows(db: Database, sql: str, args: Sequence[Any] = ()) -> Iterator[tu
 def frame_writers(db: Database) -> frozenset[str]:
     """The transactions writing frames right now (PostgreSQL; SQLite: none)."""
     return engine_of(db).frame_writers(db)
+
+
+def check_intact(db: Database) -> None:
+    """Refuse a damaged recording before anything is written (:class:`RecordingError`)."""
+    engine_of(db).check_intact(db)
+
+
+def memory_database(*, autocommit: bool = True) -> sqlite3.Connection:
+    """A new empty SQLite database in memory (an imported export, a search index),
+    usable from any thread; ``autocommit``: no implicit transactions (as the recordings)."""
+    if autocommit:
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    return sqlite3.connect(":memory:", check_same_thread=False)
 
 
 def one_row(db: Database, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
@@ -296,6 +375,33 @@ class RecordingUrl(str):
         return self
 
 
+def parse_location(value: str | Path) -> Path | RecordingUrl:
+    """A recording location as given: a :class:`RecordingUrl` for a ``postgresql://`` URL,
+    else a path."""
+    if isinstance(value, RecordingUrl):
+        return value
+    if isinstance(value, str) and is_pg_url(value):
+        return RecordingUrl(value)
+    return Path(value)
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def unknown_scheme(value: str) -> str | None:
+    """What is wrong with ``value`` when it is a URL of a scheme that names no store
+    (``mysql://``, ``http://``...), else None. (A path never has ``://``; as a path the
+    ``//`` would be collapsed into a "no such recording: mysql:/..." that misleads.)
+
+    The URL itself is not repeated: it may hold a password.
+    """
+    match = _SCHEME.match(value)
+    if match is None or is_pg_url(value):
+        return None
+    accepted = " or ".join(PG_SCHEMES)
+    return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
+
+
 def open_database(
     location: str | Path, *, writable: bool = False, timeout: float = 30.0
 ) -> Database:
@@ -309,7 +415,7 @@ def open_database(
     return engine.open(location, create=False, readonly=not writable, timeout=timeout)
 
 
-def database_url(location: str | Path) -> str | None:
+def database_url(location: str | os.PathLike[str]) -> str | None:
     """The whole URL (password included) to connect to when ``location`` names a
     PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import sqlite3
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
@@ -30,7 +29,7 @@ from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
-from acp_proxy.store.engine import database_errors
+from acp_proxy.store.engine import database_errors, memory_database
 from acp_proxy.store.pg import connect_pg, describe_error
 from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
 from acp_proxy.store.schema import RecordingError, connect
@@ -545,7 +544,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
     if not isinstance(path, Path):
         # PostgreSQL: the same index in memory, fed from a read-only connection of its own
         pg_source = connect_pg(path.url, create=False, readonly=True, application_name="acp web")
-        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        memory = sqlite_utils.Database(memory_database(autocommit=False))
         index = SearchIndex(pg_source, memory, in_file=False)
         return _keep_index(key, index)
     source = connect(path, create=False, readonly=True)
@@ -555,7 +554,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if not index.up_to_date():
             index = None
     if index is None:
-        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        memory = sqlite_utils.Database(memory_database(autocommit=False))
         index = SearchIndex(source, memory, in_file=False)
     return _keep_index(key, index)
 

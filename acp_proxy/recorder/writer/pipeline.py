@@ -35,8 +35,8 @@ from acp_proxy.recorder.journal import Journal
 from acp_proxy.recorder.writer.priority import lower_priority
 from acp_proxy.recorder.writer.rows import ControlOp, Op, Rows, RowsOp, sanitized
 from acp_proxy.recorder.writer.sink import Sink, SinkFailed, SqliteSink
+from acp_proxy.store.engine import POSTGRES, SQLITE, engine_for
 from acp_proxy.store.liveness import HEARTBEAT_SECONDS
-from acp_proxy.store.pg import is_pg_url
 
 DRAIN_LOCK_SECONDS = 3.0
 """Once the proxy exits, how long in all the writer waits for a database another process
@@ -391,13 +391,22 @@ class WriterPipeline:
             t.join()
 
 
+def _postgres_sink(location: str | Path) -> Sink:
+    from acp_proxy.recorder.writer.sink_pg import PostgresSink  # psycopg only when asked for
+
+    return PostgresSink(str(location))
+
+
+_SINKS: dict[str, Callable[[str | Path], Sink]] = {
+    SQLITE.name: lambda location: SqliteSink(Path(location)),
+    POSTGRES.name: _postgres_sink,
+}
+"""One sink per engine, by :attr:`~acp_proxy.store.engine.SqliteEngine.name`."""
+
+
 def sink_for(location: str | Path) -> Sink:
     """The sink for a recording location: a ``postgresql://`` URL, else a SQLite file."""
-    if is_pg_url(location):
-        from acp_proxy.recorder.writer.sink_pg import PostgresSink
-
-        return PostgresSink(str(location))
-    return SqliteSink(Path(location))
+    return _SINKS[engine_for(location).name](location)
 
 
 def _brought(item: Any) -> tuple[int, int]:

@@ -8,13 +8,13 @@ gives), and owns the connection rows' life: created with ``host`` and a first
 the SQL both engines speak; :class:`SqliteSink` adds SQLite's bulk inserts and lock
 retries, :class:`~acp_proxy.recorder.writer.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
 reconnection (:func:`~acp_proxy.recorder.writer.pipeline.sink_for` picks one for a recording
-location). Nothing else in the recorder knows SQL.
+location). What differs between the engines (errors, lock detection, limits, opening) comes
+from :mod:`acp_proxy.store.engine`, the columns from :mod:`acp_proxy.store.columns`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -37,6 +37,7 @@ from acp_proxy.store.columns import (
     json_text,
     open_row_fields,
 )
+from acp_proxy.store.engine import SQLITE, SqliteConnection
 from acp_proxy.store.schema import RecordingError, connect
 
 ROWS_PER_STATEMENT = 1000
@@ -289,7 +290,7 @@ class SqliteSink(SqlSink):
         self.path = path
         self.where = str(path)
         self.attempt_seconds = attempt_seconds
-        self._db: sqlite3.Connection | None = None
+        self._db: SqliteConnection | None = None
         self._per: dict[int, int] = {}
 
     @property
@@ -302,14 +303,11 @@ class SqliteSink(SqlSink):
             try:
                 db = connect(self.path, create=True, timeout=wait)
             except RecordingError as exc:
-                cause = exc.__cause__
-                locked = isinstance(cause, sqlite3.OperationalError) and (
-                    "locked" in str(cause) or "busy" in str(cause)
-                )
+                locked = exc.__cause__ is not None and SQLITE.is_locked(exc.__cause__)
                 if locked and time.monotonic() < give_up_at():
                     continue
                 raise SinkFailed(str(exc), locked=locked) from exc
-            except (sqlite3.Error, OSError) as exc:
+            except SQLITE.errors + (OSError,) as exc:
                 raise SinkFailed(f"cannot open {self.path}: {exc}") from exc
             # Our own retry loop decides how long to wait for another writer.
             db.execute("PRAGMA busy_timeout = 50")
@@ -321,25 +319,22 @@ class SqliteSink(SqlSink):
         while True:
             try:
                 return self._apply(ops)
-            except sqlite3.OperationalError as exc:
-                text = str(exc)
-                locked = "locked" in text or "busy" in text
+            except SQLITE.errors as exc:
+                locked = SQLITE.is_locked(exc)
                 if locked and time.monotonic() < give_up_at():
                     time.sleep(delay)
                     delay = min(delay * 2, 0.5)
                     continue
-                raise SinkFailed(text, locked=locked) from exc
-            except sqlite3.Error as exc:
-                raise SinkFailed(str(exc)) from exc
+                raise SinkFailed(str(exc), locked=locked) from exc
 
     def close(self) -> None:
         if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*SQLITE.errors):
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 self._db.close()
             self._db = None
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    def _execute(self, sql: str, params: Sequence[Any]) -> Any:
         assert self._db is not None
         return self._db.execute(sql, params)
 
@@ -357,7 +352,7 @@ class SqliteSink(SqlSink):
 
     def _rollback(self) -> None:
         if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*SQLITE.errors):
                 self._db.execute("ROLLBACK")
 
     def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:
@@ -381,7 +376,7 @@ class SqliteSink(SqlSink):
             self._insert(db, _FRAME_INSERT, _FRAME_ROW, _FRAME_NCOLS, rows[start:])
 
     @staticmethod
-    def _insert_big(db: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    def _insert_big(db: SqliteConnection, row: tuple[Any, ...]) -> None:
         raw = row[5]
         cur = db.execute(_FRAME_INSERT + _BIG_FRAME_ROW, (*row[:5], len(raw), *row[6:]))
         rowid = int(cur.lastrowid or 0)
@@ -393,7 +388,7 @@ class SqliteSink(SqlSink):
 
     def _insert(
         self,
-        db: sqlite3.Connection,
+        db: SqliteConnection,
         insert: str,
         one: str,
         ncols: int,
@@ -408,7 +403,7 @@ class SqliteSink(SqlSink):
         """
         per = self._per.get(ncols)
         if per is None:
-            limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // ncols
+            limit = SQLITE.variable_limit(db) // ncols
             per = self._per[ncols] = max(1, min(ROWS_PER_STATEMENT, limit))
         done = 0
         total = len(rows)

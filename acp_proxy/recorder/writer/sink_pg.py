@@ -38,11 +38,13 @@ from acp_proxy.recorder.writer.rows import (
 )
 from acp_proxy.recorder.writer.sink import SinkFailed, SqlSink
 from acp_proxy.store.columns import FRAME_COLUMNS, column_value
+from acp_proxy.store.engine import POSTGRES
 from acp_proxy.store.pg import (
     NO_PSYCOPG,
     TAKE_WRITER_LOCK,
     PgDatabase,
     PgUnavailable,
+    binary_bytes_dumper,
     connect_pg,
     describe_error,
     is_unavailable,
@@ -96,7 +98,7 @@ class PostgresSink(SqlSink):
 
     def open(self, give_up_at: Callable[[], float]) -> None:
         try:
-            from psycopg.types.string import BytesBinaryDumper
+            bytes_dumper = binary_bytes_dumper()
         except ImportError:
             raise SinkFailed(NO_PSYCOPG) from None
 
@@ -106,9 +108,7 @@ class PostgresSink(SqlSink):
             raise SinkFailed(str(exc), unavailable=True) from None
         except RecordingError as exc:
             raise SinkFailed(str(exc)) from None
-        # COPY's "bytea" (by type name) would otherwise get the DB-API's Binary dumper,
-        # written in Python: a third of the sink's CPU. This one is psycopg's C dumper.
-        self._db.conn.adapters.register_dumper(bytearray, BytesBinaryDumper)
+        self._db.conn.adapters.register_dumper(bytearray, bytes_dumper)
 
     def write(self, ops: list[Op], give_up_at: Callable[[], float]) -> int:
         """Store ``ops`` in one transaction; see :meth:`Sink.write`.
@@ -117,8 +117,6 @@ class PostgresSink(SqlSink):
         (or its :func:`~acp_proxy.recorder.writer.rows.sanitized` copy): if the failed attempt did
         commit, that call stores nothing and returns what the attempt wrote.
         """
-        import psycopg
-
         if self._db is None:
             self.open(give_up_at)
         try:
@@ -133,7 +131,7 @@ class PostgresSink(SqlSink):
                 self._settle([st for st, _ in doubt.ids], doubt.closed)
                 return doubt.written
             return self._apply(ops)
-        except psycopg.Error as exc:
+        except POSTGRES.errors as exc:
             failure = self._failed(exc)
             if doubt is not None and self._doubt is None and failure.unavailable:
                 self._doubt = doubt  # still unresolved: ask again after reconnecting

@@ -19,7 +19,7 @@ from acp_proxy.commands.common import (
 )
 from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
 from acp_proxy.store.engine import location_name
-from acp_proxy.store.reader import ConnectionRow, RecordingReader, get_connection, iter_frames
+from acp_proxy.store.reader import ConnectionRow, RecordingReader
 from acp_proxy.wire.frame import C2A
 
 
@@ -165,7 +165,7 @@ def dump_command(
     width = shutil.get_terminal_size((160, 20)).columns
     with recording(recording_path) as db:
         if connection_id is not None:
-            get_connection(db, connection_id)
+            RecordingReader(db).connection(connection_id)
         stderr_rows: list[tuple[int, int, int, bytes]] = []
         if with_stderr:
             stderr_rows = [
@@ -175,7 +175,7 @@ def dump_command(
         current = None
         t0 = 0
         si = 0
-        for f in iter_frames(db, connection_id=connection_id):
+        for f in RecordingReader(db).frames(connection_id=connection_id):
             if f.connection_id != current:
                 current = f.connection_id
                 t0 = f.mono_ns

@@ -20,7 +20,7 @@ from acp_proxy.acp.spans import SpanRecord
 from acp_proxy.commands.common import recording
 from acp_proxy.formats.redact import redact_frame
 from acp_proxy.store.engine import Database
-from acp_proxy.store.reader import iter_frames, list_connections
+from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError, create_private_file
 
 # -- export --------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def otlp_lines(
     )
 
     res = resource()
-    connections = list_connections(db)
+    connections = RecordingReader(db).connections()
     if connection_id is not None:
         connections = [c for c in connections if c.id == connection_id]
         if not connections:
@@ -91,7 +91,7 @@ def otlp_lines(
                 f.ts,
                 f.mono_ns,
             )
-            for f in iter_frames(db, connection_id=conn.id)
+            for f in RecordingReader(db).frames(connection_id=conn.id)
         )
         spans = frames_to_spans(
             connection_identity(conn.started_at),

@@ -18,10 +18,14 @@ from acp_proxy.store.engine import (
     RecordingUrl,
     location_name,
     memory_database,
+    open_database,
     parse_location,
 )
-from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames, open_recording
+from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames
 from acp_proxy.store.schema import RecordingError
+
+_UNREADABLE: tuple[type[BaseException], ...] = (*SQLITE.damaged_errors, OSError, ValueError)
+"""What importing a file that is not an export raises."""
 
 
 def open_replay_frames(path: str | Path) -> ReplayFrames:
@@ -34,7 +38,7 @@ def open_replay_source(path: str | Path) -> Database:
     imported into an in-memory database (exports are read whole: no index to seek in)."""
     where = parse_location(path)
     if isinstance(where, RecordingUrl):
-        return open_recording(where)
+        return open_database(where)
     path = where
     if not path.exists():
         raise RecordingError(f"no such recording: {path}")
@@ -46,14 +50,14 @@ def open_replay_source(path: str | Path) -> Database:
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
     if head == _SQLITE_MAGIC or not head:
-        return open_recording(path)
+        return open_database(path)
     db = memory_database()
     try:
         import_export(path, db)
     except RecordingError as exc:
         db.close()
         raise RecordingError(f"{path}: {exc}") from None
-    except SQLITE.damaged_errors + (OSError, ValueError) as exc:
+    except _UNREADABLE as exc:
         db.close()
         raise RecordingError(f"{path} is neither a recording nor an export file: {exc}") from None
     return db

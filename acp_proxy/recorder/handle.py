@@ -40,7 +40,7 @@ from typing import Any
 
 from acp_proxy.console import warn
 from acp_proxy.recorder.ipc import STDERR, Frame
-from acp_proxy.recorder.journal import LINGER_SECONDS, Journal
+from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
 from acp_proxy.recorder.writer.otlp_live import (
     NO_SDK,
@@ -48,12 +48,12 @@ from acp_proxy.recorder.writer.otlp_live import (
     sdk_installed,
     settings_from_env,
 )
-from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
+from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, Pipeline, sink_for
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
 from acp_proxy.recorder.writer.sink import SinkFailed
 from acp_proxy.store.engine import SQLITE, engine_for
 
-__all__ = ["STDERR", "ConnectionRecorder", "Recorder", "warn_stderr"]
+__all__ = ["STDERR", "ConnectionRecorder", "Recorder"]
 
 DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
 """Backlog held in memory (bytes waiting for the writer) beyond which frames are spooled.
@@ -117,9 +117,6 @@ def lock_retry_seconds() -> float:
         return max(0.0, float(os.environ.get(LOCK_RETRY_ENV, DEFAULT_LOCK_RETRY_SECONDS)))
     except ValueError:
         return DEFAULT_LOCK_RETRY_SECONDS
-
-
-warn_stderr = warn  # the default warning sink (kept for callers of the old name)
 
 
 def end_reason(fields: dict[str, Any]) -> str:
@@ -229,7 +226,7 @@ class Recorder:
         *,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
         spool_bytes: int = DEFAULT_SPOOL_BYTES,
-        warn: Callable[[str], None] = warn_stderr,
+        warn: Callable[[str], None] = warn,
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
@@ -252,7 +249,7 @@ class Recorder:
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self.batch_bytes = batch_bytes
-        self.journal = Journal(
+        self.journal = ProxyJournal(
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
             linger=LINGER_SECONDS,
@@ -261,7 +258,7 @@ class Recorder:
             spool_dir=spool_dir,
         )
         self._connections: list[ConnectionRecorder] = []
-        self._pipeline: WriterPipeline | None = None
+        self._pipeline: Pipeline | None = None
         self._shipper: Shipper | None = None
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the rows thread
@@ -321,7 +318,7 @@ class Recorder:
                 )
                 sink = sink_for(self.path)
         observer = live_observer() if otlp else None
-        self._pipeline = WriterPipeline(
+        self._pipeline = Pipeline(
             self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
         )
         self._pipeline.start()

@@ -13,6 +13,10 @@ the out-of-band bytes: the data of every chunk or frame bigger than
 :data:`OUT_OF_BAND_BYTES`, in item order, whose place in the tuple holds its length. A huge
 frame is so written from the forwarded buffer itself and read into one buffer of its
 size, never copied through :mod:`marshal`.
+
+Back from the writer process, on its stdout, come :class:`Progress` lines
+(:func:`progress_line`, :func:`parse_progress`); the location of a PostgreSQL recording
+travels in the environment (:data:`LOCATION_ENV`).
 """
 
 from __future__ import annotations
@@ -228,3 +232,42 @@ def _read_buffer(fd: int, n: int) -> bytearray | None:
             got += count
     view.release()
     return buf
+
+
+class Progress(NamedTuple):
+    """What the writer process reports to the proxy, one line on its stdout at a time."""
+
+    frames_written: int
+    batches: int  # committed
+    index_cpu: float  # CPU seconds of the rows thread
+    sqlite_cpu: float  # ... and of the sink thread (either engine)
+    dropped: int  # frames the writer gave up on
+    queued_bytes: int  # in its journal, not written yet
+    unsaved: bool  # a batch is waiting for the store (locked, unreachable)
+    in_doubt: int  # frames whose COMMIT the server never answered (maybe stored)
+
+
+def progress_line(p: Progress) -> str:
+    """``p`` as the writer writes it: ``p frames batches index_cpu sqlite_cpu dropped
+    queued_bytes unsaved in_doubt`` and a newline."""
+    return (
+        f"p {p.frames_written} {p.batches} {p.index_cpu:.3f} {p.sqlite_cpu:.3f} {p.dropped} "
+        f"{p.queued_bytes} {int(p.unsaved)} {p.in_doubt}\n"
+    )
+
+
+def parse_progress(line: bytes) -> Progress | None:
+    """The :class:`Progress` a line of the writer's stdout reports (None: not a progress line)."""
+    parts = line.split()
+    if len(parts) != 9 or parts[0] != b"p":
+        return None
+    return Progress(
+        int(parts[1]),
+        int(parts[2]),
+        float(parts[3]),
+        float(parts[4]),
+        int(parts[5]),
+        int(parts[6]),
+        parts[7] == b"1",
+        int(parts[8]),
+    )

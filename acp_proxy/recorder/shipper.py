@@ -3,14 +3,13 @@
 Python threads share one interpreter lock. When indexing and SQLite ran as threads of the
 proxy, a forwarding thread that woke up for a frame often had to wait for the lock behind
 them: measured, round trips through a recording proxy then had a p99.9 of 4-10 ms. So the
-proxy keeps only the :class:`~acp_proxy.recorder.journal.Journal` and one shipper thread,
+proxy keeps only the :class:`~acp_proxy.recorder.journal.ProxyJournal` and one shipper thread,
 which sends the journal's batches (:func:`~acp_proxy.recorder.ipc.encode_batch`) down a pipe
 to the writer process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean end
 is a :class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
-On its stdout the writer reports progress lines
-(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved in_doubt``); its warnings go
+On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines; its warnings go
 straight to the shared stderr. If it dies, what it never wrote is counted here and put on
 the connection rows (:meth:`Shipper.settle_lost`).
 """
@@ -40,8 +39,9 @@ from acp_proxy.recorder.ipc import (
     Item,
     encode_batch,
     frames_in,
+    parse_progress,
 )
-from acp_proxy.recorder.journal import Journal
+from acp_proxy.recorder.journal import ProxyJournal
 from acp_proxy.store.columns import note_losses, recorded_totals
 from acp_proxy.store.engine import database_url, engine_for
 from acp_proxy.store.schema import RecordingError
@@ -174,16 +174,16 @@ class WriterProcess:
                 if drain:
                     with contextlib.suppress(OSError):
                         self.proc.send_signal(signal.SIGUSR1)
-            parts = line.split()
-            if len(parts) == 9 and parts[0] == b"p":
-                self.frames_written = int(parts[1])
-                self.batches = int(parts[2])
-                self.index_cpu = float(parts[3])
-                self.sqlite_cpu = float(parts[4])
-                self.dropped = int(parts[5])
-                self.queued_bytes = int(parts[6])
-                self.unsaved = parts[7] == b"1"
-                self.in_doubt = int(parts[8])
+            progress = parse_progress(line)
+            if progress is not None:
+                self.frames_written = progress.frames_written
+                self.batches = progress.batches
+                self.index_cpu = progress.index_cpu
+                self.sqlite_cpu = progress.sqlite_cpu
+                self.dropped = progress.dropped
+                self.queued_bytes = progress.queued_bytes
+                self.unsaved = progress.unsaved
+                self.in_doubt = progress.in_doubt
         with contextlib.suppress(OSError):
             self._stdout.close()
         self._on_exit()  # its output ended: it exited (or is about to)
@@ -194,7 +194,7 @@ class Shipper:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: ProxyJournal,
         path: Path | str,
         *,
         lock_retry: float,

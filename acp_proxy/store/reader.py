@@ -12,9 +12,6 @@ reads in flat memory. Every connection row carries its derived liveness
 (:func:`acp_proxy.store.liveness.connection_state`), so a connection whose recorder is gone
 reads as ended (end unknown) in every view.
 
-The module-level functions (:func:`open_recording`, :func:`list_connections`,
-:func:`get_connection`, :func:`iter_frames`) are the original API, kept as thin aliases.
-
 Both stores run the same queries: a :data:`Database` is a ``sqlite3.Connection`` or a
 PostgreSQL :class:`~acp_proxy.store.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
 here keeps to what both engines speak (``"binary"`` quoted, ``CASE`` not boolean sums,
@@ -283,9 +280,6 @@ NEEDS_PAYLOAD_SQL = (
     "OR method IN ('session/prompt', 'initialize')"
 )
 """The frames whose raw bytes :meth:`acp_proxy.acp.stats.StatsAccumulator.feed` needs."""
-
-INDEXED_COLUMNS = ("method", "update_kind")
-"""Columns :meth:`RecordingReader.distinct_values` may count (they have an index)."""
 
 
 def json_column(text: Any) -> Any:
@@ -862,15 +856,6 @@ class RecordingReader:
         row = self.db.execute(query, (connection_id, rpc_id, other, seq)).fetchone()
         return None if row is None else FramePair(row[0], row[1], row[2])
 
-    def distinct_values(self, column: str) -> list[tuple[str, int]]:
-        """Distinct values of an indexed column (:data:`INDEXED_COLUMNS`) with counts."""
-        if column not in INDEXED_COLUMNS:
-            raise ValueError(column)
-        rows = self.db.execute(
-            f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL GROUP BY {column}"
-        ).fetchall()
-        return sorted((str(v), int(n)) for v, n in rows)
-
     def kind_counts(
         self, connection_ids: Iterable[int]
     ) -> list[tuple[int, str | None, str | None, int]]:
@@ -948,20 +933,6 @@ class RecordingReader:
         rows.sort(key=lambda u: (-u["count"], _text_key(u["variant"])))
         return rows
 
-    def session_totals(
-        self, connection_ids: Iterable[int] | None = None
-    ) -> dict[tuple[int, str], tuple[int, int]]:
-        """(connection, session) -> (frames, bytes)."""
-        where, args = self._in(connection_ids)
-        return {
-            (int(r[0]), str(r[1])): (int(r[2]), int(r[3]))
-            for r in self.db.execute(
-                f"SELECT connection_id, session_id, count(*), sum(size) FROM frames "
-                f"WHERE {where} AND session_id IS NOT NULL GROUP BY connection_id, session_id",
-                args,
-            )
-        }
-
     def direction_counts(self, connection_id: int) -> dict[str, int]:
         """Frames per direction of one connection."""
         return {
@@ -1035,44 +1006,10 @@ class RecordingReader:
         self.db.execute("SELECT count(*) FROM frames").fetchone()
 
 
-Reader = RecordingReader
 """Short name of :class:`RecordingReader`."""
 
 
 # -- the original function API (aliases) ------------------------------------------------
-
-
-def open_recording(path: str | Path) -> Database:
-    """Open an existing recording (a path or a ``postgresql://`` URL) read-only;
-    :class:`RecordingError` if it is not one.
-
-    Nothing is migrated, locked for writing or created beside the file (see
-    :func:`acp_proxy.store.schema.open_readonly`); for writing use ``schema.connect``.
-    """
-    return open_database(path)
-
-
-def list_connections(db: Database) -> list[ConnectionRow]:
-    """All connections, oldest first, with frame counts, sizes and state."""
-    return RecordingReader(db).connections()
-
-
-def get_connection(db: Database, connection_id: int) -> ConnectionRow:
-    """One connection, or :class:`RecordingError`."""
-    return RecordingReader(db).connection(connection_id)
-
-
-def iter_frames(
-    db: Database,
-    *,
-    connection_id: int | None = None,
-    session_id: str | None = None,
-    after_id: int = 0,
-) -> Iterator[FrameRow]:
-    """Frames in recording order (connection, then sequence number), streamed."""
-    return RecordingReader(db).frames(
-        connection_id=connection_id, session_id=session_id, after_id=after_id
-    )
 
 
 # --- replay: lazy reading ---

@@ -46,7 +46,7 @@ from acp_proxy.store.pg import (
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.store.reader import FRAME_COLUMNS, FrameRow, iter_frames, settled_frame_id
+from acp_proxy.store.reader import FRAME_COLUMNS, FrameRow, RecordingReader, settled_frame_id
 from acp_proxy.store.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -166,7 +166,7 @@ def _frames_after(
             (after_id, upto),
         )
         return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
-    return iter_frames(db, after_id=after_id)
+    return RecordingReader(db).frames(after_id=after_id)
 
 
 def _count_after(db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None) -> int:

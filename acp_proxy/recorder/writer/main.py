@@ -3,9 +3,9 @@
 ``python -m acp_proxy.recorder.writer.main DB RETRY QUEUE BATCH`` (``DB`` ``-``: the PostgreSQL URL
 is in the environment, :data:`~acp_proxy.recorder.ipc.LOCATION_ENV`) reads batches
 (:func:`~acp_proxy.recorder.ipc.read_batch`) from its stdin into its own
-:class:`~acp_proxy.recorder.journal.Journal` (which waits instead of dropping, so the pipe
+:class:`~acp_proxy.recorder.journal.WriterJournal` (which waits instead of dropping, so the pipe
 fills and the proxy's journal holds the backlog), and runs the same
-:class:`~acp_proxy.recorder.writer.pipeline.WriterPipeline` (rows, then a
+:class:`~acp_proxy.recorder.writer.pipeline.Pipeline` (rows, then a
 :mod:`~acp_proxy.recorder.writer.sink`) that ``ACP_PROXY_RECORDER=thread`` runs inside
 the proxy. See :mod:`acp_proxy.recorder.shipper` for the other end.
 
@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL, lower_priority
 
 if TYPE_CHECKING:
-    from acp_proxy.recorder.writer.pipeline import WriterPipeline
+    from acp_proxy.recorder.writer.pipeline import Pipeline
 
 WRITER_GC_THRESHOLD = 20_000
 """Allocations between young-generation collections in the writer (Python's default: 700).
@@ -50,21 +50,30 @@ PROGRESS_SECONDS = 0.1
 """How often the writer reports its progress to the proxy."""
 
 
-def serve(pipeline: WriterPipeline, fd: int, report: IO[str]) -> None:
+def serve(pipeline: Pipeline, fd: int, report: IO[str]) -> None:
     """Run ``pipeline`` on batches read from ``fd`` until end of input, then finish it."""
-    from acp_proxy.recorder.ipc import Control, Fin, Item, read_batch
+    from acp_proxy.recorder.ipc import Control, Fin, Item, Progress, progress_line, read_batch
+    from acp_proxy.recorder.journal import WriterJournal
 
     journal = pipeline.journal
+    assert isinstance(journal, WriterJournal), "the writer process's pipeline"
     stop = threading.Event()
 
     def progress() -> None:
         last = None
         while True:
             done = stop.wait(PROGRESS_SECONDS)
-            line = (
-                f"p {pipeline.frames_written} {pipeline.batches_committed} "
-                f"{pipeline.index_cpu:.3f} {pipeline.sqlite_cpu:.3f} {pipeline.dropped()} "
-                f"{journal.queued_bytes()} {int(pipeline.unsaved)} {pipeline.in_doubt}\n"
+            line = progress_line(
+                Progress(
+                    pipeline.frames_written,
+                    pipeline.batches_committed,
+                    pipeline.index_cpu,
+                    pipeline.sqlite_cpu,
+                    pipeline.dropped(),
+                    journal.queued_bytes(),
+                    bool(pipeline.unsaved),
+                    pipeline.in_doubt,
+                )
             )
             if line != last or done:
                 with contextlib.suppress(OSError, ValueError):
@@ -122,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from acp_proxy.console import warn
     from acp_proxy.recorder.ipc import LOCATION_ENV
-    from acp_proxy.recorder.journal import LINGER_SECONDS, Journal
-    from acp_proxy.recorder.writer.pipeline import WriterPipeline, sink_for
+    from acp_proxy.recorder.journal import LINGER_SECONDS, WriterJournal
+    from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
 
     gc.freeze()  # what the imports made is never garbage: keep it out of collections
     gc.set_threshold(WRITER_GC_THRESHOLD)
@@ -133,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         path = os.environ.pop(LOCATION_ENV, "")
         switch = PG_SWITCH_SECONDS
     sys.setswitchinterval(switch)
-    journal = Journal(
+    journal = WriterJournal(
         queue_bytes=queue_bytes,
         batch_bytes=batch_bytes,
         linger=LINGER_SECONDS / 2,  # the proxy gathers for the other half
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from acp_proxy.recorder.writer.otlp_live import live_observer  # live OTLP export, if asked for
 
-    pipeline = WriterPipeline(
+    pipeline = Pipeline(
         journal, sink_for(path), lock_retry=retry, warn=warn, observer=live_observer()
     )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())

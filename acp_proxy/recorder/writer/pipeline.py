@@ -16,7 +16,7 @@ cut) is an outage, not a failure: the batch is kept and tried again with backoff
 :data:`OUTAGE_BACKOFF_SECONDS` apart), so the backlog waits in the journal and its spool
 (and past the spool's budget is dropped and counted there); one line says when the
 outage began and one when the database came back. Once the proxy exits
-(:meth:`WriterPipeline.drain`), a lock or an outage is waited for at most
+(:meth:`Pipeline.drain`), a lock or an outage is waited for at most
 :data:`DRAIN_LOCK_SECONDS` in all. While connections are open, their rows' ``last_seen_at``
 is refreshed every :data:`~acp_proxy.store.liveness.HEARTBEAT_SECONDS`.
 """
@@ -62,7 +62,7 @@ class OpsObserver(Protocol):
     def finish(self) -> list[Op]: ...
 
 
-class WriterPipeline:
+class Pipeline:
     """Runs rows and sink threads over one journal until it is stopped and drained."""
 
     def __init__(

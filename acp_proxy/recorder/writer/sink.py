@@ -40,6 +40,9 @@ from acp_proxy.store.columns import (
 from acp_proxy.store.engine import SQLITE, SqliteConnection
 from acp_proxy.store.schema import RecordingError, connect
 
+_OPEN_ERRORS: tuple[type[BaseException], ...] = (*SQLITE.errors, OSError)
+"""What opening the file may raise besides a :class:`RecordingError`."""
+
 ROWS_PER_STATEMENT = 1000
 """Rows one multi-row INSERT carries (fewer if SQLite allows fewer parameters).
 
@@ -307,7 +310,7 @@ class SqliteSink(SqlSink):
                 if locked and time.monotonic() < give_up_at():
                     continue
                 raise SinkFailed(str(exc), locked=locked) from exc
-            except SQLITE.errors + (OSError,) as exc:
+            except _OPEN_ERRORS as exc:
                 raise SinkFailed(f"cannot open {self.path}: {exc}") from exc
             # Our own retry loop decides how long to wait for another writer.
             db.execute("PRAGMA busy_timeout = 50")

@@ -6,8 +6,10 @@ is a subcommand. Each command family lives in :mod:`acp_proxy.commands`.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +35,16 @@ class ProxyByDefaultGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; stdout's reader going away (``acp-proxy export DB | head``) ends
+        it quietly, for every command alike, as ``git log | head`` does: no traceback, no
+        "Exception ignored" at exit, exit code 1."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_closed_stdout()
+            sys.exit(1)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in LAZY_COMMANDS and args[0] not in ("--help", "-h", "--version"):
             if not args[0].startswith("-") and "--" not in args:
@@ -44,6 +56,15 @@ class ProxyByDefaultGroup(click.Group):
                     )
             args = ["proxy", *args]
         return super().parse_args(ctx, args)
+
+
+def quiet_closed_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is buffered
+    for the closed pipe meets nothing (and prints nothing)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 @click.group(

@@ -3,7 +3,8 @@
 scripts/build-image.sh builds it as CI would without a daemon or a registry (a debootstrapped
 base, cached in /var/tmp/acp-proxy-ci). Slow: the first run on a machine makes the base
 (1.5-5 min), every run builds the image (20-40 s); ~100 s in all with the base cached. Needs
-root and Debian's buildah, podman, runc and debootstrap (.ci/run installs them), and podman-compose (the test extra).
+root and Debian's buildah, podman, runc and debootstrap (.ci/run installs them), and
+podman-compose (the test extra).
 """
 
 from __future__ import annotations

@@ -117,7 +117,8 @@ def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> 
     streamed pass that parses only the frames the accumulator needs.
     """
     ids = None if connection_id is None else [connection_id]
-    frames, size, connections = reader.totals(ids)
+    frames, size, _with_frames = reader.totals(ids)
+    connections = len(ids) if ids is not None else len(reader.connection_ids())  # as ls counts
     methods = reader.method_counts(ids)
     updates = reader.update_counts(ids)
     acc = StatsAccumulator()

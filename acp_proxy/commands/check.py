@@ -19,7 +19,7 @@ from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.analysis.connection import ConnectionReport, check_connection
 from acp_proxy.commands import check_report
-from acp_proxy.commands.common import RECORDING_PATH, recording
+from acp_proxy.commands.common import RECORDING_PATH, recording, single_option
 from acp_proxy.store.reader import RecordingReader
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -38,7 +38,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     metavar="DB",
     required=False,
 )
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option(
     "--format",
     "output_format",

@@ -98,6 +98,21 @@ class OptionConflict(click.ClickException):
     exit_code = 2
 
 
+def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
+    if len(values) > 1:
+        name = max(param.opts, key=len)
+        given = ", ".join(str(v) for v in values)
+        raise OptionConflict(f"{name} takes one value; it was given {len(values)} ({given})")
+    return values[0] if values else None
+
+
+def single_option(*param_decls: str, **attrs: Any) -> Decorator:
+    """A ``click.option`` taking one value that refuses to be repeated (one ``Error:`` line,
+    exit 2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
+    """
+    return click.option(*param_decls, multiple=True, callback=_given_once, **attrs)
+
+
 class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
@@ -167,9 +182,9 @@ RECORD_PATH = RecordLocation()
 """The type of ``--record FILE|URL`` (the proxy commands, ``ACP_PROXY_RECORD``).
 
 Deliberately unchecked here: for the proxy forwarding wins, so a URL of an unknown scheme
-(``mysql://``) and every unusable ``--record`` path (a directory, a missing parent, an unwritable or corrupt file, a database that
-refuses the login) is one ``recording disabled: ...; forwarding continues`` line from the
-recorder, and the agent runs anyway.
+(``mysql://``) and every unusable ``--record`` path (a directory, a missing parent, an
+unwritable or corrupt file, a database that refuses the login) is one ``recording
+disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")

@@ -52,7 +52,8 @@ def copy_command(
     Every frame's raw bytes, seq, times and direction, the stderr lines, the events and
     the connection columns (host included) are copied; the connections get NEW ids in DST
     (the summary shows which), seqs are kept. A connection DST already holds (the same
-    content digest, e.g. copied before) is skipped, so copying twice does not duplicate.
+    content digest, e.g. copied before) is skipped, so copying twice does not duplicate; one
+    DST holds the first frames of (copied while it was still recording) gets only what is new.
     A missing DST file is created; an empty DST database gets acp-proxy's schema. The
     copy is one transaction in DST: on any error nothing is copied.
     Credentials come from the URL, PG* variables or ~/.pgpass; passwords are never shown.
@@ -79,6 +80,9 @@ def copy_command(
     text = f"copied {_plural(len(summary.connections), 'connection')}"
     text += f" ({_plural(summary.frames, 'frame')}, {_plural(summary.stderr_lines, 'stderr line')}"
     text += f", {_plural(summary.events, 'event')}{'; ids ' + mapping if mapping else ''})"
+    if summary.grown:
+        grown = ", ".join(f"{old}->{new} +{added:,}" for old, (new, added) in summary.grown.items())
+        text += f", grew {_plural(len(summary.grown), 'connection')} copied before ({grown})"
     if summary.skipped:
         text += f", skipped {len(summary.skipped):,} already present"
     click.echo(f"{text} from {location_name(source)} to {location_name(destination)}")

@@ -16,6 +16,7 @@ from acp_proxy.commands.common import (
     fmt_frame_what,
     fmt_time,
     recording,
+    single_option,
 )
 from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
 from acp_proxy.store.engine import location_name
@@ -66,8 +67,9 @@ def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int 
 
     One row per connection (one per proxied agent process or WebSocket connection): start
     time, duration, how it ended (``exit 0``, ``signal 9``, ``running`` while a proxy still
-    records it, ``ended (unknown end)`` when the recorder went away without closing the
-    row, e.g. a proxy killed with SIGKILL), transport, negotiated protocol version, agent
+    records it, ``ended (unknown end)`` when the proxy or its recorder went away before the
+    connection ended, e.g. a proxy killed with SIGKILL; --json's end_reason says which:
+    proxy-lost, recorder-lost or none), transport, negotiated protocol version, agent
     and client (name and version from initialize), the --label, the host it was recorded on
     (when known), frames and bytes recorded, and the frames the recorder had to drop.
 
@@ -143,7 +145,7 @@ def _cell(text: object, width: int) -> str:
 
 @click.command("dump")
 @RECORDING_ARG
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--full", is_flag=True, help="Print whole frames instead of one line each.")
 @click.option("--stderr", "with_stderr", is_flag=True, help="Include the agent's stderr lines.")
 def dump_command(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_PATH
+from acp_proxy.commands.common import RECORDING_PATH, single_option
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.formats.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
@@ -22,15 +22,18 @@ from acp_proxy.store.schema import RecordingError
     context_settings={"allow_interspersed_args": True},
 )
 @click.argument("recording_path", type=RECORDING_PATH, metavar="RECORDING")
-@click.option(
+@single_option(
     "--connection",
     "-c",
     "connection_id",
     type=int,
     help="Replay only this recorded connection (default: all, in order).",
 )
-@click.option(
-    "--session", "session_id", help="Replay only the connections in which this sessionId appears."
+@single_option(
+    "--session",
+    "-s",
+    "session_id",
+    help="Replay only the connections in which this sessionId appears.",
 )
 @click.option(
     "--match",

@@ -20,7 +20,13 @@ import orjson
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
-from acp_proxy.commands.common import RECORDING_ARG, fmt_frame_what, fmt_time, recording
+from acp_proxy.commands.common import (
+    RECORDING_ARG,
+    fmt_frame_what,
+    fmt_time,
+    recording,
+    single_option,
+)
 from acp_proxy.store.reader import (
     ConnectionRow,
     FrameRow,
@@ -486,8 +492,8 @@ def _summary(r: Renderer, model: ConnectionModel, session_filter: str | None) ->
 
 @click.command("show")
 @RECORDING_ARG
-@click.option("--session", "-s", "session_id", help="Only this session (across connections).")
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--session", "-s", "session_id", help="Only this session (across connections).")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option(
     "--raw", is_flag=True, help="Print every frame as recorded (JSON text) instead of folding."
 )

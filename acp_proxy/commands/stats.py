@@ -16,7 +16,7 @@ import click
 import orjson
 
 from acp_proxy.analysis.connection import collect_stats
-from acp_proxy.commands.common import RECORDING_ARG, fmt_bytes, recording
+from acp_proxy.commands.common import RECORDING_ARG, fmt_bytes, recording, single_option
 from acp_proxy.store.reader import RecordingReader
 
 
@@ -45,7 +45,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: set[
 
 @click.command("stats")
 @RECORDING_ARG
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
 def stats_command(recording_path: Path, connection_id: int | None, as_json: bool) -> None:
     """Per method: counts, bytes, latency p50/p99/max. Per session: turns and durations.

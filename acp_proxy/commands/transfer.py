@@ -10,7 +10,14 @@ from typing import IO
 
 import click
 
-from acp_proxy.commands.common import DAMAGED, RECORDING_ARG, FilePath, recording, reported
+from acp_proxy.commands.common import (
+    DAMAGED,
+    RECORDING_ARG,
+    FilePath,
+    recording,
+    reported,
+    single_option,
+)
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
 from acp_proxy.formats.jsonl import export_recording, import_export
@@ -26,7 +33,7 @@ from acp_proxy.store.schema import RecordingError, create_private_file
     type=FilePath("an export file"),
     help="Write to this file (created 0600) instead of stdout.",
 )
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option(
     "--format",
     "fmt",
@@ -100,16 +107,9 @@ def export_command(
 
 
 def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:
-    out = sys.stdout.buffer
-    try:
-        export_recording(db, out, connection_id=connection_id, redact=redact)
-        out.flush()
-    except BrokenPipeError:
-        # The reader went away (| head): stop quietly, and keep Python from complaining.
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(1)
+    out = sys.stdout.buffer  # a reader gone away (| head): the cli stops quietly
+    export_recording(db, out, connection_id=connection_id, redact=redact)
+    out.flush()
 
 
 @click.command("import")
@@ -152,6 +152,12 @@ def import_command(source: Path, recording_path: Path, allow_duplicates: bool) -
         click.echo(
             f"acp-proxy: skipped connection {old} of {source}: already in {where} as "
             f"connection {same} (--allow-duplicates imports it again)",
+            err=True,
+        )
+    for old, (same, added) in summary.grown.items():
+        click.echo(
+            f"acp-proxy: connection {old} of {source} continues connection {same} of {where} "
+            f"(imported before, while it was recording): added its {added} new frame(s) to it",
             err=True,
         )
     mapping = ", ".join(f"{old}->{new}" for old, new in summary.connections.items())

@@ -123,6 +123,11 @@ class ImportSummary:
     skipped: dict[int, int] = field(default_factory=dict)
     """Connection id in the file -> the connection already in the database it duplicates
     (``skip_duplicates``; its frames, stderr and events were not imported)."""
+    grown: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Connection id in the file -> (the connection in the database it continues, the frames
+    added to that one): the database held an earlier, shorter copy of the same connection
+    (copied while it was still recording); only what is new was added to it
+    (``skip_duplicates``)."""
     frames: int = 0
     stderr_lines: int = 0
     events: int = 0
@@ -521,14 +526,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def connection_digest(db: Database, connection_id: int) -> str:
+def connection_digest(db: Database, connection_id: int, frames: int | None = None) -> str:
     """A content digest of one recorded connection: its identity facts and every frame.
 
     SHA-256 over the :data:`IDENTITY_COLUMNS` (as canonical JSON) and, in ``seq`` order,
     each frame's direction, length and raw bytes. Two connections with the same digest are
     the same recording of the same conversation (e.g. one export imported twice); ids,
     timestamps of frames and derived columns do not enter it. Stored in
-    ``connections.digest`` by ``acp-proxy import``.
+    ``connections.digest`` by ``acp-proxy import``. ``frames``: of its first that many frames
+    only (what an earlier copy of a connection that was still recording holds).
     """
     row = db.execute(
         f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM connections WHERE id = ?", (connection_id,)
@@ -541,9 +547,10 @@ def connection_digest(db: Database, connection_id: int) -> str:
     ]
     digest = hashlib.sha256()
     digest.update(json.dumps(facts, sort_keys=True, ensure_ascii=True, default=str).encode())
+    limit = "" if frames is None else f" LIMIT {int(frames)}"
     for direction, raw in stream_rows(
         db,
-        "SELECT direction, raw FROM frames WHERE connection_id = ? ORDER BY seq",
+        f"SELECT direction, raw FROM frames WHERE connection_id = ? ORDER BY seq{limit}",
         (connection_id,),
     ):
         data = bytes(raw)
@@ -743,6 +750,9 @@ class _Importer:
                 continue
             same = self._existing_with_digest(new, digest)
             if same is None:
+                earlier = self._earlier_copy_of(new)
+                if earlier is not None:
+                    self._grow(old, new, earlier)
                 continue
             for table, attr in (
                 ("frames", "frames"),
@@ -772,6 +782,68 @@ class _Importer:
             if stored == digest:
                 return int(cid)
         return None
+
+    def _earlier_copy_of(self, new: int) -> int | None:
+        """A connection that was in the database before the import and holds the first
+        frames of ``new`` exactly (the same identity facts, the same frames so far): the
+        same connection, copied while it was still recording."""
+        candidates = self.db.execute(
+            "SELECT c.id, (SELECT count(*) FROM frames WHERE connection_id = c.id) "
+            "FROM connections c, connections n "
+            "WHERE n.id = ? AND c.id <= ? AND c.started_at = n.started_at "
+            "AND c.transport = n.transport ORDER BY c.id",
+            (new, self.last_existing_id),
+        ).fetchall()
+        (total,) = one_row(self.db, "SELECT count(*) FROM frames WHERE connection_id = ?", (new,))
+        for cid, count in candidates:
+            count = int(count)
+            if count >= int(total):
+                continue  # not shorter: a duplicate was looked for already
+            if connection_digest(self.db, int(cid), None) == connection_digest(self.db, new, count):
+                return int(cid)
+        return None
+
+    def _grow(self, old: int, new: int, earlier: int) -> None:
+        """Add to ``earlier`` what ``new`` has beyond it (frames and stderr lines of higher
+        seqs, events it lacks), take ``new``'s connection columns (its end, counts, facts)
+        and drop ``new``: the database holds the connection once, whole."""
+        db = self.db
+        added = 0
+        for table, attr in (("frames", "frames"), ("stderr_lines", "stderr_lines")):
+            (last,) = one_row(
+                db,
+                f"SELECT coalesce(max(seq), -1) FROM {table} WHERE connection_id = ?",
+                (earlier,),
+            )
+            cur = db.execute(
+                f"UPDATE {table} SET connection_id = ? WHERE connection_id = ? AND seq > ?",
+                (earlier, new, last),
+            )
+            if table == "frames":
+                added = cur.rowcount
+            cur = db.execute(f"DELETE FROM {table} WHERE connection_id = ?", (new,))
+            setattr(self.summary, attr, getattr(self.summary, attr) - cur.rowcount)
+        cur = db.execute(
+            "DELETE FROM events WHERE connection_id = ? AND EXISTS (SELECT 1 FROM events e "
+            "WHERE e.connection_id = ? AND e.ts = events.ts AND e.kind = events.kind "
+            "AND (e.detail = events.detail OR (e.detail IS NULL AND events.detail IS NULL)))",
+            (new, earlier),
+        )
+        self.summary.events -= cur.rowcount
+        db.execute("UPDATE events SET connection_id = ? WHERE connection_id = ?", (earlier, new))
+        columns = sorted(self.columns - {"id", "digest"})
+        names = ", ".join(columns)
+        db.execute(
+            f"UPDATE connections SET ({names}) = (SELECT {names} FROM connections WHERE id = ?) "
+            "WHERE id = ?",
+            (new, earlier),
+        )
+        db.execute("DELETE FROM connections WHERE id = ?", (new,))
+        (ended,) = one_row(db, "SELECT ended_at FROM connections WHERE id = ?", (earlier,))
+        digest = connection_digest(db, earlier) if ended is not None else None
+        db.execute("UPDATE connections SET digest = ? WHERE id = ?", (digest, earlier))
+        del self.summary.connections[old]
+        self.summary.grown[old] = (earlier, added)
 
 
 def import_stream(

@@ -170,7 +170,11 @@ class SqliteEngine:
         self, db: Database, sql: str, args: Sequence[Any] = ()
     ) -> Iterator[tuple[Any, ...]]:
         """The rows of a query, streamed (SQLite's cursor already reads row by row)."""
-        yield from db.execute(sql, tuple(args))
+        # A loop, not ``yield from``: a generator closed after its database (a reader gone
+        # away, a failed copy) must not close the cursor of a closed connection, which
+        # raises ("Exception ignored in: <generator object stream_rows>" on stderr).
+        for row in db.execute(sql, tuple(args)):  # noqa: UP028
+            yield row
 
     def frame_writers(self, db: Database) -> frozenset[str]:
         """None: SQLite's one writer at a time commits frame ids in order."""

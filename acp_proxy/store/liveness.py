@@ -29,6 +29,11 @@ END_REASONS = {
 
 State = Literal["running", "ended", "unknown-end"]
 
+UNKNOWN_END = "ended (unknown end)"
+"""How every view names a connection whose end nobody saw: the proxy was killed (its
+recorder closed the row: ``end_reason`` ``proxy-lost``), the recorder stopped
+(``recorder-lost``) or no row was closed at all (no heartbeat for :data:`STALE_SECONDS`)."""
+
 
 class ConnectionState(NamedTuple):
     """A connection's state as every view shows it."""
@@ -50,8 +55,8 @@ def connection_state(
 ) -> ConnectionState:
     """Classify one connection row at wall-clock time ``now``."""
     if ended_at is not None:
-        if end_reason in ("proxy-lost", "recorder-lost"):
-            return ConnectionState("unknown-end", ended_at, f"ended ({end_reason})")
+        if end_reason in ("proxy-lost", "recorder-lost"):  # one name for every unknown end
+            return ConnectionState("unknown-end", ended_at, UNKNOWN_END)
         if exit_status is None:
             return ConnectionState("ended", ended_at, end_reason or "ended")
         if exit_status < 0:
@@ -59,4 +64,4 @@ def connection_state(
         return ConnectionState("ended", ended_at, f"exit {exit_status}")
     if last_seen_at is not None and now - last_seen_at < STALE_SECONDS:
         return ConnectionState("running", None, "running")
-    return ConnectionState("unknown-end", last_seen_at, "ended (unknown end)")
+    return ConnectionState("unknown-end", last_seen_at, UNKNOWN_END)

@@ -138,6 +138,7 @@ def connect(
     that is not a SQLite database, or a recording from a newer acp-proxy.
     """
     p = Path(path)
+    verb = "create" if create else "read"
     try:
         if create:
             if p.parent and not p.parent.exists():
@@ -145,12 +146,15 @@ def connect(
             if p.exists() and p.is_dir():
                 raise RecordingError(f"cannot record to {p}: it is a directory")
             create_private_file(p)
+            verb = "write"
+            with p.open("r+b"):  # a file we may not write is refused now, not at the 1st frame
+                pass
         elif not p.exists():
             raise RecordingError(f"no such recording: {p}")
         elif p.is_dir():
             raise RecordingError(f"{p} is a directory, not a recording")
     except OSError as exc:  # permission denied, a read-only file system: where, and why
-        raise RecordingError(_os_error(p, exc, "create" if create else "read")) from None
+        raise RecordingError(_os_error(p, exc, verb)) from None
     try:
         if readonly:
             conn = open_readonly(p, timeout)
@@ -180,7 +184,7 @@ def connect(
 
 
 def _os_error(path: Path, exc: OSError, verb: str) -> str:
-    """``cannot VERB PATH: permission denied (DIR is not writable)``: one line for the user."""
+    """``cannot VERB PATH: REASON`` (and the place refused when it is not PATH): one line."""
     reason = exc.strerror or str(exc)
     place = exc.filename if isinstance(exc.filename, str) else str(path)
     where = "" if place == str(path) else f" ({place})"

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import run_proxy
+from tests.conftest import echo_proxy, echo_through, frame_count, run_proxy
 from tests.export.helpers import INIT, record
 from tests.export.test_roundtrip import AWKWARD
 from tests.helpers import NewFrame, insert_frames, unwritable
@@ -337,3 +338,89 @@ def test_a_bad_export_imports_nothing_into_a_url(tmp_path: Path, pg_url: str) ->
         done = run_proxy(["import", str(bad), pg_url])
         assert message in fails(done)
         assert counts(pg_url) == (0, 0, 0, 0)
+
+
+def _wait_for_frames(db: Path, n: int) -> None:
+    """Until the proxy's recorder has stored ``n`` frames (bounded: 60 s)."""
+    deadline = time.monotonic() + 60
+    while frame_count(db) < n:
+        assert time.monotonic() < deadline, f"{frame_count(db)} of {n} frames recorded"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("store", ["file", "url"])
+def test_copying_a_connection_while_it_records_then_again_stores_it_once(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    """The second copy adds only what the connection recorded since the first (issue 22:
+    two rows, 3,008 frames for 1,999)."""
+    src = tmp_path / "live.db"
+    dst: Path | str = tmp_path / "copy.db" if store == "file" else request.getfixturevalue("pg_url")
+    lines = [b'{"jsonrpc":"2.0","id":%d,"method":"_ping"}\n' % i for i in range(1, 41)]
+    proc = echo_proxy(src)
+    try:
+        echo_through(proc, b"".join(lines[:15]))
+        _wait_for_frames(src, 30)  # each line both ways
+        out = ok(copy(src, dst))
+        assert out.startswith("copied 1 connection (30 frames"), out
+        echo_through(proc, b"".join(lines[15:]))
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert frame_count(src) == 80
+    out = ok(copy(src, dst))
+    assert "copied 0 connections (50 frames" in out, out
+    assert "grew 1 connection copied before (1->1 +50)" in out, out
+    assert contents(dst) == contents(src)  # one row, every frame once, the end state
+    out = ok(copy(src, dst))
+    assert "skipped 1 already present" in out and "grew" not in out, out
+    assert contents(dst) == contents(src)
+
+
+def test_a_failed_copy_is_its_one_line_only(tmp_path: Path) -> None:
+    """A copy that fails while frames stream (DST refuses a row) prints nothing after its
+    error line: no "Exception ignored in: <generator object stream_rows>"."""
+    src = tmp_path / "src.db"
+    make_recording(src)
+    dst = tmp_path / "dst.db"
+    ok(copy(tmp_path / "src.db", dst))
+    con = sqlite3.connect(dst)
+    con.execute("DELETE FROM connections")
+    con.execute("DELETE FROM frames")
+    con.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON frames WHEN NEW.seq = 3 "
+        "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+    )
+    con.commit()
+    con.close()
+    line = fails(copy(src, dst))
+    assert line.startswith("Error: cannot copy: "), line
+
+
+def test_importing_a_connection_exported_while_it_recorded_then_whole_stores_it_once(
+    tmp_path: Path,
+) -> None:
+    full = tmp_path / "full.db"
+    record(full, AWKWARD)
+    partial = tmp_path / "partial.db"
+    partial.write_bytes(full.read_bytes())
+    con = sqlite3.connect(partial)  # the connection as it was midway: no end, fewer frames
+    con.execute("DELETE FROM frames WHERE seq > 3")
+    con.execute("UPDATE connections SET ended_at = NULL, exit_status = NULL, end_reason = NULL")
+    con.commit()
+    con.close()
+    dst = tmp_path / "dst.db"
+    for source in (partial, full):
+        jsonl = tmp_path / f"{source.stem}.jsonl"
+        ok(run_proxy(["export", str(source), "--no-redact", "-o", str(jsonl)]))
+        done = run_proxy(["import", str(jsonl), str(dst)])
+        assert done.returncode == 0, done.stderr
+    (total,) = query(full, "SELECT count(*) FROM frames")[0]
+    assert done.stderr.decode().splitlines() == [
+        f"acp-proxy: connection 1 of {tmp_path / 'full.jsonl'} continues connection 1 of {dst} "
+        f"(imported before, while it was recording): added its {total - 3} new frame(s) to it"
+    ]
+    assert contents(dst) == contents(full)

@@ -9,13 +9,14 @@ from a damaged recording.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ECHO_AGENT, proxy_exe, run_proxy
+from tests.conftest import ECHO_AGENT, incident_lines, proxy_exe, run_proxy
 from tests.websocket.helpers import ws_server
 
 LINE = b'{"jsonrpc":"2.0","id":1,"method":"_ping"}\n'
@@ -170,3 +171,140 @@ def test_export_of_a_damaged_recording_writes_nothing_to_stdout(tmp_path: Path) 
     one_line(to_file)
     assert not (tmp_path / "out.jsonl").exists()
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+NO_OVERRIDE = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+]
+"""As root: run without the capabilities that let root ignore file permissions."""
+
+
+def _as_user(argv: list[str]) -> list[str]:
+    """``argv`` run so that file permissions apply (root drops its override capabilities)."""
+    if os.geteuid() != 0:
+        return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions do not apply to root")
+    return [*NO_OVERRIDE, *argv]
+
+
+def _on_read_only_mount(directory: Path, argv: list[str]) -> list[str]:
+    """``argv`` run in a private mount namespace where ``directory`` is mounted read-only."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if shutil.which("unshare") is None or probe.returncode != 0:
+        pytest.skip("no private mount namespace here (unshare -m)")
+    script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
+    return ["unshare", "-m", "sh", "-c", script, "sh", str(directory), *argv]
+
+
+def _recorded(tmp_path: Path) -> tuple[Path, Path]:
+    """A recording of one ping and its export."""
+    db = tmp_path / "good.db"
+    assert run_proxy(["--record", str(db), "--", *ECHO_AGENT], stdin=LINE).returncode == 0
+    export = tmp_path / "good.jsonl"
+    done = run_proxy(["export", str(db), "--no-redact", "-o", str(export)])
+    assert done.returncode == 0, done.stderr
+    return db, export
+
+
+@pytest.mark.parametrize("command", ["copy", "import"])
+@pytest.mark.parametrize("place", ["no permission", "read-only mount"])
+def test_copy_or_import_where_nobody_may_write_is_one_line(
+    tmp_path: Path, command: str, place: str
+) -> None:
+    db, export = _recorded(tmp_path)
+    target = tmp_path / "target"
+    target.mkdir()
+    argv = [*proxy_exe(), command, str(db if command == "copy" else export), str(target / "c.db")]
+    if place == "no permission":
+        target.chmod(0o555)
+        argv = _as_user(argv)
+        reason = "Permission denied"
+    else:
+        argv = _on_read_only_mount(target, argv)
+        reason = "Read-only file system"
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=60)
+    finally:
+        target.chmod(0o755)
+    assert one_line(done) == f"Error: cannot create {target / 'c.db'}: {reason}"
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["ls"], ["show"], ["stats"], ["check"], ["export"], ["dump"]])
+def test_a_recording_the_user_may_not_read_says_permission_denied(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db, _ = _recorded(tmp_path)
+    db.chmod(0o000)
+    try:
+        done = subprocess.run(
+            _as_user([*proxy_exe(), *args, str(db)]), capture_output=True, timeout=60
+        )
+    finally:
+        db.chmod(0o600)
+    assert one_line(done) == f"Error: cannot read {db}: Permission denied"
+
+
+def test_a_recording_in_a_directory_the_user_may_not_enter_says_so(tmp_path: Path) -> None:
+    db, _ = _recorded(tmp_path)
+    tmp_path.chmod(0o000)
+    try:
+        done = subprocess.run(_as_user([*proxy_exe(), "ls", str(db)]), capture_output=True)
+    finally:
+        tmp_path.chmod(0o755)
+    assert one_line(done) == f"Error: cannot read {db}: Permission denied"
+
+
+ACCEPTED = "a recording is a SQLite file or a postgresql:// or postgres:// URL"
+
+
+@pytest.mark.parametrize("url", ["mysql://me:secret@db.internal/acp", "http://example.test/x"])
+@pytest.mark.parametrize("args", [["ls", "{u}"], ["show", "{u}"], ["copy", "{u}", "{f}"]])
+def test_an_unknown_scheme_is_one_line_naming_the_accepted_ones(
+    tmp_path: Path, url: str, args: list[str]
+) -> None:
+    argv = [a.format(u=url, f=tmp_path / "x.db") for a in args]
+    line = one_line(run_proxy(argv))
+    scheme = url.split("://")[0]
+    assert line == f"Error: unknown scheme {scheme}://: {ACCEPTED}"
+    assert "secret" not in line
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_an_unknown_scheme_to_record_into_disables_recording_and_forwards(how: str) -> None:
+    url = "mysql://me:secret@db.internal/acp"
+    if how == "option":
+        done = run_proxy(["--record", url, "--", *ECHO_AGENT], stdin=LINE)
+    else:
+        done = run_proxy(["--", *ECHO_AGENT], stdin=LINE, env={"ACP_PROXY_RECORD": url})
+    assert done.returncode == 0 and done.stdout == LINE
+    assert incident_lines(done.stderr) == [
+        b"acp-proxy: recording disabled: unknown scheme mysql://: "
+        + ACCEPTED.encode()
+        + b"; forwarding continues"
+    ]
+
+
+def test_recording_into_a_file_the_user_may_not_write_is_disabled_at_once(
+    tmp_path: Path,
+) -> None:
+    db, _ = _recorded(tmp_path)
+    db.chmod(0o444)
+    try:
+        done = subprocess.run(
+            _as_user([*proxy_exe(), "--record", str(db), "--", *ECHO_AGENT]),
+            input=LINE,
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        db.chmod(0o600)
+    assert done.returncode == 0 and done.stdout == LINE
+    disabled = [line for line in incident_lines(done.stderr) if b"recording disabled" in line]
+    assert disabled == [
+        b"acp-proxy: recording disabled: cannot write %s: Permission denied; forwarding continues"
+        % str(db).encode()
+    ]

@@ -94,7 +94,7 @@ def test_ls_says_how_a_connection_ended_never_running_without_a_recorder(
         "ended (unknown end)",
         "ended (unknown end)",
         "running",
-        "ended (proxy-lost)",
+        "ended (unknown end)",
     ]
     assert rows[0]["duration"] == "-"  # unknown: no end time at all
     done = run_proxy(["ls", str(db_path), "--json"])

@@ -72,7 +72,11 @@ def test_kill_9_mid_stream_leaves_a_clean_database_and_no_orphan(tmp_path: Path)
     assert recorded and bytes(received).startswith(recorded)
     # the readers cope with the unfinished connection
     ls = run_proxy(["ls", str(db)])
-    assert ls.returncode == 0 and b"ended (" in ls.stdout  # closed (proxy-lost): not running
+    assert ls.returncode == 0 and b"ended (unknown end)" in ls.stdout  # the one name
+    show = run_proxy(["show", str(db)])
+    assert show.returncode == 0 and b"ended (unknown end)" in show.stdout.splitlines()[0]
+    help_text = b" ".join(run_proxy(["ls", "--help"]).stdout.split())
+    assert b"ended (unknown end)" in help_text and b"proxy-lost" in help_text
     dump = run_proxy(["dump", str(db)])
     assert dump.returncode == 0 and b"agent_message_chunk" in dump.stdout
 

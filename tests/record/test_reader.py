@@ -227,7 +227,7 @@ def test_show_says_how_a_connection_stands(tmp_path: Path) -> None:
         "ended (unknown end)",
         "running",
         "exit 0",
-        "ended (recorder-lost)",
+        "ended (unknown end)",  # end_reason recorder-lost: the one name
     ]
     shown = json.loads(run_proxy(["show", "--json", str(db)]).stdout)
     assert [c["state"] for c in shown["connections"]][:3] == [

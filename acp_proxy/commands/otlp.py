@@ -106,25 +106,14 @@ def otlp_lines(
 
 
 def run_otlp_export(
-    fmt: str,
     recording_path: Path,
     output: Path | None,
     connection_id: int | None,
     session_id: str | None,
     include_content: bool,
     redact: bool,
-) -> bool:
-    """``export --format otlp``; False (nothing done) for the other formats."""
-    if fmt != "otlp":
-        if session_id is not None or include_content:
-            raise click.UsageError("--session and --include-content need --format otlp")
-        return False
-    try:
-        import acp_proxy.formats.otlp  # noqa: F401
-    except ImportError:
-        raise click.ClickException(
-            "--format otlp needs the OpenTelemetry packages: pip install 'acp-proxy[otlp]'"
-        ) from None
+) -> None:
+    """``export --format otlp`` (its packages installed: see :meth:`Format.missing`)."""
     with recording(recording_path) as db:
         lines = otlp_lines(
             db,
@@ -136,11 +125,10 @@ def run_otlp_export(
         try:
             if output is None:
                 _write(lines, sys.stdout)
-                return True
+                return
             _write_file(lines, output)
         except RecordingError as exc:
             raise click.ClickException(str(exc)) from None
-    return True
 
 
 def _write(lines: Iterator[tuple[str, int]], out: IO[str]) -> tuple[int, int]:

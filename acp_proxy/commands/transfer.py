@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -20,6 +21,7 @@ from acp_proxy.commands.common import (
 )
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
+from acp_proxy.formats import FORMATS, export_formats
 from acp_proxy.formats.jsonl import export_recording, import_export
 from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file
@@ -37,11 +39,10 @@ from acp_proxy.store.schema import RecordingError, create_private_file
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "otlp"]),
+    type=click.Choice(export_formats()),
     default="jsonl",
     show_default=True,
-    help="Output format (one JSON object per line; see docs/export.md; otlp: OpenTelemetry "
-    "spans, one OTLP JSON request per line, see docs/otlp.md).",
+    help="Output format (" + "; ".join(f"{n}: {FORMATS[n].help}" for n in export_formats()) + ").",
 )
 @otlp_export_options
 @click.option(
@@ -73,11 +74,27 @@ def export_command(
       acp-proxy export session.db --no-redact | acp-proxy import - copy.db
       acp-proxy export session.db --format otlp -o traces.jsonl
     """
-    if isinstance(recording_path, str) and fmt == "otlp":
-        raise click.ClickException("--format otlp reads a SQLite file, not a PostgreSQL URL")
-    args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
-    if run_otlp_export(fmt, *args):
-        return
+    form = FORMATS[fmt]
+    if isinstance(recording_path, str) and not form.reads_postgres:
+        raise click.ClickException(f"--format {fmt} reads a SQLite file, not a PostgreSQL URL")
+    if (session_id is not None or include_content) and not form.selects_sessions:
+        takes = " or ".join(f"--format {n}" for n, f in FORMATS.items() if f.selects_sessions)
+        raise click.UsageError(f"--session and --include-content need {takes}")
+    missing = form.missing()
+    if missing is not None:
+        raise click.ClickException(missing)
+    export = _EXPORTERS[fmt]
+    export(recording_path, output, connection_id, session_id, include_content, redact)
+
+
+def _export_jsonl(
+    recording_path: Path,
+    output: Path | None,
+    connection_id: int | None,
+    session_id: str | None,
+    include_content: bool,
+    redact: bool,
+) -> None:
     where = location_name(recording_path)
     with recording(recording_path) as db, reported(where, database=DAMAGED):
         if output is None:
@@ -104,6 +121,22 @@ def export_command(
             f"to {output}",
             err=True,
         )
+
+
+def _export_otlp(
+    recording_path: Path,
+    output: Path | None,
+    connection_id: int | None,
+    session_id: str | None,
+    include_content: bool,
+    redact: bool,
+) -> None:
+    args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
+    run_otlp_export(*args)
+
+
+_EXPORTERS: dict[str, Callable[..., None]] = {"jsonl": _export_jsonl, "otlp": _export_otlp}
+"""What writes each format of :data:`~acp_proxy.formats.FORMATS` that exports."""
 
 
 def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:

@@ -78,8 +78,8 @@ as soon as the writer has caught up. 0 turns spooling off.
 BATCH_BYTES = 1024 * 1024
 """Most raw bytes taken from the queue for one transaction (a bigger single frame still goes).
 
-About 3,400 frames of 300 bytes. 2 MiB measured no faster and cost the writer process
-about 10 MB more (two batches of rows in flight and a bigger queue).
+About 3,400 frames of 300 bytes (why not more: docs/performance.md, "The recorder's
+constants").
 """
 
 PG_BATCH_BYTES = 2 * BATCH_BYTES
@@ -87,10 +87,9 @@ PG_BATCH_BYTES = 2 * BATCH_BYTES
 
 Each batch costs round trips (``BEGIN``, ``COPY``, ``COMMIT``) during which the server has
 nothing to do, so a backlog goes faster in bigger batches, at the price of the rows they
-hold in the writer. Measured (``bench_proxy.py``, 200k frames, 3 alternating runs, local
-server): 1 MiB 71k-74k recorded/s and 106 MB peak RSS, 2 MiB 84k-91k and 126 MB, 4 MiB
-81k-91k and 156-165 MB. Only a backlog fills a batch: at a lower rate a batch holds what
-arrived in the linger time, whatever this is."""
+hold in the writer (measured: docs/performance.md, "The recorder's constants"). Only a
+backlog fills a batch: at a lower rate a batch holds what arrived in the linger time,
+whatever this is."""
 
 CHILD_QUEUE_BATCHES = 2
 """Batches the writer process queues before it stops reading (the pipe then fills)."""

@@ -61,8 +61,8 @@ LINGER_SECONDS = 0.1
 """How long the journal lets items gather after the first one before a batch is taken.
 
 This bounds how far behind the recording is at low load (and so what ``kill -9`` can
-lose). Fewer, bigger batches hold the GIL less often against forwarding: measured,
-100 ms gave a lower round-trip p99 while recording than 20 ms.
+lose). Fewer, bigger batches hold the GIL less often against forwarding (measured:
+docs/performance.md, "The recorder's constants").
 """
 
 

@@ -2,16 +2,16 @@
 
 Python threads share one interpreter lock. When indexing and SQLite ran as threads of the
 proxy, a forwarding thread that woke up for a frame often had to wait for the lock behind
-them: measured, round trips through a recording proxy then had a p99.9 of 4-10 ms. So the
-proxy keeps only the :class:`~acp_proxy.recorder.journal.ProxyJournal` and one shipper thread,
-which sends the journal's batches (:func:`~acp_proxy.recorder.ipc.encode_batch`) down a pipe
-to the writer process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean end
-is a :class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
+them (docs/performance.md, "The recorder's constants"). So the proxy keeps only the
+:class:`~acp_proxy.recorder.journal.ProxyJournal` and one shipper thread, which sends the
+journal's batches (:func:`~acp_proxy.recorder.ipc.encode_batch`) down a pipe to the writer
+process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean end is a
+:class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
-On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines; its warnings go
-straight to the shared stderr. If it dies, what it never wrote is counted here and put on
-the connection rows (:meth:`Shipper.settle_lost`).
+On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines; its
+warnings go straight to the shared stderr. If it dies, what it never wrote is counted here
+and put on the connection rows (:meth:`Shipper.settle_lost`).
 """
 
 from __future__ import annotations

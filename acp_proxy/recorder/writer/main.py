@@ -43,8 +43,8 @@ into SQLite: :data:`~acp_proxy.recorder.writer.priority.SWITCH_INTERVAL`).
 
 The sink thread waits for the server several times a batch (``BEGIN``, ``COPY``, ``COMMIT``)
 and then waits for the GIL while the rows thread runs Python: up to a switch interval each
-time, while the server has nothing to do. Measured (200k frames, 7 alternating runs): 0.5 ms
-recorded about 13% more frames/s; 0.1 ms and 1 ms no better."""
+time, while the server has nothing to do (measured: docs/performance.md, "The recorder's
+constants")."""
 
 PROGRESS_SECONDS = 0.1
 """How often the writer reports its progress to the proxy."""

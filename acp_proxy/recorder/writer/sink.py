@@ -49,8 +49,8 @@ ROWS_PER_STATEMENT = 1000
 ``executemany`` releases and retakes the GIL around every row's ``sqlite3_step``; while
 the rows thread runs Python, each retake waits up to a switch interval, so per-row
 statements crawl. One statement of many rows binds them all, then runs them in one step
-without the GIL: measured, 35% less CPU per row and no convoy with the rows thread.
-A prepared statement of 2,000 rows took 12 MB of memory, one of 1,000 about a half.
+without the GIL (measured, and why not 2,000: docs/performance.md, "The recorder's
+constants").
 """
 
 BLOB_PIECE_BYTES = 1024 * 1024

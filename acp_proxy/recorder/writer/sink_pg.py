@@ -4,8 +4,8 @@
 database: the connection rows' life is the shared one (``INSERT ... RETURNING id``, the
 same updates, heartbeats and closes as SQLite's), and a batch's frames and stderr lines go
 in with PostgreSQL's bulk path, ``COPY ... FROM STDIN (FORMAT BINARY)``, in the batch's one
-transaction. Binary ``COPY`` measured fastest here: about 1.3x text ``COPY`` and 1.6x
-``COPY`` into a staging table followed by ``INSERT ... ON CONFLICT DO NOTHING``.
+transaction: binary ``COPY`` was the fastest way measured (docs/performance.md, "The
+recorder's constants").
 
 Outages: a server that cannot be reached, or goes away (restarted, network cut), makes
 :meth:`PostgresSink.write` raise :class:`~acp_proxy.recorder.writer.sink.SinkFailed` with

@@ -106,9 +106,39 @@ class SqliteEngine:
     remote = False
     """A server, reached over the network (no folder of its own; connecting may wait)."""
 
+    ids_in_commit_order = True
+    """Frame ids are committed in order (one writer at a time): an id is a time order."""
+    text_holds_nul = True
+    """A stored text may hold NUL (so a parameter with one may equal a stored value)."""
+    failure = "the recording is damaged"
+    """What a failing read means, in an error message."""
+
     def missing_driver(self) -> str | None:
         """What a bare install lacks to use this engine (None: nothing)."""
         return None
+
+    def source_name(self, db: Database) -> str:
+        """How an open database is named in messages (a file's connection: unnamed)."""
+        return ""
+
+    @contextmanager
+    def write_transaction(self, db: Database) -> Iterator[None]:
+        """One transaction around the block, unless the caller already holds one (then
+        theirs): rolled back when the block raises (anything), committed when it ends."""
+        assert isinstance(db, sqlite3.Connection)
+        if db.in_transaction:
+            yield
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def after_explicit_id(self, db: Database, table: str) -> None:
+        """Nothing: SQLite's next rowid already follows the highest one."""
 
     def shown(self, location: str | Path) -> str:
         """How a location is named in messages (never a password)."""
@@ -208,10 +238,36 @@ class PostgresEngine:
     remote = True
     """A server, reached over the network (no folder of its own; connecting may wait)."""
 
+    ids_in_commit_order = False
+    """Several writers commit frame ids out of order (see :mod:`~acp_proxy.store.live_tail`)."""
+    text_holds_nul = False
+    """PostgreSQL's text holds no NUL: no stored text equals a parameter with one."""
+    failure = "the database failed"
+    """What a failing read means, in an error message."""
+
     def missing_driver(self) -> str | None:
         """What a bare install lacks to use this engine (None: nothing), found without
         importing psycopg (the forwarding process never does)."""
         return None if psycopg_installed() else NO_PSYCOPG
+
+    def source_name(self, db: Database) -> str:
+        """How an open database is named in messages (its URL without the password)."""
+        assert isinstance(db, PgDatabase)
+        return db.source
+
+    @contextmanager
+    def write_transaction(self, db: Database) -> Iterator[None]:
+        """One transaction around the block (inside a caller's transaction: a savepoint of
+        it), rolled back when the block raises, committed when it ends."""
+        assert isinstance(db, PgDatabase)
+        with frames_transaction(db):
+            yield
+
+    def after_explicit_id(self, db: Database, table: str) -> None:
+        """An explicit id does not move PostgreSQL's identity sequence: move it past the row."""
+        db.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+        )
 
     def shown(self, location: str | Path) -> str:
         """How a location is named in messages (never a password)."""

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from acp_proxy.store.engine import (
     Database,
     database_errors,
+    engine_of,
     frame_writers,
     location_name,
     open_database,
@@ -41,9 +42,6 @@ from acp_proxy.store.engine import (
 )
 from acp_proxy.store.live_tail import SETTLE_SECONDS, LiveTail
 from acp_proxy.store.liveness import ConnectionState, State, connection_state
-from acp_proxy.store.pg import (
-    PgDatabase,
-)
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
@@ -348,7 +346,7 @@ class RecordingReader:
 
     def __init__(self, db: Database, *, source: str = "", owned: bool = False) -> None:
         self.db = db
-        self.source = source or (db.source if isinstance(db, PgDatabase) else "")
+        self.source = source or engine_of(db).source_name(db)
         self._owned = owned
         self._columns: set[str] | None = None
 
@@ -376,7 +374,7 @@ class RecordingReader:
         batches being written at once (a batch that waited out an outage comes where it was
         stored).
         """
-        return not isinstance(self.db, PgDatabase)
+        return engine_of(self.db).ids_in_commit_order
 
     def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
         """The first row of an aggregate query (one always exists)."""
@@ -1041,19 +1039,19 @@ class ReplayFrames:
     def __init__(self, db: Database, source: str = "") -> None:
         self.db = db
         self.source = location_name(source)
-        self._pg = isinstance(db, PgDatabase)
+        self._engine = engine_of(db)
         self._errors = database_errors()
 
     def close(self) -> None:
         self.db.close()
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        if not all(_storable(a, pg=self._pg) for a in args):
+        if not all(_storable(a, nul=self._engine.text_holds_nul) for a in args):
             return  # a lone surrogate (valid JSON) equals no stored UTF-8 text
         try:
             yield from stream(self.db, sql, args)
         except self._errors as exc:
-            what = "the recording is damaged" if not self._pg else "the database failed"
+            what = self._engine.failure
             raise RecordingError(
                 f"{self.source or 'the recording'}: {what}: {' '.join(str(exc).split())}"
             ) from None
@@ -1075,7 +1073,9 @@ class ReplayFrames:
         client_only: bool = False,
     ) -> Iterator[ReplayRow]:
         sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
-        if client_method is not None and not _storable(client_method, pg=self._pg):
+        if client_method is not None and not _storable(
+            client_method, nul=self._engine.text_holds_nul
+        ):
             client_method = None  # no stored method equals it: compared by the caller
         if client_method is not None or client_only:
             sql += " AND direction = 'c2a'"
@@ -1134,12 +1134,12 @@ def _count_kind(kind: str) -> str:
     return f"sum(CASE WHEN kind = '{kind}' THEN 1 WHEN kind IS NULL THEN NULL ELSE 0 END)"
 
 
-def _storable(value: Any, *, pg: bool = False) -> bool:
-    """Whether ``value`` can be bound as a parameter (text must be valid UTF-8; PostgreSQL's
-    text holds no NUL, so no stored text equals one with it)."""
+def _storable(value: Any, *, nul: bool = True) -> bool:
+    """Whether ``value`` can be bound as a parameter (text must be valid UTF-8; without
+    ``nul`` (PostgreSQL's text) no stored text equals one with a NUL)."""
     if not isinstance(value, str):
         return True
-    if pg and "\x00" in value:
+    if not nul and "\x00" in value:
         return False
     try:
         value.encode("utf-8")

@@ -38,7 +38,7 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.store.engine import database_url, stream_rows
+from acp_proxy.store.engine import database_url, engine_of, stream_rows
 from acp_proxy.store.pg import (
     SEARCH_LOCK,
     PgDatabase,
@@ -150,7 +150,7 @@ def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
     PostgreSQL: :func:`~acp_proxy.store.reader.settled_frame_id`, since several writers
     commit ids out of order: an id skipped now would never be indexed later.
     """
-    return settled_frame_id(db) if isinstance(db, PgDatabase) else None
+    return None if engine_of(db).ids_in_commit_order else settled_frame_id(db)
 
 
 def _frames_after(
@@ -158,7 +158,7 @@ def _frames_after(
 ) -> Iterator[FrameRow]:
     """The one place this module reads frames: every frame with a larger id (up to
     ``upto``, from :func:`_upper_bound`), streamed."""
-    if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
+    if upto is not None:  # PostgreSQL: ids up to the settled one, streamed
         rows = stream_rows(
             db,
             f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? AND id <= ? "

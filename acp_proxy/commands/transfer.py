@@ -123,19 +123,7 @@ def _export_jsonl(
         )
 
 
-def _export_otlp(
-    recording_path: Path,
-    output: Path | None,
-    connection_id: int | None,
-    session_id: str | None,
-    include_content: bool,
-    redact: bool,
-) -> None:
-    args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
-    run_otlp_export(*args)
-
-
-_EXPORTERS: dict[str, Callable[..., None]] = {"jsonl": _export_jsonl, "otlp": _export_otlp}
+_EXPORTERS: dict[str, Callable[..., None]] = {"jsonl": _export_jsonl, "otlp": run_otlp_export}
 """What writes each format of :data:`~acp_proxy.formats.FORMATS` that exports."""
 
 

@@ -98,20 +98,33 @@ class BulkInserter:
             cur.close()
 
 
-class SqliteEngine:
+class Engine:
+    """What every engine says about itself (the methods are each engine's own)."""
+
+    name: str
+    """The engine's key (:func:`engine_for`, one sink per engine)."""
+    label: str
+    """Its name in messages and statistics."""
+    remote: bool
+    """A server, reached over the network (no folder of its own; connecting may wait)."""
+    ids_in_commit_order: bool
+    """Frame ids are committed in order (one writer at a time), so an id is a time order;
+    else several writers commit them out of order (see :mod:`~acp_proxy.store.live_tail`)."""
+    text_holds_nul: bool
+    """A stored text may hold NUL (else no stored text equals a parameter with one)."""
+    failure: str
+    """What a failing read means, in an error message."""
+
+
+class SqliteEngine(Engine):
     """The SQLite engine: a recording is a file."""
 
     name = "sqlite"
     label = "SQLite"
     remote = False
-    """A server, reached over the network (no folder of its own; connecting may wait)."""
-
     ids_in_commit_order = True
-    """Frame ids are committed in order (one writer at a time): an id is a time order."""
     text_holds_nul = True
-    """A stored text may hold NUL (so a parameter with one may equal a stored value)."""
     failure = "the recording is damaged"
-    """What a failing read means, in an error message."""
 
     def missing_driver(self) -> str | None:
         """What a bare install lacks to use this engine (None: nothing)."""
@@ -230,20 +243,15 @@ class SqliteEngine:
         db.execute("RELEASE acp_proxy_import" if outer else "COMMIT")
 
 
-class PostgresEngine:
+class PostgresEngine(Engine):
     """The PostgreSQL engine: a recording is a database named by a ``postgresql://`` URL."""
 
     name = "postgresql"
     label = "PostgreSQL"
     remote = True
-    """A server, reached over the network (no folder of its own; connecting may wait)."""
-
     ids_in_commit_order = False
-    """Several writers commit frame ids out of order (see :mod:`~acp_proxy.store.live_tail`)."""
-    text_holds_nul = False
-    """PostgreSQL's text holds no NUL: no stored text equals a parameter with one."""
+    text_holds_nul = False  # PostgreSQL's text holds no NUL
     failure = "the database failed"
-    """What a failing read means, in an error message."""
 
     def missing_driver(self) -> str | None:
         """What a bare install lacks to use this engine (None: nothing), found without
@@ -348,19 +356,19 @@ class PostgresEngine:
             yield
 
 
-Engine = SqliteEngine | PostgresEngine
-"""Either engine."""
+AnyEngine = SqliteEngine | PostgresEngine
+"""Either engine, with its methods."""
 
 SQLITE = SqliteEngine()
 POSTGRES = PostgresEngine()
 
 
-def engine_of(db: Database) -> Engine:
+def engine_of(db: Database) -> AnyEngine:
     """The engine of an open database."""
     return POSTGRES if isinstance(db, PgDatabase) else SQLITE
 
 
-def engine_for(location: str | os.PathLike[str]) -> Engine:
+def engine_for(location: str | os.PathLike[str]) -> AnyEngine:
     """The engine a recording location names (a ``postgresql://`` URL, else a SQLite file)."""
     return POSTGRES if database_url(location) is not None else SQLITE
 

@@ -95,7 +95,7 @@ CHILD_QUEUE_BATCHES = 2
 """Batches the writer process queues before it stops reading (the pipe then fills)."""
 
 BACKEND_ENV = "ACP_PROXY_RECORDER"
-"""Set to ``thread`` to run the recorder's writer as threads instead of a child process."""
+"""Set to ``thread`` to run the recorder's writer as threads instead of a writer process."""
 
 STATS_ENV = "ACP_PROXY_STATS"
 """Set to print the recorder's counters and CPU time on stderr at exit (benchmarks)."""
@@ -214,7 +214,7 @@ class Recorder:
 
     ``path=None`` makes a recorder that records nothing (pass-through mode) but keeps the
     same interface, so transports have one code path. ``backend="process"`` (what the
-    commands use) runs the writer pipeline in a child process fed by one shipper thread;
+    commands use) runs the pipeline in the writer process, fed by one shipper thread;
     ``"thread"`` runs it as threads of this process. ``ACP_PROXY_RECORDER=thread`` forces
     threads.
     """
@@ -422,11 +422,11 @@ class Recorder:
         unsaved = False
         in_doubt = 0
         if shipper is not None:
-            child = shipper.writer
+            process = shipper.writer
             if stuck:
                 shipper.stop_now()
             else:
-                code = child.exit_status(5)
+                code = process.exit_status(5)
                 if code not in (0, None) and not shipper.died:
                     shipper.died = True  # during the final drain: nobody else noticed
                     self.warn(
@@ -436,14 +436,14 @@ class Recorder:
                 if shipper.died:
                     # bounded like the writer's own drain: the client waits for our exit
                     shipper.settle_lost(min(self.lock_retry, DRAIN_LOCK_SECONDS))
-            self.frames_written = child.frames_written
-            self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
-            unsaved = child.unsaved
-            in_doubt = child.in_doubt
+            self.frames_written = process.frames_written
+            self.index_cpu, self.sqlite_cpu = process.index_cpu, process.sqlite_cpu
+            unsaved = process.unsaved
+            in_doubt = process.in_doubt
             if shipper.died or stuck:
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
-                dropped = child.dropped + self.journal.unreported_frames()
+                dropped = process.dropped + self.journal.unreported_frames()
         else:
             assert pipeline is not None
             self.frames_written = pipeline.frames_written

@@ -61,7 +61,7 @@ class Shipped:
 
 
 class WriterProcess:
-    """The proxy's handle on the child: start it, send batches, follow its progress."""
+    """The proxy's handle on the writer process: start it, send batches, follow its progress."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class WriterProcess:
         on_exit: Callable[[], None],
         otlp: bool = True,
     ):
-        # An ignored signal stays ignored across exec: the child cannot be killed by the
+        # An ignored signal stays ignored across exec: the writer cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
         if threading.current_thread() is threading.main_thread():
             with contextlib.suppress(ValueError, OSError):
@@ -126,14 +126,14 @@ class WriterProcess:
         self.reader.start()
 
     def send(self, buffers: list[bytes]) -> None:
-        """Write one encoded batch; OSError when the child is gone."""
+        """Write one encoded batch; OSError when the writer process is gone."""
         for buf in buffers:
             view = memoryview(buf)
             while view:
                 view = view[os.write(self._stdin, view) :]
 
     def draining(self) -> None:
-        """Tell the child the proxy is exiting (it bounds its wait for a lock from now).
+        """Tell the writer process the proxy is exiting (it bounds its wait for a lock from now).
 
         Sent once it has started (before, the signal would kill it); until then, the first
         progress line it reports sends it.
@@ -146,7 +146,7 @@ class WriterProcess:
                 self.proc.send_signal(signal.SIGUSR1)
 
     def finish(self) -> None:
-        """No more batches: the child writes what it has and exits."""
+        """No more batches: the writer process writes what it has and exits."""
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -159,7 +159,7 @@ class WriterProcess:
             return None
 
     def kill(self) -> None:
-        """Stop the child now. Its stdin is left to the shipper thread to close (it may be
+        """Stop the writer process now. Its stdin is left to the shipper thread to close (it may be
         writing to it: closing the descriptor under it could hand the number to a file
         opened meanwhile)."""
         with contextlib.suppress(OSError):

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -25,6 +26,7 @@ from acp_proxy.formats import FORMATS, export_formats
 from acp_proxy.formats.jsonl import export_recording, import_export
 from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file
+from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_html
 
 
 @click.command("export")
@@ -44,6 +46,13 @@ from acp_proxy.store.schema import RecordingError, create_private_file
     show_default=True,
     help="Output format (" + "; ".join(f"{n}: {FORMATS[n].help}" for n in export_formats()) + ").",
 )
+@click.option(
+    "--max-frames",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_FRAMES,
+    show_default=True,
+    help="html: embed at most this many frames' bytes (the page says how many were left out).",
+)
 @otlp_export_options
 @click.option(
     "--redact/--no-redact",
@@ -58,6 +67,7 @@ def export_command(
     connection_id: int | None,
     fmt: str,
     redact: bool,
+    max_frames: int = DEFAULT_MAX_FRAMES,
     session_id: str | None = None,
     include_content: bool = False,
 ) -> None:
@@ -73,6 +83,7 @@ def export_command(
       acp-proxy export session.db --connection 2 -o conn2.jsonl
       acp-proxy export session.db --no-redact | acp-proxy import - copy.db
       acp-proxy export session.db --format otlp -o traces.jsonl
+      acp-proxy export session.db --format html -o report.html
     """
     form = FORMATS[fmt]
     if isinstance(recording_path, str) and not form.reads_postgres:
@@ -83,20 +94,48 @@ def export_command(
     missing = form.missing()
     if missing is not None:
         raise click.ClickException(missing)
-    export = _EXPORTERS[fmt]
-    export(recording_path, output, connection_id, session_id, include_content, redact)
+    request = ExportRequest(
+        recording_path, output, connection_id, session_id, include_content, redact, max_frames
+    )
+    _EXPORTERS[fmt](request)
 
 
-def _export_jsonl(
-    recording_path: Path,
-    output: Path | None,
-    connection_id: int | None,
-    session_id: str | None,
-    include_content: bool,
-    redact: bool,
-) -> None:
+@dataclass(frozen=True)
+class ExportRequest:
+    """What ``export`` was asked for, whatever the format."""
+
+    recording_path: Path
+    output: Path | None
+    connection_id: int | None
+    session_id: str | None
+    include_content: bool
+    redact: bool
+    max_frames: int
+
+
+def _export_otlp(request: ExportRequest) -> None:
+    r = request
+    args = (r.output, r.connection_id, r.session_id, r.include_content, r.redact)
+    run_otlp_export(Path(r.recording_path), *args)
+
+
+def _export_jsonl(request: ExportRequest) -> None:
+    _write_export(request, None)
+
+
+def _export_html(request: ExportRequest) -> None:
+    _write_export(request, HtmlOptions(request.connection_id, request.redact, request.max_frames))
+
+
+def _write_export(request: ExportRequest, html: HtmlOptions | None) -> None:
+    """JSONL (``html`` None) or the HTML page, to ``--output`` (created 0600) or stdout."""
+    recording_path, output = request.recording_path, request.output
+    connection_id, redact = request.connection_id, request.redact
     where = location_name(recording_path)
     with recording(recording_path) as db, reported(where, database=DAMAGED):
+        if html is not None and output is None:
+            html.write(recording_path, sys.stdout.buffer)
+            return
         if output is None:
             check_intact(db)
             _export_to_stdout(db, connection_id, redact)
@@ -107,13 +146,25 @@ def _export_jsonl(
         try:
             create_private_file(tmp)
             with tmp.open("wb") as out:
-                summary = export_recording(db, out, connection_id=connection_id, redact=redact)
+                if html is not None:
+                    report = html.write(recording_path, out)
+                else:
+                    summary = export_recording(db, out, connection_id=connection_id, redact=redact)
             os.replace(tmp, output)
         except OSError as exc:
             raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        if html is not None:
+            cut = f", {report.frames_cut} left out (--max-frames)" if report.frames_cut else ""
+            redacted = f", {report.redacted} redacted" if redact else ""
+            click.echo(
+                f"exported {report.connections} connection(s), {report.frames} frame(s){cut}"
+                f"{redacted} to {output}",
+                err=True,
+            )
+            return
         redacted = f", {summary.redacted} redacted" if redact else ""
         click.echo(
             f"exported {summary.connections} connection(s), {summary.frames} frame(s), "
@@ -123,7 +174,29 @@ def _export_jsonl(
         )
 
 
-_EXPORTERS: dict[str, Callable[..., None]] = {"jsonl": _export_jsonl, "otlp": run_otlp_export}
+@dataclass(frozen=True)
+class HtmlOptions:
+    """``--format html``'s choices: which connection, redaction, how many frames."""
+
+    connection_id: int | None
+    redact: bool
+    max_frames: int
+
+    def write(self, path: Path, out: IO[bytes]) -> HtmlSummary:
+        ids = None if self.connection_id is None else [self.connection_id]
+        try:
+            return export_html(
+                path, out, connection_ids=ids, redact=self.redact, max_frames=self.max_frames
+            )
+        except BrokenPipeError:
+            sys.exit(1)
+
+
+_EXPORTERS: dict[str, Callable[[ExportRequest], None]] = {
+    "jsonl": _export_jsonl,
+    "otlp": _export_otlp,
+    "html": _export_html,
+}
 """What writes each format of :data:`~acp_proxy.formats.FORMATS` that exports."""
 
 

@@ -16,11 +16,11 @@ def _export(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_export_offers_every_exporting_format_and_its_help() -> None:
-    assert export_formats() == ["jsonl", "otlp"]
+    assert export_formats() == ["jsonl", "otlp", "html"]
     done = _export("--help")
     assert done.returncode == 0
     text = " ".join(done.stdout.split())  # click wraps the help
-    assert "[jsonl|otlp]" in text
+    assert "[jsonl|otlp|html]" in text
     for name in export_formats():
         assert " ".join(f"{name}: {FORMATS[name].help}".split()) in text
 

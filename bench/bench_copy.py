@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_export import generate, run
 
-from acp_proxy.record.pg import safe_url
+from acp_proxy.store.pg import safe_url
 
 
 def main() -> None:

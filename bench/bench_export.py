@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from acp_proxy.record.schema import connect
+from acp_proxy.store.schema import connect
 
 SID = "sess_bench"
 TEXT = "The quick brown fox jumps over the lazy dog; " * 6

@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from acp_proxy.record.shipper import writer_pids
+from acp_proxy.recorder.shipper import writer_pids
 
 AGENT = r"""
 import sys

@@ -57,7 +57,7 @@ class BenchPostgres:
             return None
         import psycopg
 
-        from acp_proxy.record.pg import connect_pg
+        from acp_proxy.store.pg import connect_pg
 
         with psycopg.connect(self.url, autocommit=True) as pg:
             if pg.execute("SELECT 1 FROM pg_database WHERE datname = %s", [_BARE_DB]).fetchone():

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.record.shipper import writer_pids
+from acp_proxy.recorder.shipper import writer_pids
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pg import SECONDARY_INDEXES, BenchPostgres, cpu_seconds

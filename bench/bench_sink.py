@@ -34,10 +34,10 @@ sys.path.insert(0, str(HERE))
 
 from bench_pg import BenchPostgres  # noqa: E402
 
-from acp_proxy.record.ipc import Control, Frame  # noqa: E402
-from acp_proxy.record.rows import Op, Rows  # noqa: E402
-from acp_proxy.record.sink import Sink, SqliteSink  # noqa: E402
-from acp_proxy.record.sink_pg import PostgresSink  # noqa: E402
+from acp_proxy.recorder.ipc import Control, Frame  # noqa: E402
+from acp_proxy.recorder.writer.rows import Op, Rows  # noqa: E402
+from acp_proxy.recorder.writer.sink import Sink, SqliteSink  # noqa: E402
+from acp_proxy.recorder.writer.sink_pg import PostgresSink  # noqa: E402
 
 LINE = (
     b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":'

@@ -46,8 +46,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from acp_proxy.record.export import export_recording  # noqa: E402
-from acp_proxy.record.schema import connect  # noqa: E402
+from acp_proxy.formats.jsonl import export_recording  # noqa: E402
+from acp_proxy.store.schema import connect  # noqa: E402
 
 SCENARIOS = {
     "v1-load.jsonl": 1,

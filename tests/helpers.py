@@ -1,7 +1,7 @@
 """Test helpers shared across packages: writing prepared frames into a recording, and more.
 
 :func:`insert_frames` is the one way tests and generators put rows into a recording without
-running a proxy; it goes through :mod:`acp_proxy.record.edit`, so the SQL lives in the
+running a proxy; it goes through :mod:`acp_proxy.store.edit`, so the SQL lives in the
 package, not in the tests.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.record.edit import NewFrame, WritableDatabase, insert_connection, write_transaction
-from acp_proxy.record.edit import insert_frames as _insert_frames
-from acp_proxy.record.pg import connect_pg, is_pg_url
-from acp_proxy.record.schema import connect
+from acp_proxy.store.edit import NewFrame, WritableDatabase, insert_connection, write_transaction
+from acp_proxy.store.edit import insert_frames as _insert_frames
+from acp_proxy.store.pg import connect_pg, is_pg_url
+from acp_proxy.store.schema import connect
 from acp_proxy.wire.frame import Direction
 
 __all__ = ["NewFrame", "insert_frames", "listening_url", "unwritable"]

@@ -2,7 +2,7 @@
 
 Every stored column is kept (ids, times, derived index columns, the ``binary`` flag,
 connection facts, stderr lines, events), so a reader gives the same answers on both stores.
-Writes go through :mod:`acp_proxy.record.edit` (no SQL in the tests).
+Writes go through :mod:`acp_proxy.store.edit` (no SQL in the tests).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from acp_proxy.acp.index import IndexColumns
-from acp_proxy.record.edit import (
+from acp_proxy.store.edit import (
     NewFrame,
     insert_connection,
     insert_event,
@@ -18,8 +18,8 @@ from acp_proxy.record.edit import (
     insert_stderr_lines,
     write_transaction,
 )
-from acp_proxy.record.pg import connect_pg
-from acp_proxy.record.reader import RecordingReader
+from acp_proxy.store.pg import connect_pg
+from acp_proxy.store.reader import RecordingReader
 
 _WRITABLE = {
     "id", "started_at", "ended_at", "transport", "agent_command", "cwd", "pid", "proxy_pid",

@@ -1,10 +1,11 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < record < replay < transport | report < web < demo | testing | mcp < commands < cli,
-and inside transport/ process < stdio < ws < http, nothing imports upward (transport and
-report not each other either); wire, acp and replay import no I/O library; click only in
-commands/ and cli.py; no cycles between sibling modules or packages, imports under
+acp < store < formats | analysis < recorder < replay < transport | report < web < demo |
+testing | mcp < commands < cli, and inside transport/ process < stdio < ws < http, nothing
+imports upward (transport and report not each other either); wire, acp and replay import no
+I/O library; click only in commands/ and cli.py; sqlite3 and psycopg only in store/ (one
+engine object per backend); no cycles between sibling modules or packages, imports under
 ``if TYPE_CHECKING:`` included. The tests below also prove the check can fail: the same
 configuration on a temporary copy of the package with one deliberate bad import in it must
 be BROKEN.
@@ -74,8 +75,16 @@ def package_copy(tmp_path: Path) -> Path:
         # I/O in the pure core
         ("acp/spawns.py", "import subprocess\n", "pure"),
         ("replay/stores.py", "import sqlite3\n", "pure"),
+        # the store reaching up for what records into it
+        ("store/ships.py", "import acp_proxy.recorder.shipper\n", "Layers"),
+        # a format reading a recording without the store's reader
+        ("formats/peeks.py", "from acp_proxy.analysis import compare\n", "Layers"),
+        # a database driver outside the store: the writer's sink, a command, the inspector
+        ("recorder/writer/raw_sql.py", "import sqlite3\n", "sqlite3 and psycopg"),
+        ("commands/pg_direct.py", "import psycopg\n", "sqlite3 and psycopg"),
+        ("web/pg_pool.py", "from psycopg import pq\n", "sqlite3 and psycopg"),
         # a cycle between two sibling modules
-        ("record/loop_a.py", "import acp_proxy.record.loop_b\n", "cycles"),
+        ("recorder/loop_a.py", "import acp_proxy.recorder.loop_b\n", "cycles"),
     ],
 )
 def test_a_bad_import_breaks_a_contract(
@@ -83,9 +92,9 @@ def test_a_bad_import_breaks_a_contract(
 ) -> None:
     path = package_copy / "acp_proxy" / module
     path.write_text(f'"""A deliberate violation."""\n\n{source}')
-    if module == "record/loop_a.py":
+    if module == "recorder/loop_a.py":
         (path.parent / "loop_b.py").write_text(
-            '"""The other half."""\n\nimport acp_proxy.record.loop_a\n'
+            '"""The other half."""\n\nimport acp_proxy.recorder.loop_a\n'
         )
     done = _lint_imports(package_copy, pythonpath=package_copy)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -111,8 +120,8 @@ TYPE_ONLY = (
         # two sibling modules that only name each other's types
         (
             {
-                "record/loop_a.py": "acp_proxy.record.loop_b",
-                "record/loop_b.py": "acp_proxy.record.loop_a",
+                "store/loop_a.py": "acp_proxy.store.loop_b",
+                "store/loop_b.py": "acp_proxy.store.loop_a",
             },
             ".loop_",
         ),

@@ -4,7 +4,7 @@
 number, wall time, monotonic nanoseconds: what the recorder stores per frame) and returns
 the :class:`SpanRecord` items that just ended; :meth:`SpanMapper.finish` ends the rest.
 Nothing here imports OpenTelemetry: the records are plain data that
-:mod:`acp_proxy.record.otlp` turns into the official SDK/protobuf objects. The mapping
+:mod:`acp_proxy.formats.otlp` turns into the official SDK/protobuf objects. The mapping
 (and why) is written down in ``docs/otlp.md``:
 
 - one trace per session (``acp.session`` root span), one per connection for what belongs

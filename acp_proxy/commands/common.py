@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -15,17 +13,20 @@ from typing import Any, NoReturn
 
 import click
 
-from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
-from acp_proxy.record.reader import (
+from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.store.engine import (
+    SQLITE,
     Database,
-    FrameRow,
     RecordingUrl,
     database_errors,
     location_name,
     open_database,
+    parse_location,
+    unknown_scheme,
 )
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.store.pg import describe_error
+from acp_proxy.store.reader import FrameRow
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 
@@ -97,23 +98,6 @@ class OptionConflict(click.ClickException):
     exit_code = 2
 
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def unknown_scheme(value: str) -> str | None:
-    """What is wrong with ``value`` when it is a URL of a scheme that names no store
-    (``mysql://``, ``http://``...), else None. (A path never has ``://``; as a path the
-    ``//`` would be collapsed into a "no such recording: mysql:/..." that misleads.)
-
-    The URL itself is not repeated: it may hold a password.
-    """
-    match = _SCHEME.match(value)
-    if match is None or is_pg_url(value):
-        return None
-    accepted = " or ".join(PG_SCHEMES)
-    return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
-
-
 def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
     if len(values) > 1:
         name = max(param.opts, key=len)
@@ -133,7 +117,7 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
     """A path that must not be a directory; a directory is one ``Error:`` line and exit 1.
 
     With ``urls`` (the recording arguments) a ``postgresql://`` URL is taken as is, as a
-    :class:`~acp_proxy.record.reader.RecordingUrl` (printed without its password).
+    :class:`~acp_proxy.store.engine.RecordingUrl` (printed without its password).
 
     Every command that takes a recording (or an export file) uses it, so a directory given by
     mistake reads the same everywhere: ``Error: d is a directory, not a recording`` (click's
@@ -154,8 +138,9 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> Path:
-        if self.urls and isinstance(value, str) and is_pg_url(value):
-            return RecordingUrl(value)  # type: ignore[return-value]  # a Path for the commands
+        where = parse_location(value) if self.urls and isinstance(value, str) else None
+        if isinstance(where, RecordingUrl):
+            return where  # type: ignore[return-value]  # a Path for the commands
         wrong = unknown_scheme(str(value)) if self.urls else None
         if wrong is not None:
             raise click.ClickException(wrong)
@@ -189,7 +174,8 @@ class RecordLocation(click.ParamType):  # type: ignore[type-arg]
         if wrong is not None:  # forwarding wins: say so once, and run without a recording
             click.echo(f"acp-proxy: recording disabled: {wrong}; forwarding continues", err=True)
             return None
-        return str(value) if is_pg_url(str(value)) else Path(str(value))
+        where = parse_location(str(value))
+        return where.url if isinstance(where, RecordingUrl) else where
 
 
 RECORD_PATH = RecordLocation()
@@ -251,7 +237,7 @@ def reported(
         raise click.ClickException(
             f"{prefix}: {exc}" if name_recording_errors else str(exc)
         ) from None
-    except sqlite3.DatabaseError as exc:
+    except SQLITE.damaged_errors as exc:
         note = f"{database}: " if database else ""
         raise click.ClickException(f"{prefix}: {note}{exc}") from None
     except database_errors() as exc:  # PostgreSQL: the server went away, a query failed

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NoReturn
 
 from acp_proxy.commands.common import run_stdio_bridge
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
 
 if TYPE_CHECKING:
     import ssl

@@ -9,7 +9,6 @@ what was recorded and which commands to try next.
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import sys
 import tempfile
 import textwrap
@@ -20,8 +19,9 @@ import click
 
 from acp_proxy.commands.common import OptionConflict, fmt_exit, recording
 from acp_proxy.demo.client import ClientError, run_scenario
-from acp_proxy.record.reader import RecordingReader, list_connections, open_recording
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.store.engine import database_errors, open_database
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError, connect
 
 DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
 
@@ -29,12 +29,12 @@ DEMO_AGENT_MODULE = "acp_proxy.demo.agent"
 def _is_demo_only(path: Path) -> bool:
     """Whether ``path`` is a recording made only by ``acp-proxy demo`` (safe to replace)."""
     try:
-        db = open_recording(path)
+        db = open_database(path)
     except RecordingError:
         return False
     try:
-        rows = list_connections(db)
-    except sqlite3.DatabaseError:
+        rows = RecordingReader(db).connections()
+    except database_errors():
         return False
     finally:
         db.close()
@@ -93,7 +93,7 @@ def _agent_command(state: Path, delay: float) -> list[str]:
 
 def _summary(db_path: Path, first_id: int) -> None:
     with recording(db_path) as db:
-        rows = [r for r in list_connections(db) if r.id > first_id]
+        rows = [r for r in RecordingReader(db).connections() if r.id > first_id]
         ids = [r.id for r in rows]
         if not ids:
             raise click.ClickException(f"nothing was recorded in {db_path}")
@@ -226,7 +226,7 @@ def demo_command(
     first_id = 0
     if keep and db_path.exists() and db_path.stat().st_size > 0:
         with recording(db_path) as db:
-            first_id = max((r.id for r in list_connections(db)), default=0)
+            first_id = max((r.id for r in RecordingReader(db).connections()), default=0)
     versions = [1, 2] if protocol == "both" else [int(protocol)]
 
     def out(line: str) -> None:

@@ -1,6 +1,6 @@
 """``acp-proxy diff A B``: what changed between two recorded connections (exit 1 if anything).
 
-A thin layer over :mod:`acp_proxy.record.compare` (which streams both connections through
+A thin layer over :mod:`acp_proxy.analysis.compare` (which streams both connections through
 the pure alignment of :mod:`acp_proxy.acp.diff`): options, and the text output.
 """
 
@@ -14,9 +14,9 @@ import orjson
 
 from acp_proxy.acp.diff import SlowerLimit, describe_signature
 from acp_proxy.acp.jsonpaths import Difference, parse_path, short
+from acp_proxy.analysis.compare import Comparison, compare_connections, pick_connection
 from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording
-from acp_proxy.record.compare import Comparison, compare_connections, pick_connection
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 
 
 def _member_text(d: Difference) -> str:

@@ -18,14 +18,9 @@ from acp_proxy.commands.common import (
     recording,
     single_option,
 )
-from acp_proxy.record.export import escape_strings, escape_surrogates
-from acp_proxy.record.reader import (
-    ConnectionRow,
-    RecordingReader,
-    get_connection,
-    iter_frames,
-    location_name,
-)
+from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
+from acp_proxy.store.engine import location_name
+from acp_proxy.store.reader import ConnectionRow, RecordingReader
 from acp_proxy.wire.frame import C2A
 
 
@@ -172,7 +167,7 @@ def dump_command(
     width = shutil.get_terminal_size((160, 20)).columns
     with recording(recording_path) as db:
         if connection_id is not None:
-            get_connection(db, connection_id)
+            RecordingReader(db).connection(connection_id)
         stderr_rows: list[tuple[int, int, int, bytes]] = []
         if with_stderr:
             stderr_rows = [
@@ -182,7 +177,7 @@ def dump_command(
         current = None
         t0 = 0
         si = 0
-        for f in iter_frames(db, connection_id=connection_id):
+        for f in RecordingReader(db).frames(connection_id=connection_id):
             if f.connection_id != current:
                 current = f.connection_id
                 t0 = f.mono_ns

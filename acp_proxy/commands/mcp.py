@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_ARG, parse_listen_option, serving
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
 TOKEN_HELP = "Require this token on every HTTP request (Authorization: Bearer, or ?token=)."

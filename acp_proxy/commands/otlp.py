@@ -17,8 +17,8 @@ from typing import IO
 import click
 
 from acp_proxy.commands.common import recording
-from acp_proxy.record.schema import RecordingError, create_private_file
 from acp_proxy.report.otlp import otlp_lines
+from acp_proxy.store.schema import RecordingError, create_private_file
 
 # -- export --------------------------------------------------------------------------------
 
@@ -37,25 +37,14 @@ def otlp_export_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def run_otlp_export(
-    fmt: str,
     recording_path: Path,
     output: Path | None,
     connection_id: int | None,
     session_id: str | None,
     include_content: bool,
     redact: bool,
-) -> bool:
-    """``export --format otlp``; False (nothing done) for the other formats."""
-    if fmt != "otlp":
-        if session_id is not None or include_content:
-            raise click.UsageError("--session and --include-content need --format otlp")
-        return False
-    try:
-        import acp_proxy.record.otlp  # noqa: F401
-    except ImportError:
-        raise click.ClickException(
-            "--format otlp needs the OpenTelemetry packages: pip install 'acp-proxy[otlp]'"
-        ) from None
+) -> None:
+    """``export --format otlp`` (its packages installed: see :meth:`Format.missing`)."""
     with recording(recording_path) as db:
         lines = otlp_lines(
             db,
@@ -67,11 +56,10 @@ def run_otlp_export(
         try:
             if output is None:
                 _write(lines, sys.stdout)
-                return True
+                return
             _write_file(lines, output)
         except RecordingError as exc:
             raise click.ClickException(str(exc)) from None
-    return True
 
 
 def _write(lines: Iterator[tuple[str, int]], out: IO[str]) -> tuple[int, int]:

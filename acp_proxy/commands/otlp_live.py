@@ -1,7 +1,7 @@
 """``--otlp-endpoint`` and ``--otlp-header`` for every recording command (live spans).
 
 The settings reach the recorder's writer process through its environment
-(:mod:`acp_proxy.record.otlp_live` reads them there), so spans are built and sent on the
+(:mod:`acp_proxy.recorder.writer.otlp_live` reads them there), so spans are built and sent on the
 writer side, never in the forwarding process. Kept light: the proxy imports this at start.
 """
 
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.record.otlp_live import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
+from acp_proxy.recorder.writer.otlp_live import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
 
 
 def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -10,7 +10,7 @@ import click
 from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
 
 

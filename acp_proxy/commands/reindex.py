@@ -6,7 +6,7 @@ version, client and agent info) are derived by :class:`~acp_proxy.acp.index.Conn
 Run this after upgrading acp-proxy so old recordings benefit from a better model. Frames
 are read and rewritten in batches (one transaction each, only changed rows), so memory
 stays flat and proxies may keep recording into the same file meanwhile. The work is
-:func:`acp_proxy.record.analyze.reindex_connection`; this is the only command that opens a
+:func:`acp_proxy.analysis.connection.reindex_connection`; this is the only command that opens a
 recording for writing (and migrates an old one).
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.analysis.connection import reindex_connection
 from acp_proxy.commands.common import RECORDING_ARG, Progress, recording
-from acp_proxy.record.analyze import reindex_connection
-from acp_proxy.record.reader import RecordingReader
+from acp_proxy.store.reader import RecordingReader
 
 
 @click.command("reindex")

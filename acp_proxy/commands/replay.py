@@ -12,11 +12,11 @@ from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.commands.common import RECORDING_PATH, single_option
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.console import warn as warn_stderr
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.source import open_replay_frames
+from acp_proxy.formats.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
 from acp_proxy.replay.load import ScriptError, select_script
 from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
+from acp_proxy.store.schema import RecordingError
 
 
 @click.command(

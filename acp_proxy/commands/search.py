@@ -1,6 +1,6 @@
 """``acp-proxy search DB TEXT``: find text in every connection and session of a recording.
 
-A thin layer over :mod:`acp_proxy.record.search` (the FTS5 index, kept in the recording and
+A thin layer over :mod:`acp_proxy.store.search` (the FTS5 index, kept in the recording and
 brought up to date before each search; in memory for a read-only file).
 """
 
@@ -14,9 +14,10 @@ import orjson
 
 from acp_proxy.commands.common import RECORDING_ARG, Progress, single_option
 from acp_proxy.console import warn
-from acp_proxy.record.reader import RecordingReader, location_name
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.search import QueryError, SearchIndex, open_search_index, query_phrases
+from acp_proxy.store.engine import location_name
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.search import QueryError, SearchIndex, open_search_index, query_phrases
 
 
 @click.command("search")

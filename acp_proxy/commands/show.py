@@ -27,15 +27,15 @@ from acp_proxy.commands.common import (
     recording,
     single_option,
 )
-from acp_proxy.record.reader import (
+from acp_proxy.store.reader import (
     ConnectionRow,
     FrameRow,
     RecordingReader,
     WireFrame,
     display_name,
 )
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.transport_events import PlacedEvent, placed_events
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.transport_events import PlacedEvent, placed_events
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""

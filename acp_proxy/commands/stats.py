@@ -1,6 +1,6 @@
 """``acp-proxy stats DB``: counts, bytes and latencies per method; turns per session.
 
-The numbers come from :func:`acp_proxy.record.analyze.collect_stats`: counts and bytes
+The numbers come from :func:`acp_proxy.analysis.connection.collect_stats`: counts and bytes
 aggregated by the reader over the index columns; latencies and turns from one streamed pass
 that reads raw bytes only for responses, prompts, state updates and batches
 (:class:`~acp_proxy.acp.stats.StatsAccumulator`), so memory stays flat.
@@ -15,9 +15,9 @@ from typing import Any
 import click
 import orjson
 
+from acp_proxy.analysis.connection import collect_stats
 from acp_proxy.commands.common import RECORDING_ARG, fmt_bytes, recording, single_option
-from acp_proxy.record.analyze import collect_stats
-from acp_proxy.record.reader import RecordingReader
+from acp_proxy.store.reader import RecordingReader
 
 
 def _fmt_ms(value: Any) -> str:

@@ -1,7 +1,7 @@
 """Writing into a recording argument, for ``import`` and ``copy``'s DST.
 
 The arguments themselves are :data:`~acp_proxy.commands.common.RECORDING_PATH` (a file, or
-a ``postgresql://`` URL as a :class:`~acp_proxy.record.reader.RecordingUrl`), read through
+a ``postgresql://`` URL as a :class:`~acp_proxy.store.engine.RecordingUrl`), read through
 :func:`~acp_proxy.commands.common.recording`; what only a writer needs is here (kept apart
 so the commands that only read do not import the search module this uses).
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import reported
-from acp_proxy.record.pg import connect_pg
-from acp_proxy.record.reader import Database, database_url, location_name
-from acp_proxy.record.schema import connect
-from acp_proxy.record.search import writable
+from acp_proxy.store.engine import Database, database_url, location_name
+from acp_proxy.store.pg import connect_pg
+from acp_proxy.store.schema import connect
+from acp_proxy.store.search import writable
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 Every poll asks the store for the frames committed since the last one through the
 inspector's live push (:func:`acp_proxy.web.store.follow_frames` over
-:class:`~acp_proxy.record.live_tail.LiveTail`), so with several writers (a fleet recording
+:class:`~acp_proxy.store.live_tail.LiveTail`), so with several writers (a fleet recording
 into one PostgreSQL database) every frame is printed once, in commit order per connection.
 With ``--conversation`` each connection's frames feed a
 :class:`~acp_proxy.acp.model.ConnectionModel` and messages are printed as ``show`` prints
@@ -25,10 +25,11 @@ import click
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.commands.common import RECORDING_ARG
 from acp_proxy.commands.show import Renderer, _TextShow, _with_events, feed_event, use_colour
-from acp_proxy.record.live_tail import LiveTail
-from acp_proxy.record.reader import RecordingReader, RecordingUrl, location_name
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.transport_events import PlacedEvent, placed_events
+from acp_proxy.store.engine import RecordingUrl, location_name
+from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.transport_events import PlacedEvent, placed_events
 from acp_proxy.web import store, views
 
 POLL_SECONDS = 0.2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -21,9 +22,10 @@ from acp_proxy.commands.common import (
 )
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
-from acp_proxy.record.export import check_intact, export_recording, import_export
-from acp_proxy.record.reader import Database, location_name
-from acp_proxy.record.schema import RecordingError, create_private_file
+from acp_proxy.formats import FORMATS, export_formats
+from acp_proxy.formats.jsonl import export_recording, import_export
+from acp_proxy.store.engine import Database, check_intact, location_name
+from acp_proxy.store.schema import RecordingError, create_private_file
 from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_html
 
 
@@ -39,12 +41,10 @@ from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_ht
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "otlp", "html"]),
+    type=click.Choice(export_formats()),
     default="jsonl",
     show_default=True,
-    help="Output format (one JSON object per line; see docs/export.md; otlp: OpenTelemetry "
-    "spans, one OTLP JSON request per line, see docs/otlp.md; html: one self-contained page "
-    "for a bug report, see docs/export.md).",
+    help="Output format (" + "; ".join(f"{n}: {FORMATS[n].help}" for n in export_formats()) + ").",
 )
 @click.option(
     "--max-frames",
@@ -85,13 +85,53 @@ def export_command(
       acp-proxy export session.db --format otlp -o traces.jsonl
       acp-proxy export session.db --format html -o report.html
     """
-    if isinstance(recording_path, str) and fmt == "otlp":
-        raise click.ClickException("--format otlp reads a SQLite file, not a PostgreSQL URL")
-    args = (Path(recording_path), output, connection_id, session_id, include_content, redact)
-    if run_otlp_export(fmt, *args):
-        return
+    form = FORMATS[fmt]
+    if isinstance(recording_path, str) and not form.reads_postgres:
+        raise click.ClickException(f"--format {fmt} reads a SQLite file, not a PostgreSQL URL")
+    if (session_id is not None or include_content) and not form.selects_sessions:
+        takes = " or ".join(f"--format {n}" for n, f in FORMATS.items() if f.selects_sessions)
+        raise click.UsageError(f"--session and --include-content need {takes}")
+    missing = form.missing()
+    if missing is not None:
+        raise click.ClickException(missing)
+    request = ExportRequest(
+        recording_path, output, connection_id, session_id, include_content, redact, max_frames
+    )
+    _EXPORTERS[fmt](request)
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What ``export`` was asked for, whatever the format."""
+
+    recording_path: Path
+    output: Path | None
+    connection_id: int | None
+    session_id: str | None
+    include_content: bool
+    redact: bool
+    max_frames: int
+
+
+def _export_otlp(request: ExportRequest) -> None:
+    r = request
+    args = (r.output, r.connection_id, r.session_id, r.include_content, r.redact)
+    run_otlp_export(Path(r.recording_path), *args)
+
+
+def _export_jsonl(request: ExportRequest) -> None:
+    _write_export(request, None)
+
+
+def _export_html(request: ExportRequest) -> None:
+    _write_export(request, HtmlOptions(request.connection_id, request.redact, request.max_frames))
+
+
+def _write_export(request: ExportRequest, html: HtmlOptions | None) -> None:
+    """JSONL (``html`` None) or the HTML page, to ``--output`` (created 0600) or stdout."""
+    recording_path, output = request.recording_path, request.output
+    connection_id, redact = request.connection_id, request.redact
     where = location_name(recording_path)
-    html = HtmlOptions(connection_id, redact, max_frames) if fmt == "html" else None
     with recording(recording_path) as db, reported(where, database=DAMAGED):
         if html is not None and output is None:
             html.write(recording_path, sys.stdout.buffer)
@@ -150,6 +190,14 @@ class HtmlOptions:
             )
         except BrokenPipeError:
             sys.exit(1)
+
+
+_EXPORTERS: dict[str, Callable[[ExportRequest], None]] = {
+    "jsonl": _export_jsonl,
+    "otlp": _export_otlp,
+    "html": _export_html,
+}
+"""What writes each format of :data:`~acp_proxy.formats.FORMATS` that exports."""
 
 
 def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:

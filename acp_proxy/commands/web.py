@@ -8,7 +8,7 @@ import click
 
 from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option, serving
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
 LISTEN_HELP = "Address to serve on; anything but loopback needs --token."

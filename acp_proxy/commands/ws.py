@@ -23,7 +23,7 @@ from acp_proxy.commands.common import (
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws.rules import (
     DEFAULT_HEARTBEAT,

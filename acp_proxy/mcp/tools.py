@@ -4,9 +4,9 @@ library the CLI and the inspector use, and returns concise, bounded text.
 No SQL and no analysis of its own: connections, frame pages, one frame with its pair, the
 findings, the timeline and the search come from :mod:`acp_proxy.web.store` and
 :mod:`acp_proxy.web.views` (what the inspector serves), the statistics from
-:func:`acp_proxy.record.analyze.collect_stats` (``stats``), the findings' check from
-:func:`acp_proxy.record.analyze.check_connection` (``check``) and the diff from
-:func:`acp_proxy.record.compare.compare_connections` (``diff``, with its defaults).
+:func:`acp_proxy.analysis.connection.collect_stats` (``stats``), the findings' check from
+:func:`acp_proxy.analysis.connection.check_connection` (``check``) and the diff from
+:func:`acp_proxy.analysis.compare.compare_connections` (``diff``, with its defaults).
 
 Every result is bounded (:data:`PAGE_MAX` rows a page, raw bytes cut at :data:`RAW_MAX`
 characters, the whole text at :data:`RESULT_MAX`), each cut saying so, so that a big store
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,12 +28,13 @@ import orjson
 
 from acp_proxy.acp.jsonpaths import parse_path, short
 from acp_proxy.acp.rules import TIER_RANK, TIERS
-from acp_proxy.record.analyze import check_connection, collect_stats
-from acp_proxy.record.compare import compare_connections
-from acp_proxy.record.liveness import END_REASONS
-from acp_proxy.record.pg import describe_error
-from acp_proxy.record.reader import FrameFilter, RecordingReader, database_errors
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.analysis.compare import compare_connections
+from acp_proxy.analysis.connection import check_connection, collect_stats
+from acp_proxy.store.engine import SQLITE, database_errors
+from acp_proxy.store.liveness import END_REASONS
+from acp_proxy.store.pg import describe_error
+from acp_proxy.store.reader import FrameFilter, RecordingReader
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.web import store, views
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -137,7 +137,7 @@ class StoreTools:
                 yield reader
         except RecordingError as exc:
             raise ToolFailure(_one_line(str(exc))) from None
-        except sqlite3.DatabaseError as exc:
+        except SQLITE.damaged_errors as exc:
             raise ToolFailure(f"{name}: the recording is damaged: {_one_line(str(exc))}") from None
         except database_errors() as exc:
             raise ToolFailure(f"{name}: {_one_line(describe_error(exc))}") from None

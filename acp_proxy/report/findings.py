@@ -1,6 +1,6 @@
 """Conformance findings as CI systems read them (``acp-proxy check --format junit|sarif``).
 
-Pure functions over the per-connection reports of :mod:`acp_proxy.record.analyze` (anything
+Pure functions over the per-connection reports of :mod:`acp_proxy.analysis.connection` (anything
 with the attributes of :class:`Report`), returning the document as text:
 
 - **JUnit XML** (:func:`junit_xml`): a ``<testsuite>`` per connection and a ``<testcase>``

@@ -2,7 +2,7 @@
 
 One OTLP ``ExportTraceServiceRequest`` per connection, as a line of JSON (the collector's
 file exporter format); the mapping is :mod:`acp_proxy.acp.spans` (docs/otlp.md), the
-encoding :mod:`acp_proxy.record.otlp` (the OpenTelemetry packages, imported only when a
+encoding :mod:`acp_proxy.formats.otlp` (the OpenTelemetry packages, imported only when a
 line is asked for).
 """
 
@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from acp_proxy.acp.spans import SpanRecord
-from acp_proxy.record.reader import Database, iter_frames, list_connections
-from acp_proxy.record.redact import redact_frame
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.formats.redact import redact_frame
+from acp_proxy.store.engine import Database
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError
 
 
 def select_session(spans: list[SpanRecord], session_id: str) -> list[SpanRecord]:
@@ -44,7 +45,7 @@ def otlp_lines(
     redact: bool = True,
 ) -> Iterator[tuple[str, int]]:
     """(OTLP JSON line, span count) per connection with spans, oldest connection first."""
-    from acp_proxy.record.otlp import (  # the OpenTelemetry packages: only when asked for
+    from acp_proxy.formats.otlp import (  # the OpenTelemetry packages: only when asked for
         connection_attributes,
         connection_identity,
         export_request,
@@ -54,7 +55,7 @@ def otlp_lines(
     )
 
     res = resource()
-    connections = list_connections(db)
+    connections = RecordingReader(db).connections()
     if connection_id is not None:
         connections = [c for c in connections if c.id == connection_id]
         if not connections:
@@ -68,7 +69,7 @@ def otlp_lines(
                 f.ts,
                 f.mono_ns,
             )
-            for f in iter_frames(db, connection_id=conn.id)
+            for f in RecordingReader(db).frames(connection_id=conn.id)
         )
         spans = frames_to_spans(
             connection_identity(conn.started_at),

@@ -143,13 +143,13 @@ def acp_agent_command(request: pytest.FixtureRequest) -> list[str] | None:
 @pytest.fixture
 def acp_recording_path(request: pytest.FixtureRequest) -> Path:
     """Where this test's recording lives (a ``postgresql://`` URL as a
-    :class:`~acp_proxy.record.reader.RecordingUrl`)."""
+    :class:`~acp_proxy.store.engine.RecordingUrl`)."""
     base = Path(str(request.node.path)).parent
     marker = request.node.get_closest_marker("acp_agent")
     if marker is not None and marker.kwargs.get("recording"):
         wanted = os.path.expandvars(str(marker.kwargs["recording"]))
         if wanted.startswith(("postgresql://", "postgres://")):
-            from acp_proxy.record.reader import RecordingUrl
+            from acp_proxy.store.engine import RecordingUrl
 
             return RecordingUrl(wanted)  # type: ignore[return-value]  # a str, not a Path
         return base / wanted
@@ -166,8 +166,8 @@ def _remove_db(path: Path) -> None:
 
 
 def _import_jsonl(jsonl: Path, db_path: Path) -> None:
-    from acp_proxy.record.export import import_export
-    from acp_proxy.record.schema import connect
+    from acp_proxy.formats.jsonl import import_export
+    from acp_proxy.store.schema import connect
 
     db = connect(db_path, create=True)
     try:
@@ -177,8 +177,8 @@ def _import_jsonl(jsonl: Path, db_path: Path) -> None:
 
 
 def _export_jsonl(db_path: Path, jsonl: Path, redact: bool) -> None:
-    from acp_proxy.record.export import export_recording
-    from acp_proxy.record.schema import connect
+    from acp_proxy.formats.jsonl import export_recording
+    from acp_proxy.store.schema import connect
 
     db = connect(db_path, create=False, readonly=True)
     partial = jsonl.with_name(jsonl.name + ".partial")
@@ -246,8 +246,8 @@ def _database_agent(
     where: Any, mode: str, agent_command: list[str] | None, replay_args: Sequence[str]
 ) -> Iterator[AcpAgent]:
     """The agent of a test whose recording is a PostgreSQL store (a ``RecordingUrl``)."""
-    from acp_proxy.record.reader import RecordingReader
-    from acp_proxy.record.schema import RecordingError
+    from acp_proxy.store.reader import RecordingReader
+    from acp_proxy.store.schema import RecordingError
 
     if mode == "all":
         pytest.fail(

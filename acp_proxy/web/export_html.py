@@ -3,7 +3,7 @@
 What the inspector shows of the chosen connections (the conversation of each session,
 every frame's exact bytes, the conformance findings, the timeline of requests and turns)
 is gathered through the inspector's own views (:mod:`acp_proxy.web.views`), redacted like
-the JSONL export (:mod:`acp_proxy.record.redact`) unless asked not to, and embedded as
+the JSONL export (:mod:`acp_proxy.formats.redact`) unless asked not to, and embedded as
 JSON in a page with its CSS and JavaScript inline. The page makes no request to any host:
 its Content-Security-Policy forbids every fetch, image and font, and the script builds the
 page with ``textContent`` only, never HTML from the data. The embedded JSON escapes ``<``,
@@ -19,9 +19,9 @@ from typing import IO, Any
 
 import orjson
 
-from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.redact import redact_argv, redact_frame, redact_value
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.formats.redact import redact_argv, redact_frame, redact_value
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.web import store, views
 
 DEFAULT_MAX_FRAMES = 5000

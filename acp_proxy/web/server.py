@@ -9,7 +9,7 @@ per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON 
 ``/api/diff?a=&b=`` (two connections aligned side by side), ``/api/search?q=`` (the search
 index) and ``/api/live`` (WebSocket: the server polls the database every
 ``poll_interval`` seconds and pushes the frames committed since, also those several writers
-commit out of id order: :mod:`acp_proxy.record.live_tail`).
+commit out of id order: :mod:`acp_proxy.store.live_tail`).
 
 Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
 cookie it sets) is checked in constant time on every request when one is configured, and is
@@ -39,10 +39,10 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from acp_proxy.console import warn
-from acp_proxy.record.live_tail import LiveTail
-from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.search import query_phrases
+from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.search import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.transport.server_limits import MAX_LINE_BYTES, app_runner
 from acp_proxy.transport.tls import scheme_for

@@ -1,11 +1,10 @@
-"""The inspector's JSON shapes over :class:`~acp_proxy.record.reader.RecordingReader`.
+"""The inspector's JSON shapes over :class:`~acp_proxy.store.reader.RecordingReader`.
 
 No SQL here: every read goes through the reader. Every request opens a fresh read-only
 reader (:func:`read_connection`), so the inspector sees what WAL writers (this or other proxy
 processes) committed a moment ago, never takes a write lock and never creates a file beside
 the recording. A PostgreSQL store (a ``postgresql://`` URL) is read through a few
-read-only connections kept open (:class:`_PgPool`: connecting costs a TCP and password
-handshake, too much for every request and every live poll); each query sees what was
+read-only connections kept open (:class:`~acp_proxy.store.pool.ReadPool`); each query sees what was
 committed before it, as with SQLite's WAL. Frame lists use keyset pagination on frame ids
 (``after_id`` / ``before_id`` plus a limit, never ``OFFSET``): a page costs the same at the
 start and the end of a 100k-frame recording, and nothing here reads a whole recording into
@@ -17,8 +16,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,20 +24,19 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.preview import frame_preview
-from acp_proxy.record.live_tail import LiveTail
-from acp_proxy.record.pg import PgDatabase, describe_error, is_pg_url
-from acp_proxy.record.reader import (
+from acp_proxy.store.engine import SQLITE, RecordingUrl, database_errors, parse_location
+from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.pg import describe_error
+from acp_proxy.store.pool import ReadPool
+from acp_proxy.store.reader import (
     ConnectionRow,
     FrameFilter,
     FrameSummary,
     RecordingReader,
-    RecordingUrl,
     SessionSpan,
-    database_errors,
     display_name,
-    open_database,
 )
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.schema import RecordingError
 
 __all__ = [
     "DIRECTIONS",
@@ -71,11 +67,7 @@ Location = Path | RecordingUrl
 
 def location(value: str | Path) -> Location:
     """A recording argument as the inspector keeps it (a URL as a :class:`RecordingUrl`)."""
-    if isinstance(value, RecordingUrl):
-        return value
-    if isinstance(value, str) and is_pg_url(value):
-        return RecordingUrl(value)
-    return Path(value)
+    return parse_location(value)
 
 
 def location_key(where: Location) -> str:
@@ -88,71 +80,12 @@ def location_label(where: Location) -> str:
     return str(where) if isinstance(where, RecordingUrl) else where.name
 
 
-def damaged(path: Path, exc: sqlite3.DatabaseError) -> RecordingError:
+def damaged(path: Path, exc: BaseException) -> RecordingError:
     """The one line every command gives for a recording SQLite cannot read."""
     return RecordingError(f"{path}: the recording is damaged: {exc}")
 
 
-class _PgPool:
-    """Idle read-only PostgreSQL connections, per URL, reused across requests and polls.
-
-    A connection goes back only when it is healthy and idle (no transaction left open, its
-    stream cursors closed); one the server dropped is closed, and the next request connects
-    afresh, so a restarted database is read again as soon as it is back.
-    """
-
-    MAX_IDLE = 4
-
-    def __init__(self) -> None:
-        self._idle: dict[str, list[PgDatabase]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, where: RecordingUrl) -> PgDatabase:
-        while True:
-            with self._lock:
-                idle = self._idle.get(where.url)
-                db = idle.pop() if idle else None
-            if db is None:
-                break
-            try:  # one the server dropped while idle (a restart) fails here, not in a request
-                db.execute("SELECT 1")
-                return db
-            except database_errors():
-                with contextlib.suppress(*database_errors()):
-                    db.close()
-        fresh = open_database(where, timeout=10.0)
-        assert isinstance(fresh, PgDatabase)
-        return fresh
-
-    def give_back(self, where: RecordingUrl, db: PgDatabase, healthy: bool) -> None:
-        if healthy and not db.closed:
-            try:
-                from psycopg.pq import TransactionStatus
-
-                healthy = db.conn.info.transaction_status == TransactionStatus.IDLE
-                if healthy:
-                    db.execute("CLOSE ALL")  # abandoned stream cursors
-            except database_errors():
-                healthy = False
-        if healthy and not db.closed:
-            with self._lock:
-                idle = self._idle.setdefault(where.url, [])
-                if len(idle) < self.MAX_IDLE:
-                    idle.append(db)
-                    return
-        with contextlib.suppress(*database_errors()):
-            db.close()
-
-    def close(self) -> None:
-        with self._lock:
-            pools, self._idle = self._idle, {}
-        for idle in pools.values():
-            for db in idle:
-                with contextlib.suppress(*database_errors()):
-                    db.close()
-
-
-PG_POOL = _PgPool()
+PG_POOL = ReadPool()
 
 
 @contextlib.contextmanager
@@ -172,7 +105,7 @@ def _read_pg(where: RecordingUrl) -> Iterator[RecordingReader]:
 @contextlib.contextmanager
 def read_connection(path: str | Path) -> Iterator[RecordingReader]:
     """A fresh read-only reader of the recording at ``path`` (closed on exit); for a
-    PostgreSQL URL a pooled connection (:class:`_PgPool`).
+    PostgreSQL URL a pooled connection (:class:`~acp_proxy.store.pool.ReadPool`).
 
     Raises :class:`RecordingError` with a one-line message when the file is missing, is not
     SQLite, is not a recording, comes from a newer acp-proxy, or is damaged (or the database
@@ -188,7 +121,7 @@ def read_connection(path: str | Path) -> Iterator[RecordingReader]:
     try:
         try:
             yield reader
-        except sqlite3.DatabaseError as exc:
+        except SQLITE.damaged_errors as exc:
             raise damaged(p, exc) from None
     finally:
         reader.close()
@@ -319,7 +252,7 @@ def list_frames(
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     """One page of frame summaries in id order (one connection) or time order (all, on a
-    file: :attr:`~acp_proxy.record.reader.RecordingReader.pages_by_time`).
+    file: :attr:`~acp_proxy.store.reader.RecordingReader.pages_by_time`).
 
     ``after_id``: the page after that id (the default, ``0``, is the first page);
     ``before_id``: the page ending just before that id (a huge value gives the last page).
@@ -361,7 +294,7 @@ def follow_frames(
     """The frames committed since ``tail`` last looked, in id order (the live push).
 
     ``max_id`` is the highest frame id this poll saw (read before anything else); see
-    :mod:`acp_proxy.record.live_tail` for why that order matters with several writers.
+    :mod:`acp_proxy.store.live_tail` for why that order matters with several writers.
     """
     tail.noted(time.monotonic(), max_id, reader.frame_writers())
     rows, more = reader.live_frames(flt, tail, limit=max(1, limit), preview=PREVIEW_BYTES)

@@ -1,22 +1,21 @@
 """Derived views for the inspector: the reconstructed session, the conformance findings,
 the timeline (waterfall, turns and performance figures of one connection), the side-by-side
-diff of two connections (:mod:`acp_proxy.record.compare`, what ``acp-proxy diff`` runs) and
-the text filter through the search index (:mod:`acp_proxy.record.search`).
+diff of two connections (:mod:`acp_proxy.analysis.compare`, what ``acp-proxy diff`` runs) and
+the text filter through the search index (:mod:`acp_proxy.store.search`).
 
 The session timeline comes from :class:`acp_proxy.acp.model.ConnectionModel`, findings from
-:class:`acp_proxy.record.analyze.ConnectionCheck` (the code ``acp-proxy check`` runs), both
+:class:`acp_proxy.analysis.connection.ConnectionCheck` (the code ``acp-proxy check`` runs), both
 fed one connection's frames streamed by a read-only
-:class:`~acp_proxy.record.reader.RecordingReader`. Findings are cached per connection and
+:class:`~acp_proxy.store.reader.RecordingReader`. Findings are cached per connection and
 fed only what was recorded since, so the connection list can show counts without
 re-checking; the end-of-connection rules run once the connection has ended, which includes
-a connection whose recorder is gone (:mod:`acp_proxy.record.liveness`).
+a connection whose recorder is gone (:mod:`acp_proxy.store.liveness`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import sqlite3
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
@@ -28,18 +27,14 @@ import sqlite_utils
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
-from acp_proxy.record.analyze import ConnectionCheck
-from acp_proxy.record.compare import compare_connections, member_json
-from acp_proxy.record.pg import connect_pg, describe_error
-from acp_proxy.record.reader import (
-    ConnectionRow,
-    RecordingReader,
-    SessionSpan,
-    database_errors,
-)
-from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.record.search import SearchIndex, has_saved_index
-from acp_proxy.record.transport_events import placed_events
+from acp_proxy.analysis.compare import compare_connections, member_json
+from acp_proxy.analysis.connection import ConnectionCheck
+from acp_proxy.store.engine import database_errors, memory_database
+from acp_proxy.store.pg import connect_pg, describe_error
+from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
+from acp_proxy.store.schema import RecordingError, connect
+from acp_proxy.store.search import SearchIndex, has_saved_index
+from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
 
@@ -481,7 +476,7 @@ DIFF_ROWS = 3000
 
 
 def diff(path: store.Location, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
-    """Two connections of the recording side by side: :func:`acp_proxy.record.compare.
+    """Two connections of the recording side by side: :func:`acp_proxy.analysis.compare.
     compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
     each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
     """
@@ -534,7 +529,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
 
     An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
     otherwise the inspector keeps its own copy of the same index in memory
-    (:class:`acp_proxy.record.search.SearchIndex` over an in-memory database), brought up to
+    (:class:`acp_proxy.store.search.SearchIndex` over an in-memory database), brought up to
     date with each search: only frames recorded since are indexed.
     """
     key = store.location_key(path)
@@ -547,7 +542,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
     if not isinstance(path, Path):
         # PostgreSQL: the same index in memory, fed from a read-only connection of its own
         pg_source = connect_pg(path.url, create=False, readonly=True, application_name="acp web")
-        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        memory = sqlite_utils.Database(memory_database(autocommit=False))
         index = SearchIndex(pg_source, memory, in_file=False)
         return _keep_index(key, index)
     source = connect(path, create=False, readonly=True)
@@ -557,7 +552,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if not index.up_to_date():
             index = None
     if index is None:
-        memory = sqlite_utils.Database(sqlite3.connect(":memory:", check_same_thread=False))
+        memory = sqlite_utils.Database(memory_database(autocommit=False))
         index = SearchIndex(source, memory, in_file=False)
     return _keep_index(key, index)
 

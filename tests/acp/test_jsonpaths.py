@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_proxy.acp.jsonpaths import Difference
-from acp_proxy.record.compare import member_json
+from acp_proxy.analysis.compare import member_json
 
 
 def test_difference_json_leaves_out_the_missing_side() -> None:

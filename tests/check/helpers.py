@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
-from acp_proxy.record.schema import connect
+from acp_proxy.store.schema import connect
 from acp_proxy.wire.frame import Direction
 from tests.conftest import proxy_exe
 from tests.helpers import NewFrame, insert_frames

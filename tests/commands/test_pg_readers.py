@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.record.pg import connect_pg
+from acp_proxy.store.pg import connect_pg
 from tests.conftest import ECHO_AGENT, run_proxy
 from tests.pg_mirror import mirror_to_pg
 from tests.pg_server import PASSWORD, PgServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from acp_proxy.record.export import connection_digest
+from acp_proxy.formats.jsonl import connection_digest
 from tests.export.helpers import INIT, cli, record, rows, table_counts
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_proxy.record.otlp import parse_json_line
+from acp_proxy.formats.otlp import parse_json_line
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.record.redact import REDACTED, redact_argv, redact_frame, redact_text
+from acp_proxy.formats.redact import REDACTED, redact_argv, redact_frame, redact_text
 from tests.export.helpers import cli, frame_rows, record
 
 # (name, secret, a frame carrying it). Every secret string must vanish from a redacted export.

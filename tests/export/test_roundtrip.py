@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from acp_proxy.record.export import import_export
-from acp_proxy.record.writer import Recorder
+from acp_proxy.formats.jsonl import import_export
+from acp_proxy.recorder.handle import Recorder
 from tests.export.helpers import cli, frame_rows, record, rows
 
 HUGE = b'{"jsonrpc":"2.0","method":"_big","params":{"blob":"' + b"x" * (3 * 1024 * 1024) + b'"}}\n'

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.record import schema
-from acp_proxy.record.child import PG_SWITCH_SECONDS, serve
-from acp_proxy.record.ipc import Control, Drops, encode_batch
-from acp_proxy.record.journal import Journal
-from acp_proxy.record.pipeline import WriterPipeline
-from acp_proxy.record.priority import SWITCH_INTERVAL
-from acp_proxy.record.shipper import LOCATION_ENV, writer_pids
-from acp_proxy.record.sink import SqliteSink
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
+from acp_proxy.recorder.ipc import LOCATION_ENV, Control, Drops, encode_batch
+from acp_proxy.recorder.journal import ProxyJournal, WriterJournal
+from acp_proxy.recorder.shipper import writer_pids
+from acp_proxy.recorder.writer.main import PG_SWITCH_SECONDS, serve
+from acp_proxy.recorder.writer.pipeline import Pipeline
+from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
+from acp_proxy.recorder.writer.sink import SqliteSink
+from acp_proxy.store import schema
 from tests.conftest import echo_proxy, echo_through, frame_count, frames_of
 from tests.transport.test_lifecycle import dead, wait_dead
 
@@ -92,8 +92,8 @@ def test_batches_sent_to_a_writer_record_what_threads_record(tmp_path: Path) -> 
     keys: dict[Any, int] = {}
     buffers = encode_batch(items[:5], keys) + encode_batch([*items[5:], Drops(conn, 2, 10)], keys)
     read_fd, write_fd = os.pipe()
-    journal = Journal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0.01, warn=print)
-    writer = WriterPipeline(journal, SqliteSink(tmp_path / "served.db"), lock_retry=5, warn=print)
+    journal = WriterJournal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0.01, warn=print)
+    writer = Pipeline(journal, SqliteSink(tmp_path / "served.db"), lock_retry=5, warn=print)
     with open(os.devnull, "w") as report:
         server = threading.Thread(target=serve, args=(writer, read_fd, report))
         server.start()
@@ -192,7 +192,7 @@ def test_the_writer_is_a_lowest_priority_child_that_exits_with_the_proxy(tmp_pat
 # the pipeline would run with.
 _SWITCH_PROBE = """
 import sys
-from acp_proxy.record import child
+from acp_proxy.recorder.writer import main as child
 child.serve = lambda pipeline, fd, out: out.write(repr(sys.getswitchinterval()))
 sys.exit(child.main(sys.argv[1:]))
 """
@@ -292,7 +292,7 @@ def test_the_projects_own_modules_do_not_shadow_the_writers(tmp_path: Path) -> N
 def test_losses_follow_the_connections_open(tmp_path: Path) -> None:
     """Counts for a connection go out after the open that creates its row (sent before
     it, they would be thrown away), and once."""
-    journal = Journal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0, warn=print)
+    journal = ProxyJournal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=0, warn=print)
     journal.open("c", {"transport": "websocket"})
     journal.lose("c", 3, 30)
     journal.stop()

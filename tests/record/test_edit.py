@@ -1,4 +1,4 @@
-"""The out-of-recorder writes in acp_proxy.record.edit: one transaction each, all or nothing."""
+"""The out-of-recorder writes in acp_proxy.store.edit: one transaction each, all or nothing."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_proxy.record.edit import insert_connection, insert_frames
-from acp_proxy.record.schema import connect
+from acp_proxy.store.edit import insert_connection, insert_frames
+from acp_proxy.store.schema import connect
 from acp_proxy.wire.frame import Direction
 
 

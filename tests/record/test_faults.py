@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_proxy.record import schema
+from acp_proxy.store import schema
 from tests.conftest import ECHO_AGENT, echo_proxy, echo_through, frames_of, proxy_exe, run_proxy
 
 TIMEOUT = 120.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from acp_proxy.record.pg import connect_pg
+from acp_proxy.store.pg import connect_pg
 from tests.conftest import echo_proxy, echo_through, run_proxy
 from tests.pg_server import PgServer
 

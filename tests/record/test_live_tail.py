@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acp_proxy.record.live_tail import SETTLE_SECONDS, LiveTail
+from acp_proxy.store.live_tail import SETTLE_SECONDS, LiveTail
 
 
 def test_the_horizon_waits_for_the_writers_in_progress_when_it_was_marked() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.record.otlp import parse_json_line
+from acp_proxy.formats.otlp import parse_json_line
 from tests.record.otlp_collector import otlp_collector, refused_url, stalled_collector
 
 AGENT = [sys.executable, "-m", "acp_proxy.demo.agent"]
@@ -275,7 +275,7 @@ def test_the_agent_never_sees_the_collector_settings(tmp_path: Path) -> None:
 
 def test_live_exporter_queue_is_bounded_and_every_loss_is_attributed() -> None:
     """In-process: a tiny queue, a working collector; what overflows is counted per connection."""
-    from acp_proxy.record.otlp_live import LiveExporter, LiveSettings, traces_url
+    from acp_proxy.recorder.writer.otlp_live import LiveExporter, LiveSettings, traces_url
 
     drops: list[tuple[object, int, str]] = []
     lines: list[str] = []

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from acp_proxy.record.pg import connect_pg, safe_url, translate
-from acp_proxy.record.schema import SCHEMA_VERSION, RecordingError
+from acp_proxy.store.pg import connect_pg, safe_url, translate
+from acp_proxy.store.schema import SCHEMA_VERSION, RecordingError
 
 
 def test_a_new_database_is_migrated_once_by_many_writers_at_once(pg_url: str) -> None:

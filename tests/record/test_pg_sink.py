@@ -18,12 +18,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_proxy.record.ipc import Control, Frame
-from acp_proxy.record.pg import FRAME_WRITERS, connect_pg, frames_transaction
-from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.rows import Op, Rows
-from acp_proxy.record.sink import SinkFailed
-from acp_proxy.record.sink_pg import PostgresSink
+from acp_proxy.recorder.ipc import Control, Frame
+from acp_proxy.recorder.writer.rows import Op, Rows
+from acp_proxy.recorder.writer.sink import SinkFailed
+from acp_proxy.recorder.writer.sink_pg import PostgresSink
+from acp_proxy.store.pg import FRAME_WRITERS, connect_pg, frames_transaction
+from acp_proxy.store.reader import RecordingReader
 from tests.helpers import insert_frames
 
 
@@ -134,7 +134,7 @@ class _WatchedSink(PostgresSink):
 
 def test_every_frame_writing_transaction_is_marked_for_live_followers(pg_url: str) -> None:
     # The recorder's batches, an import and a test writer hold the frame-writer lock for
-    # their whole transaction, so a live tail waits for them (record/live_tail.py).
+    # their whole transaction, so a live tail waits for them (store/live_tail.py).
     sink = _WatchedSink(pg_url)
     sink.open(lambda: time.monotonic() + 5)
     assert sink.write(_batch(Rows(PostgresSink.null), "c", 3), lambda: time.monotonic() + 5) == 3

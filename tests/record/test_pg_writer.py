@@ -366,7 +366,7 @@ def test_a_refused_login_is_one_line_and_forwarding_goes_on(
 
 
 def test_the_password_is_not_on_the_writer_process_command_line(pg_url: str) -> None:
-    from acp_proxy.record.shipper import writer_pids
+    from acp_proxy.recorder.shipper import writer_pids
 
     proc = echo_proxy(pg_url)
     try:
@@ -381,7 +381,7 @@ def test_the_password_is_not_on_the_writer_process_command_line(pg_url: str) -> 
 
 
 def test_the_writer_as_threads_records_into_postgresql(pg_url: str) -> None:
-    from acp_proxy.record.writer import Recorder
+    from acp_proxy.recorder.handle import Recorder
 
     warnings: list[str] = []
     rec = Recorder(pg_url, backend="thread", warn=warnings.append)
@@ -427,7 +427,7 @@ def test_connect_and_ws_record_one_session_into_one_database(pg_url: str) -> Non
 
 
 def test_a_frame_past_the_big_frame_size_is_stored_byte_exact(pg_url: str) -> None:
-    from acp_proxy.record.rows import BIG_FRAME_BYTES
+    from acp_proxy.recorder.writer.rows import BIG_FRAME_BYTES
 
     text = b"0123456789abcdef" * (BIG_FRAME_BYTES // 16 + 4096)
     big = b'{"jsonrpc":"2.0","method":"session/update","params":{"text":"' + text + b'"}}\n'
@@ -444,7 +444,7 @@ def test_a_frame_past_the_big_frame_size_is_stored_byte_exact(pg_url: str) -> No
 def test_a_killed_writer_leaves_its_losses_and_end_on_the_postgresql_row(pg_url: str) -> None:
     import signal
 
-    from acp_proxy.record.shipper import writer_pids
+    from acp_proxy.recorder.shipper import writer_pids
 
     proc = echo_proxy(pg_url)
     before = _lines(100, "before")
@@ -576,11 +576,11 @@ def test_a_server_that_hangs_at_exit_costs_a_bounded_exit_and_claims_no_stored_f
 def test_the_settler_counts_an_unanswered_commits_frames_only_if_it_did_not_commit(
     pg_url: str, outcome: str
 ) -> None:
-    """What ``record/settle_pg.py`` writes once the server answers: the row's losses, plus
+    """What ``recorder/writer/settle_pg.py`` writes once the server answers: the row's losses, plus
     the doubtful batch's frames unless its transaction committed; an end only where none."""
     import psycopg
 
-    from acp_proxy.record.settle_pg import settle
+    from acp_proxy.recorder.writer.settle_pg import settle
 
     run_proxy(["--record", pg_url, "--", *ECHO_AGENT], stdin=b"{}\n")  # a connection row
     ((cid,),) = _query(pg_url, "SELECT max(id) FROM connections")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.schema import MIGRATIONS, connect
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.schema import MIGRATIONS, connect
 from tests.conftest import run_proxy
 from tests.helpers import insert_frames, unwritable
 from tests.web.helpers import (
@@ -101,7 +101,7 @@ def _crashed_writer(db: Path) -> None:
     """A recording whose writer died: frames committed to the WAL, never checkpointed."""
     code = (
         "import os, sys\n"
-        "from acp_proxy.record.schema import connect\n"
+        "from acp_proxy.store.schema import connect\n"
         "from tests.helpers import insert_frames\n"
         "db = connect(sys.argv[1], create=True)\n"
         "db.execute('PRAGMA wal_autocheckpoint = 0')\n"

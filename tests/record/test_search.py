@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.record.reader import FrameRow
-from acp_proxy.record.search import (
+from acp_proxy.store.reader import FrameRow
+from acp_proxy.store.search import (
     QueryError,
     document_of,
     open_search_index,

@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_proxy.record.ipc import STDERR, Control, Frame
-from acp_proxy.record.rows import Rows
-from acp_proxy.record.sink import Sink, SqliteSink
-from acp_proxy.record.sink_pg import PostgresSink
+from acp_proxy.recorder.ipc import STDERR, Control, Frame
+from acp_proxy.recorder.writer.rows import Rows
+from acp_proxy.recorder.writer.sink import Sink, SqliteSink
+from acp_proxy.recorder.writer.sink_pg import PostgresSink
 
 
 def _deadline() -> float:

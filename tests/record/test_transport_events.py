@@ -6,8 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from acp_proxy.record.reader import RecordingReader
-from acp_proxy.record.transport_events import describe, placed_events
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.transport_events import describe, placed_events
 from tests.helpers import NewFrame, insert_frames
 
 MSG = b'{"jsonrpc":"2.0","method":"x"}'

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
 
 LINE = st.one_of(
     st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"") + b"\n"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from acp_proxy.record.edit import NewFrame
+from acp_proxy.store.edit import NewFrame
 from tests.helpers import insert_frames
 
 REPO = Path(__file__).resolve().parents[2]

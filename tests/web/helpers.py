@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.acp.index import IndexColumns
-from acp_proxy.record.schema import connect
+from acp_proxy.store.schema import connect
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import NewFrame, insert_frames
 

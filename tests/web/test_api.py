@@ -18,7 +18,7 @@ import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
-from acp_proxy.record.schema import connect
+from acp_proxy.store.schema import connect
 from acp_proxy.web import store, views
 from acp_proxy.web.server import CSP, make_app
 from tests.conftest import proxy_exe

@@ -21,8 +21,8 @@ import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
-from acp_proxy.record.pg import PgDatabase, connect_pg, frames_transaction
-from acp_proxy.record.reader import FrameFilter, RecordingReader
+from acp_proxy.store.pg import PgDatabase, connect_pg, frames_transaction
+from acp_proxy.store.reader import FrameFilter, RecordingReader
 from acp_proxy.web import store
 from acp_proxy.web.server import make_app
 from tests.helpers import insert_frames

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from acp_proxy.record.pg import connect_pg, frames_transaction
+from acp_proxy.store.pg import connect_pg, frames_transaction
 from tests.helpers import insert_frames
 from tests.pg_server import PASSWORD
 from tests.web.helpers import web_server

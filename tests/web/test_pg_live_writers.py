@@ -3,7 +3,7 @@
 Two ``acp-proxy --record URL`` processes (two "hosts") flood at the same time, so their
 batches overlap: the follower's horizon waits for a writer in progress, and it queries
 again what lies above the horizon. A WebSocket follower of the real inspector must be
-pushed every frame the database ends up with, each exactly once (record/live_tail.py).
+pushed every frame the database ends up with, each exactly once (store/live_tail.py).
 (The exact interleaving that lost a late batch before is made on purpose in
 ``test_pg_api.py``; here it happens only sometimes.)
 """
@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import psycopg
 
-from acp_proxy.record.pg import connect_pg
+from acp_proxy.store.pg import connect_pg
 from tests.conftest import proxy_exe
 from tests.web.helpers import web_server
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.http.rules import (
     KEEPALIVE,

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import CHUNK, write_all
 from acp_proxy.transport.http.rules import (
     ATTACH_METHODS,

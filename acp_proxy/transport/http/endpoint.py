@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.http.agent import AgentConnection, AgentEnded, HttpConnection
 from acp_proxy.transport.http.rules import (
     ACP_PATH,

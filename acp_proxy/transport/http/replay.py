@@ -15,7 +15,7 @@ import asyncio
 import ssl
 from collections.abc import Callable
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
 from acp_proxy.transport.http.agent import HttpConnection
 from acp_proxy.transport.http.endpoint import AcpEndpoint, serve_endpoint

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.http.rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
 from acp_proxy.transport.tls import tls_failure

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import sys
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.process.agent import Agent
 from acp_proxy.wire.framing import LineFramer

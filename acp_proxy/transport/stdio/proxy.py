@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from acp_proxy.record.writer import STDERR, ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import STDERR, ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.transport.process.agent import (
     DEFAULT_GRACE_SECONDS,

@@ -16,7 +16,7 @@ import os
 
 from aiohttp import WSMsgType, web
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.process.agent import Agent, AgentStartError, spawn_agent_async, wait_exit
 from acp_proxy.transport.process.pipes import StdinBatcher, agent_pipes, copy_agent_stderr

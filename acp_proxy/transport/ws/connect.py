@@ -20,7 +20,7 @@ import aiohttp
 from aiohttp import WSMsgType
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio.bridge import exit_on_signals, start_stdin_reader

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from acp_proxy.record.writer import ConnectionRecorder, Recorder
+from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.ws.rules import (
     CONNECTION_ID_HEADER,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
 
-from acp_proxy.record.writer import Recorder
+from acp_proxy.recorder.handle import Recorder
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send
 from acp_proxy.transport.ws.handshake import Handshake, SessionHandler, WsSettings
 from acp_proxy.transport.ws.rules import (

@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import WebSocketError, WSMsgType, web
 
 from acp_proxy.console import warn as warn_stderr
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
     DEFAULT_MAX_MESSAGE,

@@ -13,7 +13,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
-from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws.handshake import Handshake
 from acp_proxy.transport.ws.rules import (

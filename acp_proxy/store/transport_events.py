@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from acp_proxy.record.reader import RecordingReader
+from acp_proxy.store.reader import RecordingReader
 
 HTTP_KINDS = frozenset({"http", "sse_open", "sse_close", "http_delete"})
 """Event kinds of the Streamable HTTP transport."""

@@ -1,10 +1,10 @@
 """What travels from the recorder's journal to its writer: typed items, and their wire format.
 
 Both sides of the recorder speak in the items defined here. The proxy side
-(:mod:`~acp_proxy.record.journal`) queues them; the writer side
-(:mod:`~acp_proxy.record.rows`) turns them into rows. In between, with the process backend,
-the :mod:`~acp_proxy.record.shipper` encodes a batch of them for the writer process
-(:mod:`~acp_proxy.record.child`), which decodes it. This module imports neither side.
+(:mod:`~acp_proxy.recorder.journal`) queues them; the writer side
+(:mod:`~acp_proxy.recorder.writer.rows`) turns them into rows. In between, with the process backend,
+the :mod:`~acp_proxy.recorder.shipper` encodes a batch of them for the writer process
+(:mod:`~acp_proxy.recorder.writer.main`), which decodes it. This module imports neither side.
 
 The wire format of one batch: a 16-byte header (two little-endian 8-byte lengths: the
 :mod:`marshal` part, then the out-of-band part), a :mod:`marshal` list of plain tuples
@@ -13,6 +13,10 @@ the out-of-band bytes: the data of every chunk or frame bigger than
 :data:`OUT_OF_BAND_BYTES`, in item order, whose place in the tuple holds its length. A huge
 frame is so written from the forwarded buffer itself and read into one buffer of its
 size, never copied through :mod:`marshal`.
+
+Back from the writer process, on its stdout, come :class:`Progress` lines
+(:func:`progress_line`, :func:`parse_progress`); the location of a PostgreSQL recording
+travels in the environment (:data:`LOCATION_ENV`).
 """
 
 from __future__ import annotations
@@ -91,6 +95,11 @@ Item: TypeAlias = Chunk | Frame | Gap | End | Control | Drops | Fin
 KINDS: tuple[type[Any], ...] = (Chunk, Frame, Gap, End, Control, Drops, Fin)
 TAGS: dict[type[Any], int] = {kind: tag for tag, kind in enumerate(KINDS)}
 CHUNK, FRAME, GAP, END, CONTROL, DROPS, FIN = range(len(KINDS))
+
+LOCATION_ENV = "ACP_PROXY_WRITER_URL"
+"""How a PostgreSQL URL reaches the writer process: its environment, never its command line
+(which every user of the machine can read), since the URL may hold the password."""
+
 
 STDERR = "stderr"
 """The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""
@@ -223,3 +232,42 @@ def _read_buffer(fd: int, n: int) -> bytearray | None:
             got += count
     view.release()
     return buf
+
+
+class Progress(NamedTuple):
+    """What the writer process reports to the proxy, one line on its stdout at a time."""
+
+    frames_written: int
+    batches: int  # committed
+    index_cpu: float  # CPU seconds of the rows thread
+    sqlite_cpu: float  # ... and of the sink thread (either engine)
+    dropped: int  # frames the writer gave up on
+    queued_bytes: int  # in its journal, not written yet
+    unsaved: bool  # a batch is waiting for the store (locked, unreachable)
+    in_doubt: int  # frames whose COMMIT the server never answered (maybe stored)
+
+
+def progress_line(p: Progress) -> str:
+    """``p`` as the writer writes it: ``p frames batches index_cpu sqlite_cpu dropped
+    queued_bytes unsaved in_doubt`` and a newline."""
+    return (
+        f"p {p.frames_written} {p.batches} {p.index_cpu:.3f} {p.sqlite_cpu:.3f} {p.dropped} "
+        f"{p.queued_bytes} {int(p.unsaved)} {p.in_doubt}\n"
+    )
+
+
+def parse_progress(line: bytes) -> Progress | None:
+    """The :class:`Progress` a line of the writer's stdout reports (None: not a progress line)."""
+    parts = line.split()
+    if len(parts) != 9 or parts[0] != b"p":
+        return None
+    return Progress(
+        int(parts[1]),
+        int(parts[2]),
+        float(parts[3]),
+        float(parts[4]),
+        int(parts[5]),
+        int(parts[6]),
+        parts[7] == b"1",
+        int(parts[8]),
+    )

@@ -1,22 +1,19 @@
 """Reading recordings back: every SELECT of acp-proxy lives here.
 
 :class:`RecordingReader` is the read side of the storage seam: the CLI commands, the web
-inspector, :mod:`acp_proxy.record.analyze` and replay's loading ask it for connections,
+inspector, :mod:`acp_proxy.analysis.connection` and replay's loading ask it for connections,
 frames and counts, and never write SQL themselves. SQLite is its first backend; a second one
 (PostgreSQL...) implements the same public methods over its own connection.
 
-Readers open the file strictly read-only (:func:`acp_proxy.record.schema.open_readonly`:
+Readers open the file strictly read-only (:func:`acp_proxy.store.schema.open_readonly`:
 nothing is migrated, locked for writing or created beside the recording) and never load a
 whole recording: frames come from a cursor, one row at a time, so a million-frame recording
 reads in flat memory. Every connection row carries its derived liveness
-(:func:`acp_proxy.record.liveness.connection_state`), so a connection whose recorder is gone
+(:func:`acp_proxy.store.liveness.connection_state`), so a connection whose recorder is gone
 reads as ended (end unknown) in every view.
 
-The module-level functions (:func:`open_recording`, :func:`list_connections`,
-:func:`get_connection`, :func:`iter_frames`) are the original API, kept as thin aliases.
-
 Both stores run the same queries: a :data:`Database` is a ``sqlite3.Connection`` or a
-PostgreSQL :class:`~acp_proxy.record.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
+PostgreSQL :class:`~acp_proxy.store.pg.PgDatabase` (``postgresql://`` URLs), and the SQL
 here keeps to what both engines speak (``"binary"`` quoted, ``CASE`` not boolean sums,
 ``1 = 1`` not ``1``, text ordered in Python where the order is shown, since PostgreSQL's
 collation is the server's). The few engine-specific reads live in one place:
@@ -26,81 +23,28 @@ whole result in memory) and :func:`database_errors` (what a damaged or lost stor
 
 from __future__ import annotations
 
-import itertools
 import math
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from acp_proxy.record.live_tail import SETTLE_SECONDS, LiveTail
-from acp_proxy.record.liveness import ConnectionState, State, connection_state
-from acp_proxy.record.pg import (
-    FRAME_WRITERS,
-    PgDatabase,
-    connect_pg,
-    is_pg_url,
-    safe_url,
-    translate,
+from acp_proxy.store.engine import (
+    Database,
+    database_errors,
+    engine_of,
+    frame_writers,
+    location_name,
+    open_database,
+    stream,
+    table_columns,
 )
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.store.live_tail import SETTLE_SECONDS, LiveTail
+from acp_proxy.store.liveness import ConnectionState, State, connection_state
+from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import parse_json
-
-Database = sqlite3.Connection | PgDatabase
-"""An open recording: a SQLite connection or a PostgreSQL one (same SQL, ``?`` placeholders)."""
-
-_STREAM_BATCH = 1000
-"""Rows a PostgreSQL cursor fetches at a time (:func:`stream`)."""
-
-
-def table_columns(db: Database, table: str) -> list[str]:
-    """The columns of ``table`` in order (empty when there is no such table)."""
-    if isinstance(db, PgDatabase):
-        rows = db.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "AND table_schema = current_schema() ORDER BY ordinal_position",
-            (table,),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
-    return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
-
-
-def stream(db: Database, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``sql`` one at a time, in flat memory.
-
-    SQLite's cursor already steps through the result. psycopg's plain cursor would fetch the
-    whole result first, so PostgreSQL reads through a server-side cursor (``WITH HOLD``: it
-    lives outside a transaction, and other queries may run on the connection between two
-    fetches), closed when the iteration ends or is abandoned.
-    """
-    if not isinstance(db, PgDatabase):
-        return db.execute(sql, list(args))  # the cursor itself: no per-row cost added
-    return _pg_stream(db, sql, args)
-
-
-def _pg_stream(db: PgDatabase, sql: str, args: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    cur = db.conn.cursor(name=f"acp_stream_{id(db)}_{next(_cursor_numbers)}", withhold=True)
-    try:
-        cur.itersize = _STREAM_BATCH
-        cur.execute(translate(sql), tuple(args) or None)
-        yield from cur
-    finally:
-        if not db.closed:
-            cur.close()
-
-
-_cursor_numbers = itertools.count(1)
-
-
-def frame_writers(db: Database) -> frozenset[str]:
-    """The transactions writing frames right now (PostgreSQL; SQLite: none, since its one
-    writer at a time commits ids in order). See :mod:`~acp_proxy.record.live_tail`."""
-    if not isinstance(db, PgDatabase):
-        return frozenset()
-    return frozenset(str(r[0]) for r in db.execute(FRAME_WRITERS, []).fetchall())
 
 
 def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
@@ -119,62 +63,6 @@ def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
         time.sleep(0.02)
         writers &= frame_writers(db)
     return top
-
-
-def database_errors() -> tuple[type[BaseException], ...]:
-    """What a damaged file or a lost database raises (``sqlite3``'s and psycopg's errors)."""
-    try:
-        import psycopg
-    except ImportError:
-        return (sqlite3.DatabaseError,)
-    return (sqlite3.DatabaseError, psycopg.Error)
-
-
-class RecordingUrl(str):
-    """A ``postgresql://`` recording location as the commands carry it.
-
-    Its text is the URL without its password (:func:`~acp_proxy.record.pg.safe_url`), so
-    printing it anywhere (``ls``'s empty line, a report's ``recording`` field, an error)
-    never shows the password; :attr:`url` keeps the whole URL to connect with.
-    """
-
-    url: str
-
-    def __new__(cls, url: str) -> RecordingUrl:
-        self = super().__new__(cls, safe_url(url))
-        self.url = url
-        return self
-
-
-def open_database(
-    location: str | Path, *, writable: bool = False, timeout: float = 30.0
-) -> Database:
-    """Open an existing recording, a file path or a ``postgresql://`` URL.
-
-    Read-only unless ``writable`` (``reindex``); never creates a store. Raises
-    :class:`RecordingError` (one line, no password) when it is not there or not one.
-    """
-    url = database_url(location)
-    if url is not None:
-        return connect_pg(url, create=False, readonly=not writable, timeout=timeout)
-    return connect(location, create=False, readonly=not writable, timeout=timeout)
-
-
-def database_url(location: str | Path) -> str | None:
-    """The whole URL (password included) to connect to when ``location`` names a
-    PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
-
-    ``str()`` of a :class:`RecordingUrl` has no password: whatever connects uses this.
-    """
-    if isinstance(location, RecordingUrl):
-        return location.url
-    return str(location) if is_pg_url(location) else None
-
-
-def location_name(location: str | Path) -> str:
-    """How a recording's location is shown: the path, or the URL without its password."""
-    text = str(location)
-    return safe_url(text) if is_pg_url(text) else text
 
 
 def _int(value: Any) -> Any:
@@ -391,9 +279,6 @@ NEEDS_PAYLOAD_SQL = (
 )
 """The frames whose raw bytes :meth:`acp_proxy.acp.stats.StatsAccumulator.feed` needs."""
 
-INDEXED_COLUMNS = ("method", "update_kind")
-"""Columns :meth:`RecordingReader.distinct_values` may count (they have an index)."""
-
 
 def json_column(text: Any) -> Any:
     """The value of a JSON text column (``agent_info``, ``headers``...); non-JSON as is."""
@@ -461,7 +346,7 @@ class RecordingReader:
 
     def __init__(self, db: Database, *, source: str = "", owned: bool = False) -> None:
         self.db = db
-        self.source = source or (db.source if isinstance(db, PgDatabase) else "")
+        self.source = source or engine_of(db).source_name(db)
         self._owned = owned
         self._columns: set[str] | None = None
 
@@ -489,7 +374,7 @@ class RecordingReader:
         batches being written at once (a batch that waited out an outage comes where it was
         stored).
         """
-        return not isinstance(self.db, PgDatabase)
+        return engine_of(self.db).ids_in_commit_order
 
     def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
         """The first row of an aggregate query (one always exists)."""
@@ -969,15 +854,6 @@ class RecordingReader:
         row = self.db.execute(query, (connection_id, rpc_id, other, seq)).fetchone()
         return None if row is None else FramePair(row[0], row[1], row[2])
 
-    def distinct_values(self, column: str) -> list[tuple[str, int]]:
-        """Distinct values of an indexed column (:data:`INDEXED_COLUMNS`) with counts."""
-        if column not in INDEXED_COLUMNS:
-            raise ValueError(column)
-        rows = self.db.execute(
-            f"SELECT {column}, count(*) FROM frames WHERE {column} IS NOT NULL GROUP BY {column}"
-        ).fetchall()
-        return sorted((str(v), int(n)) for v, n in rows)
-
     def kind_counts(
         self, connection_ids: Iterable[int]
     ) -> list[tuple[int, str | None, str | None, int]]:
@@ -1055,20 +931,6 @@ class RecordingReader:
         rows.sort(key=lambda u: (-u["count"], _text_key(u["variant"])))
         return rows
 
-    def session_totals(
-        self, connection_ids: Iterable[int] | None = None
-    ) -> dict[tuple[int, str], tuple[int, int]]:
-        """(connection, session) -> (frames, bytes)."""
-        where, args = self._in(connection_ids)
-        return {
-            (int(r[0]), str(r[1])): (int(r[2]), int(r[3]))
-            for r in self.db.execute(
-                f"SELECT connection_id, session_id, count(*), sum(size) FROM frames "
-                f"WHERE {where} AND session_id IS NOT NULL GROUP BY connection_id, session_id",
-                args,
-            )
-        }
-
     def direction_counts(self, connection_id: int) -> dict[str, int]:
         """Frames per direction of one connection."""
         return {
@@ -1142,44 +1004,10 @@ class RecordingReader:
         self.db.execute("SELECT count(*) FROM frames").fetchone()
 
 
-Reader = RecordingReader
 """Short name of :class:`RecordingReader`."""
 
 
 # -- the original function API (aliases) ------------------------------------------------
-
-
-def open_recording(path: str | Path) -> Database:
-    """Open an existing recording (a path or a ``postgresql://`` URL) read-only;
-    :class:`RecordingError` if it is not one.
-
-    Nothing is migrated, locked for writing or created beside the file (see
-    :func:`acp_proxy.record.schema.open_readonly`); for writing use ``schema.connect``.
-    """
-    return open_database(path)
-
-
-def list_connections(db: Database) -> list[ConnectionRow]:
-    """All connections, oldest first, with frame counts, sizes and state."""
-    return RecordingReader(db).connections()
-
-
-def get_connection(db: Database, connection_id: int) -> ConnectionRow:
-    """One connection, or :class:`RecordingError`."""
-    return RecordingReader(db).connection(connection_id)
-
-
-def iter_frames(
-    db: Database,
-    *,
-    connection_id: int | None = None,
-    session_id: str | None = None,
-    after_id: int = 0,
-) -> Iterator[FrameRow]:
-    """Frames in recording order (connection, then sequence number), streamed."""
-    return RecordingReader(db).frames(
-        connection_id=connection_id, session_id=session_id, after_id=after_id
-    )
 
 
 # --- replay: lazy reading ---
@@ -1211,19 +1039,19 @@ class ReplayFrames:
     def __init__(self, db: Database, source: str = "") -> None:
         self.db = db
         self.source = location_name(source)
-        self._pg = isinstance(db, PgDatabase)
+        self._engine = engine_of(db)
         self._errors = database_errors()
 
     def close(self) -> None:
         self.db.close()
 
     def _query(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        if not all(_storable(a, pg=self._pg) for a in args):
+        if not all(_storable(a, nul=self._engine.text_holds_nul) for a in args):
             return  # a lone surrogate (valid JSON) equals no stored UTF-8 text
         try:
             yield from stream(self.db, sql, args)
         except self._errors as exc:
-            what = "the recording is damaged" if not self._pg else "the database failed"
+            what = self._engine.failure
             raise RecordingError(
                 f"{self.source or 'the recording'}: {what}: {' '.join(str(exc).split())}"
             ) from None
@@ -1245,7 +1073,9 @@ class ReplayFrames:
         client_only: bool = False,
     ) -> Iterator[ReplayRow]:
         sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
-        if client_method is not None and not _storable(client_method, pg=self._pg):
+        if client_method is not None and not _storable(
+            client_method, nul=self._engine.text_holds_nul
+        ):
             client_method = None  # no stored method equals it: compared by the caller
         if client_method is not None or client_only:
             sql += " AND direction = 'c2a'"
@@ -1304,12 +1134,12 @@ def _count_kind(kind: str) -> str:
     return f"sum(CASE WHEN kind = '{kind}' THEN 1 WHEN kind IS NULL THEN NULL ELSE 0 END)"
 
 
-def _storable(value: Any, *, pg: bool = False) -> bool:
-    """Whether ``value`` can be bound as a parameter (text must be valid UTF-8; PostgreSQL's
-    text holds no NUL, so no stored text equals one with it)."""
+def _storable(value: Any, *, nul: bool = True) -> bool:
+    """Whether ``value`` can be bound as a parameter (text must be valid UTF-8; without
+    ``nul`` (PostgreSQL's text) no stored text equals one with a NUL)."""
     if not isinstance(value, str):
         return True
-    if pg and "\x00" in value:
+    if not nul and "\x00" in value:
         return False
     try:
         value.encode("utf-8")

@@ -38,22 +38,16 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.record.export import stream_rows
-from acp_proxy.record.pg import (
+from acp_proxy.store.engine import database_url, engine_of, stream_rows
+from acp_proxy.store.pg import (
     SEARCH_LOCK,
     PgDatabase,
     connect_pg,
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.record.reader import (
-    FRAME_COLUMNS,
-    FrameRow,
-    database_url,
-    iter_frames,
-    settled_frame_id,
-)
-from acp_proxy.record.schema import RecordingError, connect, open_readonly
+from acp_proxy.store.reader import FRAME_COLUMNS, FrameRow, RecordingReader, settled_frame_id
+from acp_proxy.store.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -153,10 +147,10 @@ _PROGRESS_EVERY = 1000
 def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
     """The highest frame id an update may index now (None: every frame there is).
 
-    PostgreSQL: :func:`~acp_proxy.record.reader.settled_frame_id`, since several writers
+    PostgreSQL: :func:`~acp_proxy.store.reader.settled_frame_id`, since several writers
     commit ids out of order: an id skipped now would never be indexed later.
     """
-    return settled_frame_id(db) if isinstance(db, PgDatabase) else None
+    return None if engine_of(db).ids_in_commit_order else settled_frame_id(db)
 
 
 def _frames_after(
@@ -164,7 +158,7 @@ def _frames_after(
 ) -> Iterator[FrameRow]:
     """The one place this module reads frames: every frame with a larger id (up to
     ``upto``, from :func:`_upper_bound`), streamed."""
-    if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
+    if upto is not None:  # PostgreSQL: ids up to the settled one, streamed
         rows = stream_rows(
             db,
             f"SELECT {FRAME_COLUMNS} FROM frames WHERE id > ? AND id <= ? "
@@ -172,7 +166,7 @@ def _frames_after(
             (after_id, upto),
         )
         return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
-    return iter_frames(db, after_id=after_id)
+    return RecordingReader(db).frames(after_id=after_id)
 
 
 def _count_after(db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None) -> int:
@@ -762,7 +756,7 @@ def open_search_index(path: str | Path, progress: IndexProgress | None = None) -
     ``progress`` hears how that goes (:data:`IndexProgress`).
 
     ``path`` may be a PostgreSQL URL (:func:`open_pg_search_index`). Raises
-    :class:`~acp_proxy.record.schema.RecordingError` for a file that is no recording.
+    :class:`~acp_proxy.store.schema.RecordingError` for a file that is no recording.
     """
     url = database_url(path)
     if url is not None:

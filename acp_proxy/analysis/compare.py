@@ -26,26 +26,21 @@ from acp_proxy.acp.diff import (
     timing_regressions,
 )
 from acp_proxy.acp.jsonpaths import Difference
-from acp_proxy.record.reader import (
-    Database,
-    FrameRow,
-    get_connection,
-    iter_frames,
-    list_connections,
-)
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.engine import Database
+from acp_proxy.store.reader import FrameRow, RecordingReader
+from acp_proxy.store.schema import RecordingError
 
 
 def _frames(db: Database, connection_id: int) -> Iterator[FrameRow]:
     """The one place this module reads frames: one connection, in order, streamed."""
-    return iter_frames(db, connection_id=connection_id)
+    return RecordingReader(db).frames(connection_id=connection_id)
 
 
 def pick_connection(db: Database, wanted: int | None) -> int:
     """``wanted`` if the recording has it, else its first connection (:class:`RecordingError`)."""
     if wanted is not None:
-        return get_connection(db, wanted).id
-    connections = list_connections(db)
+        return RecordingReader(db).connection(wanted).id
+    connections = RecordingReader(db).connections()
     if not connections:
         raise RecordingError("no connections recorded")
     return connections[0].id

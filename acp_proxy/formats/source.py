@@ -2,27 +2,30 @@
 database (a ``postgresql://`` URL) or a JSONL export.
 
 A SQLite or PostgreSQL recording is read in place (read-only, lazily, through
-:class:`~acp_proxy.record.reader.ReplayFrames`); an export file holds no index to seek in, so
+:class:`~acp_proxy.store.reader.ReplayFrames`); an export file holds no index to seek in, so
 it is imported whole into an in-memory database first. Lives apart from the reader because
 it needs both the reader and the importer (which itself reads through the reader).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from acp_proxy.record.export import import_export
-from acp_proxy.record.pg import is_pg_url
-from acp_proxy.record.reader import (
-    _SQLITE_MAGIC,
+from acp_proxy.formats.jsonl import import_export
+from acp_proxy.store.engine import (
+    SQLITE,
     Database,
     RecordingUrl,
-    ReplayFrames,
     location_name,
-    open_recording,
+    memory_database,
+    open_database,
+    parse_location,
 )
-from acp_proxy.record.schema import RecordingError
+from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames
+from acp_proxy.store.schema import RecordingError
+
+_UNREADABLE: tuple[type[BaseException], ...] = (*SQLITE.damaged_errors, OSError, ValueError)
+"""What importing a file that is not an export raises."""
 
 
 def open_replay_frames(path: str | Path) -> ReplayFrames:
@@ -33,9 +36,10 @@ def open_replay_frames(path: str | Path) -> ReplayFrames:
 def open_replay_source(path: str | Path) -> Database:
     """Open a recording to replay: a SQLite or PostgreSQL database as is, an export file
     imported into an in-memory database (exports are read whole: no index to seek in)."""
-    if isinstance(path, RecordingUrl) or is_pg_url(path):
-        return open_recording(path)
-    path = Path(path)
+    where = parse_location(path)
+    if isinstance(where, RecordingUrl):
+        return open_database(where)
+    path = where
     if not path.exists():
         raise RecordingError(f"no such recording: {path}")
     if path.is_dir():
@@ -46,14 +50,14 @@ def open_replay_source(path: str | Path) -> Database:
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
     if head == _SQLITE_MAGIC or not head:
-        return open_recording(path)
-    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        return open_database(path)
+    db = memory_database()
     try:
         import_export(path, db)
     except RecordingError as exc:
         db.close()
         raise RecordingError(f"{path}: {exc}") from None
-    except (sqlite3.DatabaseError, OSError, ValueError) as exc:
+    except _UNREADABLE as exc:
         db.close()
         raise RecordingError(f"{path} is neither a recording nor an export file: {exc}") from None
     return db

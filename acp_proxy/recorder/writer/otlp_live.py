@@ -1,6 +1,6 @@
 """Live OTLP export from the recorder's writer process: spans of what is being recorded.
 
-The writer process (:mod:`acp_proxy.record.child`) hands :class:`LiveExporter` every frame
+The writer process (:mod:`acp_proxy.recorder.writer.main`) hands :class:`LiveExporter` every frame
 it records (:meth:`LiveExporter.feed`), in order, and :meth:`LiveExporter.close` when a
 connection ends. Frames are mapped to spans by :class:`~acp_proxy.acp.spans.SpanMapper`
 (the same mapping as ``export --format otlp``, so the same ids) and each span that ends
@@ -147,7 +147,7 @@ class LiveExporter:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        from acp_proxy.record.otlp import resource
+        from acp_proxy.formats.otlp import resource
 
         _quiet_sdk_logging()
         self.settings = settings
@@ -180,7 +180,7 @@ class LiveExporter:
     def open(self, connection_id: Any, started_at: float, transport: Any = None) -> None:
         """A connection starts (``started_at`` as stored in its row: the ids derive from it)."""
         from acp_proxy.acp.spans import SpanMapper
-        from acp_proxy.record.otlp import connection_attributes, connection_identity
+        from acp_proxy.formats.otlp import connection_attributes, connection_identity
 
         mapper = SpanMapper(
             connection_identity(started_at),
@@ -255,7 +255,7 @@ class LiveExporter:
     # -- internals -------------------------------------------------------------------------
 
     def _emit(self, connection_id: Any, records: Sequence[Any]) -> None:
-        from acp_proxy.record.otlp import readable_span
+        from acp_proxy.formats.otlp import readable_span
 
         full = 0
         for record in records:
@@ -367,7 +367,7 @@ class _CountingExporter:
         return True
 
 
-# -- the writer-side hook (record/child.py passes live_observer() to its pipeline) ---------
+# -- the writer-side hook (recorder/writer/main.py passes live_observer() to its pipeline) ---------
 
 
 class LiveObserver:
@@ -387,7 +387,7 @@ class LiveObserver:
         self.live = LiveExporter(settings, on_drop=self._dropped)
 
     def _dropped(self, conn: Any, spans: int, reason: str) -> None:
-        from acp_proxy.record.rows import ControlOp
+        from acp_proxy.recorder.writer.rows import ControlOp
 
         op = ControlOp(
             conn,
@@ -404,7 +404,7 @@ class LiveObserver:
 
     def observe(self, ops: Sequence[Any]) -> list[Any]:
         """Feed one batch of operations; return event operations to store with it."""
-        from acp_proxy.record.rows import ControlOp, RowsOp
+        from acp_proxy.recorder.writer.rows import ControlOp, RowsOp
 
         live = self.live
         for op in ops:

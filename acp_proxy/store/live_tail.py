@@ -8,9 +8,9 @@ keeps a *horizon* instead: every frame at or below it has been delivered (or doe
 match the filter), and only ids above it are asked for, less the frames already delivered.
 
 How the horizon moves: every writer of frames holds a shared advisory lock for the whole
-transaction and takes it before its first id (:data:`~acp_proxy.record.pg.FRAMES_WRITER_LOCK`).
+transaction and takes it before its first id (:data:`~acp_proxy.store.pg.FRAMES_WRITER_LOCK`).
 Each poll notes the highest visible id, *then* which writer transactions are in progress
-(:meth:`~acp_proxy.record.reader.RecordingReader.frame_writers`). Any transaction holding an
+(:meth:`~acp_proxy.store.reader.RecordingReader.frame_writers`). Any transaction holding an
 id up to that mark took its lock before the mark was read, so it is one of those noted, or
 has ended. Once none of them is in progress any more, everything up to the mark is visible
 and has been delivered: the horizon moves there. SQLite has one writer at a time, whose

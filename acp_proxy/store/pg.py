@@ -5,10 +5,10 @@ A recording location is either a SQLite file or a ``postgresql://`` (``postgres:
 ever printed or stored (its password removed). Credentials come from the URL, the ``PG*``
 environment variables or ``~/.pgpass``: libpq's usual rules, applied by psycopg 3.
 
-The schema is SQLite's (:mod:`acp_proxy.record.schema`), the same tables, columns, derived
+The schema is SQLite's (:mod:`acp_proxy.store.schema`), the same tables, columns, derived
 index columns and indexes, in PostgreSQL's types: raw bytes are ``bytea``, times ``double
 precision``, counters ``bigint``. The version lives in the table ``acp_proxy_schema``;
-:data:`PG_MIGRATIONS` mirror SQLite's :data:`~acp_proxy.record.schema.MIGRATIONS` one for one
+:data:`PG_MIGRATIONS` mirror SQLite's :data:`~acp_proxy.store.schema.MIGRATIONS` one for one
 and run under an advisory lock, so many writers starting at once migrate exactly once.
 
 :class:`PgDatabase` lets the SQL written once for SQLite run here: the same ``execute(sql,
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from acp_proxy.record.schema import SCHEMA_VERSION, RecordingError
+from acp_proxy.store.schema import SCHEMA_VERSION, RecordingError
 
 if TYPE_CHECKING:
     import psycopg
@@ -130,7 +130,7 @@ FRAMES_WRITER_LOCK = 0x61637066  # "acpf"
 """The shared advisory lock every transaction that inserts frames holds from its start.
 
 Taken before the transaction's first frame id, so a live follower can tell which writers
-may still commit ids below the highest one it sees (:mod:`acp_proxy.record.live_tail`)."""
+may still commit ids below the highest one it sees (:mod:`acp_proxy.store.live_tail`)."""
 
 TAKE_WRITER_LOCK = f"SELECT pg_advisory_xact_lock_shared({FRAMES_WRITER_LOCK})"
 
@@ -452,3 +452,14 @@ def ensure_search_tables_pg(db: PgDatabase) -> None:
         if found != (True, True):
             db.execute("DROP TABLE IF EXISTS search_docs, search_state")
             db.conn.execute(PG_SEARCH_TABLES)
+
+
+def binary_bytes_dumper() -> type[Any]:
+    """psycopg's C dumper of bytes for binary ``COPY`` (raises ImportError without psycopg).
+
+    ``COPY``'s ``bytea`` (by type name) would otherwise get the DB-API's Binary dumper,
+    written in Python: a third of the recorder's sink CPU.
+    """
+    from psycopg.types.string import BytesBinaryDumper
+
+    return BytesBinaryDumper

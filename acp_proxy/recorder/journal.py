@@ -1,22 +1,22 @@
 """The recorder's journal: the bounded queue between forwarding and writing, and its losses.
 
 Transports hand the journal copies of what they forwarded (through
-:class:`~acp_proxy.record.writer.ConnectionRecorder`) and return at once: producers only
-timestamp and append an :mod:`~acp_proxy.record.ipc` item to a deque under a lock; no
+:class:`~acp_proxy.recorder.handle.ConnectionRecorder`) and return at once: producers only
+timestamp and append an :mod:`~acp_proxy.recorder.ipc` item to a deque under a lock; no
 splitting, parsing or SQLite happens on the forwarding path. A consumer (the
-:mod:`~acp_proxy.record.shipper` thread, or the writer's rows thread) :meth:`Journal.take`\\ s
+:mod:`~acp_proxy.recorder.shipper` thread, or the writer's rows thread) :meth:`Journal.take`\\ s
 batches of at most ``batch_bytes`` bytes or :data:`BATCH_FRAMES` items.
 
-Past the memory budget, chunks go to a :class:`~acp_proxy.record.spool.Spool` file; past
+Past the memory budget, chunks go to a :class:`~acp_proxy.recorder.spool.Spool` file; past
 the spool's budget, or once recording is disabled, they are dropped: the journal marks the
 gap in the stream (so the writer does not glue two halves of different lines together),
 counts what was lost per connection and warns once per incident. Every loss counted on the
 proxy side is counted here (:meth:`Journal.lose`), and reaches the writer as a
-:class:`~acp_proxy.record.ipc.Drops` item at the end of the next batch taken.
+:class:`~acp_proxy.recorder.ipc.Drops` item at the end of the next batch taken.
 
-The writer process runs a journal too, fed by :meth:`Journal.feed` from its pipe: that one
-never drops (it waits while over budget, so the pipe fills and the proxy's journal holds the
-backlog).
+That is the :class:`ProxyJournal`. The writer process runs a :class:`WriterJournal`, fed
+by :meth:`WriterJournal.feed` from its pipe: that one never drops (it waits while over
+budget, so the pipe fills and the proxy's journal holds the backlog).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.record.ipc import (
+from acp_proxy.recorder.ipc import (
     STDERR,
     Chunk,
     Control,
@@ -39,7 +39,7 @@ from acp_proxy.record.ipc import (
     Item,
     Losses,
 )
-from acp_proxy.record.spool import Spool, SpoolRef
+from acp_proxy.recorder.spool import Spool, SpoolRef
 
 BATCH_FRAMES = 20_000
 """Most queue items taken for one transaction."""
@@ -61,8 +61,8 @@ LINGER_SECONDS = 0.1
 """How long the journal lets items gather after the first one before a batch is taken.
 
 This bounds how far behind the recording is at low load (and so what ``kill -9`` can
-lose). Fewer, bigger batches hold the GIL less often against forwarding: measured,
-100 ms gave a lower round-trip p99 while recording than 20 ms.
+lose). Fewer, bigger batches hold the GIL less often against forwarding (measured:
+docs/performance.md, "The recorder's constants").
 """
 
 
@@ -80,7 +80,9 @@ class _Lane:
 
 
 class Journal:
-    """A bounded, spooling queue of :mod:`~acp_proxy.record.ipc` items for one recording.
+    """A bounded, spooling queue of :mod:`~acp_proxy.recorder.ipc` items for one recording:
+    its consumer's side, losses and incidents. Filled as a :class:`ProxyJournal` (from the
+    transports) or a :class:`WriterJournal` (from the writer process's pipe).
 
     Connections are any hashable keys (the proxy's connection handles; the writer
     process's integer keys). Thread-safe: producers and one consumer.
@@ -123,135 +125,6 @@ class Journal:
         self.failed: str | None = None  # recording disabled: why (everything now drops)
         self._lanes: dict[Any, _Lane] = {}
         self._lossy: set[Any] = set()  # connections with losses not reported yet
-
-    # -- producers -------------------------------------------------------------------------
-
-    def open(self, conn: Any, fields: dict[str, Any]) -> None:
-        """A new connection: its row is created before anything else of it is written."""
-        with self._cond:
-            self._lanes[conn] = _Lane()
-        self.control(conn, "open", fields)
-
-    def control(self, conn: Any, op: str, fields: dict[str, Any]) -> None:
-        """Queue a change to the connection row, written without lingering."""
-        with self._cond:
-            self._queue.append(Control(conn, op, fields))
-            # A connection opening, ending or changing is written without lingering, so
-            # `ls` and the web inspector show it at once.
-            self._urgent = True
-            self._cond.notify()
-
-    def chunk(self, conn: Any, stream: str, data: bytes) -> None:
-        """Queue a stream chunk, or drop (and count) what the budget does not allow.
-
-        The budget bounds the *backlog of complete frames*; the bytes of a line that has
-        not ended yet do not count, so one frame bigger than the budget is recorded whole
-        (memory then grows with that frame, up to :data:`HARD_LIMIT_BYTES` queued). Over
-        budget, a line already being recorded is still finished; what follows is dropped.
-        """
-        ts = time.time()
-        mono = time.monotonic_ns()
-        with self._cond:
-            lane = self._lanes[conn]
-            keep = b""
-            in_memory = self._queued_bytes - self._spooled_bytes
-            if self.failed is None:
-                done = data.rfind(b"\n") + 1  # the bytes that complete lines
-                fits = in_memory + len(data) <= HARD_LIMIT_BYTES
-                if fits and not self._over_budget(done):
-                    if in_memory + len(data) > self.queue_bytes:
-                        # a line longer than the memory budget (a huge frame in progress):
-                        # its pieces wait in the spool, not in memory, where there is one
-                        ref = self._spill(data)
-                        if ref is not None:
-                            self._accept(conn, lane, stream, ts, mono, ref, done)
-                            return
-                    self._accept(conn, lane, stream, ts, mono, data, done)
-                    return
-                ref = self._spill(data)
-                if ref is not None:
-                    self._accept(conn, lane, stream, ts, mono, ref, done)
-                    return
-                if fits and stream in lane.open:
-                    end = data.find(b"\n")
-                    keep = data if end < 0 else data[: end + 1]
-                    self._accept(conn, lane, stream, ts, mono, keep, end + 1)
-            rest = data[len(keep) :]
-            if rest:
-                lane.open.discard(stream)
-                if stream != STDERR:
-                    self._lose(conn, lane, rest.count(b"\n"), len(rest))
-                lane.gaps[stream] = not rest.endswith(b"\n")
-                self._start_incident()
-
-    def frames(self, conn: Any, items: list[Frame]) -> None:
-        """Queue whole frames (all or none), or drop and count them."""
-        size = sum(len(i.data) for i in items)
-        with self._cond:
-            in_memory = self._queued_bytes - self._spooled_bytes
-            if self._over_budget(size) or in_memory + size > HARD_LIMIT_BYTES:
-                spilled: list[Frame] = []
-                for item in items:
-                    ref = self._spill(item.data) if self.failed is None else None
-                    if ref is None:
-                        break
-                    spilled.append(item._replace(data=ref))
-                if len(spilled) == len(items):
-                    self._queue.extend(spilled)
-                    self._queued_bytes += size
-                    self._wake()
-                    return
-                for item in spilled:  # all or nothing (the bytes stay in the file, unused)
-                    self._spooled_bytes -= len(item.data)
-                    self._spooled_items -= 1
-                if items[0].stream != STDERR:
-                    self._lose(conn, self._lanes[conn], len(items), size)
-                self._start_incident()
-                return
-            self._queue.extend(items)
-            self._queued_bytes += size
-            self._backlog += size
-            self._wake()
-
-    def end(self, conn: Any, stream: str) -> None:
-        """End of ``stream``: its last unterminated line (if any) becomes a frame."""
-        with self._cond:
-            lane = self._lanes[conn]
-            gap = lane.gaps.pop(stream, None)
-            if gap is not None:
-                self._queue.append(Gap(conn, stream, False))
-                if gap and stream != STDERR:
-                    self._lose(conn, lane, 1, 0)  # the dropped tail had no newline: a frame
-            inside = stream in lane.open  # the stream ends inside a line: one more frame
-            lane.open.discard(stream)
-            self._queue.append(End(conn, stream, time.time(), time.monotonic_ns(), inside))
-            self._wake()
-
-    def feed(self, items: list[Item]) -> None:
-        """Queue items as they are (the writer process's journal, fed from its pipe).
-
-        Instead of dropping, this waits while the queue is over its budget.
-        """
-        size = backlog = 0
-        urgent = False
-        for item in items:
-            if isinstance(item, Chunk):
-                size += len(item[4])
-                backlog += item[5]
-            elif isinstance(item, Frame):
-                size += len(item[4])
-                backlog += len(item[4])
-            elif isinstance(item, Control):
-                urgent = True
-        with self._cond:
-            while self._queued_bytes >= self.queue_bytes and self._queue:
-                self._cond.wait(0.01)
-            self._queue.extend(items)
-            self._queued_bytes += size
-            self._backlog += backlog
-            if urgent:
-                self._urgent = True
-            self._cond.notify()
 
     # -- losses ----------------------------------------------------------------------------
 
@@ -499,3 +372,142 @@ class Journal:
         if done is not None:
             done.close()
         return out
+
+
+class ProxyJournal(Journal):
+    """The proxy's journal: transports put what they forwarded in it and never wait; past
+    its budgets it spools, then drops and counts what it dropped."""
+
+    # -- producers -------------------------------------------------------------------------
+
+    def open(self, conn: Any, fields: dict[str, Any]) -> None:
+        """A new connection: its row is created before anything else of it is written."""
+        with self._cond:
+            self._lanes[conn] = _Lane()
+        self.control(conn, "open", fields)
+
+    def control(self, conn: Any, op: str, fields: dict[str, Any]) -> None:
+        """Queue a change to the connection row, written without lingering."""
+        with self._cond:
+            self._queue.append(Control(conn, op, fields))
+            # A connection opening, ending or changing is written without lingering, so
+            # `ls` and the web inspector show it at once.
+            self._urgent = True
+            self._cond.notify()
+
+    def chunk(self, conn: Any, stream: str, data: bytes) -> None:
+        """Queue a stream chunk, or drop (and count) what the budget does not allow.
+
+        The budget bounds the *backlog of complete frames*; the bytes of a line that has
+        not ended yet do not count, so one frame bigger than the budget is recorded whole
+        (memory then grows with that frame, up to :data:`HARD_LIMIT_BYTES` queued). Over
+        budget, a line already being recorded is still finished; what follows is dropped.
+        """
+        ts = time.time()
+        mono = time.monotonic_ns()
+        with self._cond:
+            lane = self._lanes[conn]
+            keep = b""
+            in_memory = self._queued_bytes - self._spooled_bytes
+            if self.failed is None:
+                done = data.rfind(b"\n") + 1  # the bytes that complete lines
+                fits = in_memory + len(data) <= HARD_LIMIT_BYTES
+                if fits and not self._over_budget(done):
+                    if in_memory + len(data) > self.queue_bytes:
+                        # a line longer than the memory budget (a huge frame in progress):
+                        # its pieces wait in the spool, not in memory, where there is one
+                        ref = self._spill(data)
+                        if ref is not None:
+                            self._accept(conn, lane, stream, ts, mono, ref, done)
+                            return
+                    self._accept(conn, lane, stream, ts, mono, data, done)
+                    return
+                ref = self._spill(data)
+                if ref is not None:
+                    self._accept(conn, lane, stream, ts, mono, ref, done)
+                    return
+                if fits and stream in lane.open:
+                    end = data.find(b"\n")
+                    keep = data if end < 0 else data[: end + 1]
+                    self._accept(conn, lane, stream, ts, mono, keep, end + 1)
+            rest = data[len(keep) :]
+            if rest:
+                lane.open.discard(stream)
+                if stream != STDERR:
+                    self._lose(conn, lane, rest.count(b"\n"), len(rest))
+                lane.gaps[stream] = not rest.endswith(b"\n")
+                self._start_incident()
+
+    def frames(self, conn: Any, items: list[Frame]) -> None:
+        """Queue whole frames (all or none), or drop and count them."""
+        size = sum(len(i.data) for i in items)
+        with self._cond:
+            in_memory = self._queued_bytes - self._spooled_bytes
+            if self._over_budget(size) or in_memory + size > HARD_LIMIT_BYTES:
+                spilled: list[Frame] = []
+                for item in items:
+                    ref = self._spill(item.data) if self.failed is None else None
+                    if ref is None:
+                        break
+                    spilled.append(item._replace(data=ref))
+                if len(spilled) == len(items):
+                    self._queue.extend(spilled)
+                    self._queued_bytes += size
+                    self._wake()
+                    return
+                for item in spilled:  # all or nothing (the bytes stay in the file, unused)
+                    self._spooled_bytes -= len(item.data)
+                    self._spooled_items -= 1
+                if items[0].stream != STDERR:
+                    self._lose(conn, self._lanes[conn], len(items), size)
+                self._start_incident()
+                return
+            self._queue.extend(items)
+            self._queued_bytes += size
+            self._backlog += size
+            self._wake()
+
+    def end(self, conn: Any, stream: str) -> None:
+        """End of ``stream``: its last unterminated line (if any) becomes a frame."""
+        with self._cond:
+            lane = self._lanes[conn]
+            gap = lane.gaps.pop(stream, None)
+            if gap is not None:
+                self._queue.append(Gap(conn, stream, False))
+                if gap and stream != STDERR:
+                    self._lose(conn, lane, 1, 0)  # the dropped tail had no newline: a frame
+            inside = stream in lane.open  # the stream ends inside a line: one more frame
+            lane.open.discard(stream)
+            self._queue.append(End(conn, stream, time.time(), time.monotonic_ns(), inside))
+            self._wake()
+
+
+class WriterJournal(Journal):
+    """The writer process's journal, fed whole batches from its pipe: it never drops (it
+    waits while over budget, so the pipe fills and the proxy's journal holds the backlog)."""
+
+    def feed(self, items: list[Item]) -> None:
+        """Queue items as they are (the writer process's journal, fed from its pipe).
+
+        Instead of dropping, this waits while the queue is over its budget.
+        """
+        size = backlog = 0
+        urgent = False
+        for item in items:
+            if isinstance(item, Chunk):
+                size += len(item[4])
+                backlog += item[5]
+            elif isinstance(item, Frame):
+                size += len(item[4])
+                backlog += len(item[4])
+            elif isinstance(item, Control):
+                urgent = True
+        with self._cond:
+            while self._queued_bytes >= self.queue_bytes and self._queue:
+                self._cond.wait(0.01)
+            self._queue.extend(items)
+            self._queued_bytes += size
+            self._backlog += backlog
+            if urgent:
+                self._urgent = True
+            self._cond.notify()

@@ -1,6 +1,6 @@
 """Writes to a recording outside the live recorder: re-derived index columns, prepared rows.
 
-The recorder (:mod:`acp_proxy.record.writer`) owns writing live traffic. The few other
+The recorder (:mod:`acp_proxy.recorder.handle`) owns writing live traffic. The few other
 writes live here, each one function with its own transaction: ``reindex``'s updates
 (:func:`update_index_columns`, :func:`update_connection_facts`) and inserting prepared
 connections and frames (:func:`insert_connection`, :func:`insert_frames`, used by test
@@ -21,7 +21,8 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
-from acp_proxy.record.pg import PgDatabase, frames_transaction
+from acp_proxy.store.engine import engine_of
+from acp_proxy.store.pg import PgDatabase
 from acp_proxy.wire.frame import Direction
 
 _CONNECTION_WRITABLE = {
@@ -82,20 +83,8 @@ def write_transaction(db: WritableDatabase) -> Iterator[None]:
     Rolled back when the block raises (anything, ``KeyboardInterrupt`` included), committed
     when it ends. (On PostgreSQL inside a caller's transaction: a savepoint of it.)
     """
-    if isinstance(db, PgDatabase):
-        with frames_transaction(db):
-            yield
-        return
-    if db.in_transaction:
+    with engine_of(db).write_transaction(db):
         yield
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def insert_connection(db: WritableDatabase, **columns: Any) -> int:
@@ -117,12 +106,8 @@ def insert_connection(db: WritableDatabase, **columns: Any) -> int:
         [values[n] for n in names],
     ).fetchone()
     assert row is not None
-    if "id" in values and isinstance(db, PgDatabase):
-        # An explicit id does not move PostgreSQL's identity sequence: move it past the row.
-        db.execute(
-            "SELECT setval(pg_get_serial_sequence('connections', 'id'), "
-            "(SELECT max(id) FROM connections))"
-        )
+    if "id" in values:
+        engine_of(db).after_explicit_id(db, "connections")
     return int(row[0])
 
 

@@ -1,14 +1,14 @@
 """The recorder's PostgreSQL sink: batches through ``COPY``, and an outage survived.
 
-:class:`PostgresSink` is the :class:`~acp_proxy.record.sink.SqlSink` of a PostgreSQL
+:class:`PostgresSink` is the :class:`~acp_proxy.recorder.writer.sink.SqlSink` of a PostgreSQL
 database: the connection rows' life is the shared one (``INSERT ... RETURNING id``, the
 same updates, heartbeats and closes as SQLite's), and a batch's frames and stderr lines go
 in with PostgreSQL's bulk path, ``COPY ... FROM STDIN (FORMAT BINARY)``, in the batch's one
-transaction. Binary ``COPY`` measured fastest here: about 1.3x text ``COPY`` and 1.6x
-``COPY`` into a staging table followed by ``INSERT ... ON CONFLICT DO NOTHING``.
+transaction: binary ``COPY`` was the fastest way measured (docs/performance.md, "The
+recorder's constants").
 
 Outages: a server that cannot be reached, or goes away (restarted, network cut), makes
-:meth:`PostgresSink.write` raise :class:`~acp_proxy.record.sink.SinkFailed` with
+:meth:`PostgresSink.write` raise :class:`~acp_proxy.recorder.writer.sink.SinkFailed` with
 ``unavailable`` set and nothing stored; the pipeline keeps the batch (the backlog waits in
 the journal's spool) and calls again, which reconnects. A batch whose ``COMMIT`` got no
 answer is not sent twice: every transaction notes its id (``pg_current_xact_id()``) and,
@@ -28,28 +28,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_proxy.record.pg import (
-    NO_PSYCOPG,
-    TAKE_WRITER_LOCK,
-    PgDatabase,
-    PgUnavailable,
-    connect_pg,
-    describe_error,
-    is_unavailable,
-    safe_url,
-)
-from acp_proxy.record.rows import (
+from acp_proxy.recorder.writer.rows import (
     BIG_FRAME_BYTES,
-    FRAME_COLUMNS,
     INDEX_START,
     ControlOp,
     Op,
     RowsOp,
     RowState,
-    column_value,
 )
-from acp_proxy.record.schema import RecordingError
-from acp_proxy.record.sink import SinkFailed, SqlSink
+from acp_proxy.recorder.writer.sink import SinkFailed, SqlSink
+from acp_proxy.store.columns import FRAME_COLUMNS, column_value
+from acp_proxy.store.engine import POSTGRES
+from acp_proxy.store.pg import (
+    NO_PSYCOPG,
+    TAKE_WRITER_LOCK,
+    PgDatabase,
+    PgUnavailable,
+    binary_bytes_dumper,
+    connect_pg,
+    describe_error,
+    is_unavailable,
+    safe_url,
+)
+from acp_proxy.store.schema import RecordingError
 
 CONNECT_SECONDS = 5.0
 """How long one connection attempt may take (libpq ``connect_timeout``)."""
@@ -97,7 +98,7 @@ class PostgresSink(SqlSink):
 
     def open(self, give_up_at: Callable[[], float]) -> None:
         try:
-            from psycopg.types.string import BytesBinaryDumper
+            bytes_dumper = binary_bytes_dumper()
         except ImportError:
             raise SinkFailed(NO_PSYCOPG) from None
 
@@ -107,19 +108,15 @@ class PostgresSink(SqlSink):
             raise SinkFailed(str(exc), unavailable=True) from None
         except RecordingError as exc:
             raise SinkFailed(str(exc)) from None
-        # COPY's "bytea" (by type name) would otherwise get the DB-API's Binary dumper,
-        # written in Python: a third of the sink's CPU. This one is psycopg's C dumper.
-        self._db.conn.adapters.register_dumper(bytearray, BytesBinaryDumper)
+        self._db.conn.adapters.register_dumper(bytearray, bytes_dumper)
 
     def write(self, ops: list[Op], give_up_at: Callable[[], float]) -> int:
         """Store ``ops`` in one transaction; see :meth:`Sink.write`.
 
         After a failure with ``unavailable`` set, the next call must bring the same batch
-        (or its :func:`~acp_proxy.record.rows.sanitized` copy): if the failed attempt did
+        (or its :func:`~acp_proxy.recorder.writer.rows.sanitized` copy): if the failed attempt did
         commit, that call stores nothing and returns what the attempt wrote.
         """
-        import psycopg
-
         if self._db is None:
             self.open(give_up_at)
         try:
@@ -134,7 +131,7 @@ class PostgresSink(SqlSink):
                 self._settle([st for st, _ in doubt.ids], doubt.closed)
                 return doubt.written
             return self._apply(ops)
-        except psycopg.Error as exc:
+        except POSTGRES.errors as exc:
             failure = self._failed(exc)
             if doubt is not None and self._doubt is None and failure.unavailable:
                 self._doubt = doubt  # still unresolved: ask again after reconnecting
@@ -189,8 +186,8 @@ class PostgresSink(SqlSink):
         doubt: dict[RowState, tuple[int, int]],
         ends: dict[RowState, dict[str, Any]],
     ) -> None:
-        from acp_proxy.record.settle_pg import start
-        from acp_proxy.record.shipper import LOCATION_ENV
+        from acp_proxy.recorder.ipc import LOCATION_ENV
+        from acp_proxy.recorder.writer.settle_pg import start
 
         pending = self._doubt
         ids = {st: cid for st, cid in (pending.ids if pending is not None else [])}

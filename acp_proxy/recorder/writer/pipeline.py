@@ -1,6 +1,6 @@
 """The writer side's two threads: journal, then :mod:`~.rows`, then a :mod:`~.sink`.
 
-The *rows* thread takes batches from a :class:`~acp_proxy.record.journal.Journal` and turns
+The *rows* thread takes batches from a :class:`~acp_proxy.recorder.journal.Journal` and turns
 them into operations; the *sink* thread stores each batch in one transaction. SQLite
 releases the GIL while it works, so both stages overlap; one batch waits while one is
 written. The same pipeline runs in the writer process (fed from its pipe) and, with
@@ -16,9 +16,9 @@ cut) is an outage, not a failure: the batch is kept and tried again with backoff
 :data:`OUTAGE_BACKOFF_SECONDS` apart), so the backlog waits in the journal and its spool
 (and past the spool's budget is dropped and counted there); one line says when the
 outage began and one when the database came back. Once the proxy exits
-(:meth:`WriterPipeline.drain`), a lock or an outage is waited for at most
+(:meth:`Pipeline.drain`), a lock or an outage is waited for at most
 :data:`DRAIN_LOCK_SECONDS` in all. While connections are open, their rows' ``last_seen_at``
-is refreshed every :data:`~acp_proxy.record.liveness.HEARTBEAT_SECONDS`.
+is refreshed every :data:`~acp_proxy.store.liveness.HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from acp_proxy.record.ipc import STDERR, Control, Item, frames_in
-from acp_proxy.record.journal import Journal
-from acp_proxy.record.liveness import HEARTBEAT_SECONDS
-from acp_proxy.record.pg import is_pg_url
-from acp_proxy.record.priority import lower_priority
-from acp_proxy.record.rows import ControlOp, Op, Rows, RowsOp, sanitized
-from acp_proxy.record.sink import Sink, SinkFailed, SqliteSink
+from acp_proxy.recorder.ipc import STDERR, Control, Item, frames_in
+from acp_proxy.recorder.journal import Journal
+from acp_proxy.recorder.writer.priority import lower_priority
+from acp_proxy.recorder.writer.rows import ControlOp, Op, Rows, RowsOp, sanitized
+from acp_proxy.recorder.writer.sink import Sink, SinkFailed, SqliteSink
+from acp_proxy.store.engine import POSTGRES, SQLITE, engine_for
+from acp_proxy.store.liveness import HEARTBEAT_SECONDS
 
 DRAIN_LOCK_SECONDS = 3.0
 """Once the proxy exits, how long in all the writer waits for a database another process
@@ -62,7 +62,7 @@ class OpsObserver(Protocol):
     def finish(self) -> list[Op]: ...
 
 
-class WriterPipeline:
+class Pipeline:
     """Runs rows and sink threads over one journal until it is stopped and drained."""
 
     def __init__(
@@ -391,13 +391,22 @@ class WriterPipeline:
             t.join()
 
 
+def _postgres_sink(location: str | Path) -> Sink:
+    from acp_proxy.recorder.writer.sink_pg import PostgresSink  # psycopg only when asked for
+
+    return PostgresSink(str(location))
+
+
+_SINKS: dict[str, Callable[[str | Path], Sink]] = {
+    SQLITE.name: lambda location: SqliteSink(Path(location)),
+    POSTGRES.name: _postgres_sink,
+}
+"""One sink per engine, by :attr:`~acp_proxy.store.engine.SqliteEngine.name`."""
+
+
 def sink_for(location: str | Path) -> Sink:
     """The sink for a recording location: a ``postgresql://`` URL, else a SQLite file."""
-    if is_pg_url(location):
-        from acp_proxy.record.sink_pg import PostgresSink
-
-        return PostgresSink(str(location))
-    return SqliteSink(Path(location))
+    return _SINKS[engine_for(location).name](location)
 
 
 def _brought(item: Any) -> tuple[int, int]:

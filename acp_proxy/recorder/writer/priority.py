@@ -1,4 +1,7 @@
-"""How the recorder's threads and writer process give way to forwarding (one home)."""
+"""How the recorder's threads and writer process give way to forwarding (one home).
+
+The measurements behind these settings: docs/performance.md, "The recorder's constants".
+"""
 
 from __future__ import annotations
 
@@ -13,13 +16,12 @@ RECORDER_NICE = 10
 SWITCH_INTERVAL = 0.0002
 """GIL switch interval (seconds) a recording process runs with (Python's default: 5 ms).
 
-Set in the proxy by the :class:`~acp_proxy.record.writer.Recorder` and in the writer
-process by :mod:`~acp_proxy.record.child` (which takes a longer one for PostgreSQL). A
+Set in the proxy by the :class:`~acp_proxy.recorder.handle.Recorder` and in the writer
+process by :mod:`~acp_proxy.recorder.writer.main` (which takes a longer one for PostgreSQL). A
 forwarding thread whose read just returned waits at most this long for the GIL while the
 shipper (or, with threads, the rows thread) runs Python; in the writer, the sink thread gets
 the GIL back this soon after each SQLite statement, instead of waiting up to 5 ms each time
-while the rows thread runs Python (measured, 200k-frame floods, 48 alternating runs: the
-sink's wait for the GIL 0.24-0.47 s -> 0.10-0.17 s a run, a median 9% more frames/s).
+while the rows thread runs Python.
 """
 
 
@@ -29,7 +31,7 @@ def lower_priority(*, whole_process: bool = False) -> None:
     ``whole_process`` (the writer process): SCHED_IDLE where there is one (Linux), else
     nice :data:`RECORDER_NICE`. A normal task that wakes up preempts a SCHED_IDLE one at
     once; a nice 10 task merely has a smaller share, and the kernel lets it finish its
-    slice first (milliseconds added to a round trip through the proxy, measured). It is not
+    slice first (milliseconds added to a round trip through the proxy). It is not
     starved on a busy machine: Linux still gives a SCHED_IDLE task a small weight.
     Otherwise (threads inside the proxy): nice for the calling thread only (Linux: nice is
     per thread), so the forwarding threads keep their priority.

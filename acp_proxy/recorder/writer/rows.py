@@ -5,7 +5,7 @@ line framing (:class:`~acp_proxy.wire.framing.LineFramer`, and one growing buffe
 longer than :data:`LONG_LINE_BYTES`, so a huge frame is held once), frame and stderr
 sequence numbers, the :class:`~acp_proxy.acp.index.ConnectionIndexer` that derives the index
 columns, and the losses to write on the connection row. :meth:`Rows.build` turns a batch of
-:mod:`~acp_proxy.record.ipc` items into :data:`Op` s for a :mod:`~acp_proxy.record.sink`.
+:mod:`~acp_proxy.recorder.ipc` items into :data:`Op` s for a :mod:`~acp_proxy.recorder.writer.sink`.
 
 Text bound to the database must be valid Unicode: JSON text may hold a lone surrogate
 (``"\\ud800"``), which SQLite cannot store. :func:`safe_text` is the one place such text is
@@ -14,14 +14,11 @@ made storable, and :func:`sanitized` applies it to a batch the sink could not bi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeAlias
 
-import orjson
-
 from acp_proxy.acp.index import ConnectionIndexer
-from acp_proxy.record.ipc import (
+from acp_proxy.recorder.ipc import (
     STDERR,
     Chunk,
     Control,
@@ -32,6 +29,7 @@ from acp_proxy.record.ipc import (
     Item,
     Losses,
 )
+from acp_proxy.store.columns import json_text
 from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.framing import LineFramer
 
@@ -40,15 +38,6 @@ LONG_LINE_BYTES = 8 * 1024 * 1024
 
 BIG_FRAME_BYTES = 4 * 1024 * 1024
 """Frames bigger than this are not copied for binding: the sink writes them in pieces."""
-
-FRAME_COLUMNS = (
-    'connection_id, seq, ts, mono_ns, direction, raw, size, "binary", '
-    "kind, rpc_id, method, session_id, update_kind, entity_type, entity_id"
-)
-"""The columns of a frame row, in order (index columns last: 0 stands for NULL)."""
-
-FRAME_COLUMN_NAMES = tuple(name.strip().strip('"') for name in FRAME_COLUMNS.split(","))
-""":data:`FRAME_COLUMNS` as names (unquoted), for code that builds its own statements."""
 
 INDEX_START = 8
 """Position of the first index column in a frame row."""
@@ -337,23 +326,6 @@ def safe_text(text: str) -> str:
 def safe_value(value: Any) -> Any:
     """A column value storable as is (text made safe; anything else unchanged)."""
     return safe_text(value) if isinstance(value, str) else value
-
-
-def json_text(value: Any) -> str | None:
-    """``value`` as JSON text for a column (None stays NULL); never fails on odd strings."""
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, ValueError):  # a lone surrogate, an integer past 64 bits...
-        return json.dumps(value, ensure_ascii=True, default=str, separators=(",", ":"))
-
-
-def column_value(value: Any) -> Any:
-    """A connection-row field as a column value (structures as JSON text)."""
-    if isinstance(value, (dict, list, tuple)):
-        return json_text(value)
-    return value
 
 
 def _deep_safe(value: Any) -> Any:

@@ -1,21 +1,20 @@
 """The writer's last stage: where rows are stored. :class:`Sink` is the seam, SQLite the first.
 
-A sink writes one batch of :mod:`~acp_proxy.record.rows` operations per transaction,
+A sink writes one batch of :mod:`~acp_proxy.recorder.writer.rows` operations per transaction,
 retrying while another process holds the database lock (until the deadline the caller
 gives), and owns the connection rows' life: created with ``host`` and a first
 ``last_seen_at``, refreshed by :meth:`Sink.heartbeat` while open, closed with ``ended_at``,
 ``end_reason`` and the loss counts. :class:`SqlSink` is that shared life, written once in
 the SQL both engines speak; :class:`SqliteSink` adds SQLite's bulk inserts and lock
-retries, :class:`~acp_proxy.record.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
-reconnection (:func:`~acp_proxy.record.pipeline.sink_for` picks one for a recording
-location). Nothing else in the recorder knows SQL.
+retries, :class:`~acp_proxy.recorder.writer.sink_pg.PostgresSink` PostgreSQL's ``COPY`` and
+reconnection (:func:`~acp_proxy.recorder.writer.pipeline.sink_for` picks one for a recording
+location). What differs between the engines (errors, lock detection, limits, opening) comes
+from :mod:`acp_proxy.store.engine`, the columns from :mod:`acp_proxy.store.columns`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import socket
-import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -23,20 +22,26 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.record.rows import (
+from acp_proxy.recorder.writer.rows import (
     BIG_FRAME_BYTES,
-    FRAME_COLUMNS,
     ControlOp,
     FactsOp,
     Op,
     RowsOp,
     RowState,
-    column_value,
-    json_text,
 )
-from acp_proxy.record.schema import RecordingError, connect
+from acp_proxy.store.columns import (
+    FRAME_COLUMNS,
+    column_value,
+    connection_insert,
+    json_text,
+    open_row_fields,
+)
+from acp_proxy.store.engine import SQLITE, SqliteConnection
+from acp_proxy.store.schema import RecordingError, connect
 
-HOST = socket.gethostname()
+_OPEN_ERRORS: tuple[type[BaseException], ...] = (*SQLITE.errors, OSError)
+"""What opening the file may raise besides a :class:`RecordingError`."""
 
 ROWS_PER_STATEMENT = 1000
 """Rows one multi-row INSERT carries (fewer if SQLite allows fewer parameters).
@@ -44,8 +49,8 @@ ROWS_PER_STATEMENT = 1000
 ``executemany`` releases and retakes the GIL around every row's ``sqlite3_step``; while
 the rows thread runs Python, each retake waits up to a switch interval, so per-row
 statements crawl. One statement of many rows binds them all, then runs them in one step
-without the GIL: measured, 35% less CPU per row and no convoy with the rows thread.
-A prepared statement of 2,000 rows took 12 MB of memory, one of 1,000 about a half.
+without the GIL (measured, and why not 2,000: docs/performance.md, "The recorder's
+constants").
 """
 
 BLOB_PIECE_BYTES = 1024 * 1024
@@ -127,21 +132,6 @@ class Sink(ABC):
         """Disconnect."""
 
 
-def open_row_fields(fields: dict[str, Any], now: float) -> dict[str, Any]:
-    """A new connection row's columns: ``fields`` as values, ``host``, ``last_seen_at``."""
-    values = {k: column_value(v) for k, v in fields.items()}
-    values.setdefault("host", HOST)
-    values["last_seen_at"] = now
-    return values
-
-
-def connection_insert(values: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The INSERT of a connection row holding ``values``: (SQL, parameters)."""
-    cols = ", ".join(values)
-    marks = ", ".join("?" for _ in values)
-    return f"INSERT INTO connections ({cols}) VALUES ({marks})", list(values.values())
-
-
 class SqlSink(Sink):
     """What both engines share: a batch's operations applied in one transaction.
 
@@ -177,7 +167,7 @@ class SqlSink(Sink):
 
     @abstractmethod
     def _insert_frames(self, rows: list[tuple[Any, ...]]) -> None:
-        """Store frame rows (:data:`~acp_proxy.record.rows.FRAME_COLUMNS`), in order."""
+        """Store frame rows (:data:`~acp_proxy.recorder.writer.rows.FRAME_COLUMNS`), in order."""
 
     @abstractmethod
     def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:
@@ -303,7 +293,7 @@ class SqliteSink(SqlSink):
         self.path = path
         self.where = str(path)
         self.attempt_seconds = attempt_seconds
-        self._db: sqlite3.Connection | None = None
+        self._db: SqliteConnection | None = None
         self._per: dict[int, int] = {}
 
     @property
@@ -316,14 +306,11 @@ class SqliteSink(SqlSink):
             try:
                 db = connect(self.path, create=True, timeout=wait)
             except RecordingError as exc:
-                cause = exc.__cause__
-                locked = isinstance(cause, sqlite3.OperationalError) and (
-                    "locked" in str(cause) or "busy" in str(cause)
-                )
+                locked = exc.__cause__ is not None and SQLITE.is_locked(exc.__cause__)
                 if locked and time.monotonic() < give_up_at():
                     continue
                 raise SinkFailed(str(exc), locked=locked) from exc
-            except (sqlite3.Error, OSError) as exc:
+            except _OPEN_ERRORS as exc:
                 raise SinkFailed(f"cannot open {self.path}: {exc}") from exc
             # Our own retry loop decides how long to wait for another writer.
             db.execute("PRAGMA busy_timeout = 50")
@@ -335,25 +322,22 @@ class SqliteSink(SqlSink):
         while True:
             try:
                 return self._apply(ops)
-            except sqlite3.OperationalError as exc:
-                text = str(exc)
-                locked = "locked" in text or "busy" in text
+            except SQLITE.errors as exc:
+                locked = SQLITE.is_locked(exc)
                 if locked and time.monotonic() < give_up_at():
                     time.sleep(delay)
                     delay = min(delay * 2, 0.5)
                     continue
-                raise SinkFailed(text, locked=locked) from exc
-            except sqlite3.Error as exc:
-                raise SinkFailed(str(exc)) from exc
+                raise SinkFailed(str(exc), locked=locked) from exc
 
     def close(self) -> None:
         if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*SQLITE.errors):
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 self._db.close()
             self._db = None
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    def _execute(self, sql: str, params: Sequence[Any]) -> Any:
         assert self._db is not None
         return self._db.execute(sql, params)
 
@@ -371,7 +355,7 @@ class SqliteSink(SqlSink):
 
     def _rollback(self) -> None:
         if self._db is not None:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*SQLITE.errors):
                 self._db.execute("ROLLBACK")
 
     def _insert_stderr(self, rows: list[tuple[Any, ...]]) -> None:
@@ -395,7 +379,7 @@ class SqliteSink(SqlSink):
             self._insert(db, _FRAME_INSERT, _FRAME_ROW, _FRAME_NCOLS, rows[start:])
 
     @staticmethod
-    def _insert_big(db: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    def _insert_big(db: SqliteConnection, row: tuple[Any, ...]) -> None:
         raw = row[5]
         cur = db.execute(_FRAME_INSERT + _BIG_FRAME_ROW, (*row[:5], len(raw), *row[6:]))
         rowid = int(cur.lastrowid or 0)
@@ -407,7 +391,7 @@ class SqliteSink(SqlSink):
 
     def _insert(
         self,
-        db: sqlite3.Connection,
+        db: SqliteConnection,
         insert: str,
         one: str,
         ncols: int,
@@ -422,7 +406,7 @@ class SqliteSink(SqlSink):
         """
         per = self._per.get(ncols)
         if per is None:
-            limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // ncols
+            limit = SQLITE.variable_limit(db) // ncols
             per = self._per[ncols] = max(1, min(ROWS_PER_STATEMENT, limit))
         done = 0
         total = len(rows)

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import math
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,12 +32,19 @@ import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.index import ConnectionIndexer
-from acp_proxy.record.pg import PgDatabase, frames_transaction, migrate_pg, translate
-from acp_proxy.record.reader import Database, json_column, table_columns
-from acp_proxy.record.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
-from acp_proxy.record.redact import redact_value as _redact_value
-from acp_proxy.record.rows import FRAME_COLUMN_NAMES
-from acp_proxy.record.schema import RecordingError, migrate
+from acp_proxy.formats.redact import dumps_compact, redact_argv, redact_bytes, redact_frame
+from acp_proxy.formats.redact import redact_value as _redact_value
+from acp_proxy.store.columns import FRAME_COLUMN_NAMES
+from acp_proxy.store.engine import (
+    BulkInserter,
+    Database,
+    engine_of,
+    one_row,
+    stream_rows,
+    table_columns,
+)
+from acp_proxy.store.reader import json_column
+from acp_proxy.store.schema import RecordingError
 
 FORMAT_NAME = "acp-proxy-recording"
 FORMAT_VERSION = 1
@@ -131,117 +135,6 @@ class ImportSummary:
     created_by: str | None = None
 
 
-# -- the two engines -------------------------------------------------------------------------
-# Every query of this module is written once and runs on SQLite and PostgreSQL alike; what
-# differs between them (streaming a result, bulk inserts, transactions, constraint errors)
-# is here and only here; a :data:`~acp_proxy.record.reader.Database` and its columns
-# (:func:`~acp_proxy.record.reader.table_columns`) come from the reader.
-
-_STREAM_ROWS = 100
-"""Rows PostgreSQL sends per round trip while a result streams (frames can be large)."""
-
-
-def stream_rows(db: Database, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
-    """The rows of a query, streamed: memory stays flat however many rows it returns.
-
-    (psycopg's plain ``execute`` would fetch a whole result into memory first; a
-    PostgreSQL result streams in chunks of :data:`_STREAM_ROWS` rows instead.)
-    """
-    if isinstance(db, PgDatabase):
-        with db.conn.cursor() as cur:
-            yield from cur.stream(translate(sql), tuple(args), size=_STREAM_ROWS)
-    else:
-        # A loop, not ``yield from``: a generator closed after its database (a reader gone
-        # away, a failed copy) must not close the cursor of a closed connection, which
-        # raises ("Exception ignored in: <generator object stream_rows>" on stderr).
-        for row in db.execute(sql, tuple(args)):  # noqa: UP028
-            yield row
-
-
-def _one(db: Database, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...]:
-    """The one row a query always returns (an aggregate, ``INSERT ... RETURNING``)."""
-    row = db.execute(sql, list(args)).fetchone()
-    assert row is not None
-    return tuple(row)
-
-
-class _BulkInserter:
-    """Rows into tables in bulk: ``executemany`` on SQLite; on PostgreSQL one ``COPY`` kept
-    open across batches (the server stores rows while the next batch is read) until
-    :meth:`end`, which must come before any other statement on the connection.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._open: tuple[str, Any, Any, Any] | None = None  # table, cursor, manager, copy
-
-    def write(self, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-        names = ", ".join(f'"{c}"' for c in columns)
-        db = self.db
-        if not isinstance(db, PgDatabase):
-            marks = ", ".join("?" for _ in columns)
-            db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
-            return
-        if self._open is not None and self._open[0] != table:
-            self.end()
-        if self._open is None:
-            cur = db.conn.cursor()
-            manager = cur.copy(f"COPY {table} ({names}) FROM STDIN")
-            self._open = (table, cur, manager, manager.__enter__())
-        write_row = self._open[3].write_row
-        for row in rows:
-            write_row(row)
-
-    def end(self, error: BaseException | None = None) -> None:
-        """Finish the open ``COPY`` (abort it with ``error``)."""
-        if self._open is None:
-            return
-        _, cur, manager, _ = self._open
-        self._open = None
-        try:
-            if error is None:
-                manager.__exit__(None, None, None)
-            else:
-                with contextlib.suppress(Exception):
-                    manager.__exit__(type(error), error, None)
-        finally:
-            cur.close()
-
-
-def _integrity_errors(db: Database) -> tuple[type[Exception], ...]:
-    """The exceptions a violated UNIQUE constraint raises on ``db``'s engine."""
-    if isinstance(db, PgDatabase):
-        import psycopg
-
-        return (psycopg.errors.IntegrityError,)
-    return (sqlite3.IntegrityError,)
-
-
-@contextmanager
-def _import_transaction(db: Database) -> Iterator[None]:
-    """One transaction for an import (a savepoint inside the caller's), the schema migrated."""
-    if isinstance(db, PgDatabase):
-        if db.conn.info.transaction_status == 0:  # idle: not inside the caller's transaction
-            migrate_pg(db)
-        with frames_transaction(db):
-            yield
-        return
-    if not db.in_transaction:
-        migrate(db)
-    outer = db.in_transaction
-    db.execute("SAVEPOINT acp_proxy_import" if outer else "BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if outer:
-            db.execute("ROLLBACK TO acp_proxy_import")
-            db.execute("RELEASE acp_proxy_import")
-        else:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("RELEASE acp_proxy_import" if outer else "COMMIT")
-
-
 # -- writing ---------------------------------------------------------------------------------
 
 
@@ -293,7 +186,7 @@ def iter_export(
 
     ``connection_id`` (or several, ``connection_ids``) limits it to those connections (a
     :class:`RecordingError` if one is absent; recording-wide events are then left out);
-    ``redact`` replaces secrets in the exported copy (see :mod:`acp_proxy.record.redact`).
+    ``redact`` replaces secrets in the exported copy (see :mod:`acp_proxy.formats.redact`).
     """
     stats = summary if summary is not None else ExportSummary()
     columns = _connection_columns(db)
@@ -417,25 +310,6 @@ def _export_events(
         record["detail"] = value
         stats.events += 1
         yield _line(record)
-
-
-def check_intact(db: Database) -> None:
-    """Refuse a damaged recording before anything is written (:class:`RecordingError`).
-
-    Export to a stream cannot take back lines it has written, so it reads every page once
-    first (SQLite's ``quick_check``: page structure, record formats, NOT NULL and UNIQUE
-    constraints; about as fast as reading the file). A PostgreSQL server keeps its own
-    pages intact: nothing to check there.
-    """
-    if isinstance(db, PgDatabase):
-        return
-    try:
-        (result,) = db.execute("PRAGMA quick_check(1)").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise RecordingError(f"the recording is damaged: {exc}") from None
-    if result != "ok":
-        lines = [line for line in str(result).splitlines() if not line.startswith("***")]
-        raise RecordingError(f"the recording is damaged: {'; '.join(lines) or result}")
 
 
 def export_recording(
@@ -698,7 +572,7 @@ class _Importer:
         if not self.columns:
             raise RecordingError("the database is not an acp-proxy recording (no connections)")
         self.skip_duplicates = skip_duplicates and "digest" in self.columns
-        (last,) = _one(db, "SELECT coalesce(max(id), 0) FROM connections")
+        (last,) = one_row(db, "SELECT coalesce(max(id), 0) FROM connections")
         self.last_existing_id = int(last)
         """Connections up to this id were in the database before the import."""
         self.summary = ImportSummary()
@@ -706,7 +580,7 @@ class _Importer:
         self.derive_facts: dict[int, set[str]] = {}
         self.frames: list[tuple[Any, ...]] = []
         self.stderr: list[tuple[Any, ...]] = []
-        self.bulk = _BulkInserter(db)
+        self.bulk = BulkInserter(db)
 
     def connection(self, record: dict[str, Any], lineno: int) -> None:
         old = _integer(record, "connection", lineno, INT64_MIN, INT64_MAX)
@@ -731,7 +605,7 @@ class _Importer:
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         sql = f"INSERT INTO connections ({names}) VALUES ({marks}) RETURNING id"
-        new = int(_one(self.db, sql, list(values.values()))[0])
+        new = int(one_row(self.db, sql, list(values.values()))[0])
         self.summary.connections[old] = new
         self.indexers[old] = ConnectionIndexer()
         missing = {"protocol_version", "client_info", "agent_info"} - set(record)
@@ -824,7 +698,7 @@ class _Importer:
                 self.bulk.write("stderr_lines", STDERR_COLUMNS, [r[:-1] for r in self.stderr])
             if end:
                 self.bulk.end()
-        except _integrity_errors(self.db) as exc:
+        except engine_of(self.db).integrity_errors as exc:
             self.bulk.end(exc)
             raise ExportFormatError(self._duplicate(exc)) from None
         self.frames.clear()
@@ -920,7 +794,7 @@ class _Importer:
             "AND c.transport = n.transport ORDER BY c.id",
             (new, self.last_existing_id),
         ).fetchall()
-        (total,) = _one(self.db, "SELECT count(*) FROM frames WHERE connection_id = ?", (new,))
+        (total,) = one_row(self.db, "SELECT count(*) FROM frames WHERE connection_id = ?", (new,))
         for cid, count in candidates:
             count = int(count)
             if count >= int(total):
@@ -936,7 +810,7 @@ class _Importer:
         db = self.db
         added = 0
         for table, attr in (("frames", "frames"), ("stderr_lines", "stderr_lines")):
-            (last,) = _one(
+            (last,) = one_row(
                 db,
                 f"SELECT coalesce(max(seq), -1) FROM {table} WHERE connection_id = ?",
                 (earlier,),
@@ -965,7 +839,7 @@ class _Importer:
             (new, earlier),
         )
         db.execute("DELETE FROM connections WHERE id = ?", (new,))
-        (ended,) = _one(db, "SELECT ended_at FROM connections WHERE id = ?", (earlier,))
+        (ended,) = one_row(db, "SELECT ended_at FROM connections WHERE id = ?", (earlier,))
         digest = connection_digest(db, earlier) if ended is not None else None
         db.execute("UPDATE connections SET digest = ? WHERE id = ?", (digest, earlier))
         del self.summary.connections[old]
@@ -983,7 +857,7 @@ def import_stream(
     ``skip_duplicates``: leave out every connection whose :func:`connection_digest` equals
     that of a connection already in ``db`` (listed in :attr:`ImportSummary.skipped`).
     """
-    with _import_transaction(db):
+    with engine_of(db).import_transaction(db):
         importer = _Importer(db, skip_duplicates=skip_duplicates)
         handlers = {
             "connection": importer.connection,
@@ -1017,9 +891,10 @@ def import_export(
     Connections get new ids (see :attr:`ImportSummary.connections`); frames get their index
     columns derived again. Everything happens in one transaction: on any error nothing is
     imported and an :class:`ExportFormatError` (or :class:`RecordingError`) says why.
-    ``db`` may be any recording connection, e.g. ``sqlite3.connect(":memory:")`` (the
-    schema is created if the database is empty). ``skip_duplicates``: see
-    :func:`import_stream` (``acp-proxy import`` skips them unless ``--allow-duplicates``).
+    ``db`` may be any recording connection, e.g. an in-memory one
+    (:func:`~acp_proxy.store.engine.memory_database`; the schema is created if it is
+    empty). ``skip_duplicates``: see :func:`import_stream` (``acp-proxy import`` skips them
+    unless ``--allow-duplicates``).
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -1081,10 +956,10 @@ def select_connections(
 def count_frames(db: Database, connection_ids: Sequence[int] | None = None) -> int:
     """How many frames ``db`` holds (in those connections)."""
     if connection_ids is None:
-        return int(_one(db, "SELECT count(*) FROM frames")[0])
+        return int(one_row(db, "SELECT count(*) FROM frames")[0])
     marks = ", ".join("?" for _ in connection_ids) or "NULL"
     sql = f"SELECT count(*) FROM frames WHERE connection_id IN ({marks})"
-    return int(_one(db, sql, list(connection_ids))[0])
+    return int(one_row(db, sql, list(connection_ids))[0])
 
 
 def copy_recording(

@@ -9,8 +9,8 @@ answers, the doubtful transaction is settled (its server process ended if it sti
 as after a reconnect), and each row gets ``frames_dropped``/``bytes_dropped`` (the doubtful
 frames count only if that transaction did not commit) and, where it has none, its end.
 
-Run as ``python -P -m acp_proxy.record.settle_pg`` with the URL in the environment
-(:data:`~acp_proxy.record.shipper.LOCATION_ENV`) and a JSON document on stdin.
+Run as ``python -P -m acp_proxy.recorder.writer.settle_pg`` with the URL in the environment
+(:data:`~acp_proxy.recorder.ipc.LOCATION_ENV`) and a JSON document on stdin.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def start(url: str, location_env: str, plan: dict[str, Any]) -> None:
     """Start the settling process for ``plan`` (rows, doubt), detached; never raises."""
     with contextlib.suppress(OSError, ValueError):
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "acp_proxy.record.settle_pg"],
+            [sys.executable, "-P", "-m", "acp_proxy.recorder.writer.settle_pg"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -65,8 +65,8 @@ def _xact_committed(db: Any, doubt: dict[str, Any] | None) -> bool:
 
 def settle(url: str, plan: dict[str, Any], *, give_up_after: float = SETTLE_SECONDS) -> bool:
     """Write ``plan`` onto the rows once the server answers; False if it never did."""
-    from acp_proxy.record.pg import connect_pg
-    from acp_proxy.record.schema import RecordingError
+    from acp_proxy.store.pg import connect_pg
+    from acp_proxy.store.schema import RecordingError
 
     deadline = time.monotonic() + give_up_after
     while True:
@@ -95,7 +95,7 @@ def settle(url: str, plan: dict[str, Any], *, give_up_after: float = SETTLE_SECO
 
 
 def main() -> int:
-    from acp_proxy.record.shipper import LOCATION_ENV
+    from acp_proxy.recorder.ipc import LOCATION_ENV
 
     url = os.environ.pop(LOCATION_ENV, "")
     try:

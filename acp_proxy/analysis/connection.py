@@ -6,8 +6,8 @@ the end at once; the inspector keeps one per connection and feeds it the frames 
 since), :func:`collect_stats` feeds :class:`~acp_proxy.acp.stats.StatsAccumulator`
 (``acp-proxy stats``) and :func:`reindex_connection` re-derives index columns with
 :class:`~acp_proxy.acp.index.ConnectionIndexer` (``acp-proxy reindex``). Frames are read
-through :class:`~acp_proxy.record.reader.RecordingReader` and written through
-:mod:`acp_proxy.record.edit`; nothing here holds a whole connection in memory.
+through :class:`~acp_proxy.store.reader.RecordingReader` and written through
+:mod:`acp_proxy.store.edit`; nothing here holds a whole connection in memory.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.stats import StatsAccumulator
-from acp_proxy.record.edit import (
+from acp_proxy.store.edit import (
     WritableDatabase,
     update_connection_facts,
     update_index_columns,
 )
-from acp_proxy.record.reader import ConnectionRow, RecordingReader
+from acp_proxy.store.reader import ConnectionRow, RecordingReader
 from acp_proxy.wire.jsonrpc import parse_json
 
 REINDEX_BATCH = 5000

@@ -1,16 +1,16 @@
 """The recorder's writer process: rows and the database away from the forwarding process.
 
-``python -m acp_proxy.record.child DB RETRY QUEUE BATCH`` (``DB`` ``-``: the PostgreSQL URL
-is in the environment, :data:`~acp_proxy.record.shipper.LOCATION_ENV`) reads batches
-(:func:`~acp_proxy.record.ipc.read_batch`) from its stdin into its own
-:class:`~acp_proxy.record.journal.Journal` (which waits instead of dropping, so the pipe
+``python -m acp_proxy.recorder.writer.main DB RETRY QUEUE BATCH`` (``DB`` ``-``: the PostgreSQL URL
+is in the environment, :data:`~acp_proxy.recorder.ipc.LOCATION_ENV`) reads batches
+(:func:`~acp_proxy.recorder.ipc.read_batch`) from its stdin into its own
+:class:`~acp_proxy.recorder.journal.WriterJournal` (which waits instead of dropping, so the pipe
 fills and the proxy's journal holds the backlog), and runs the same
-:class:`~acp_proxy.record.pipeline.WriterPipeline` (rows, then a
-:mod:`~acp_proxy.record.sink`) that ``ACP_PROXY_RECORDER=thread`` runs inside
-the proxy. See :mod:`acp_proxy.record.shipper` for the other end.
+:class:`~acp_proxy.recorder.writer.pipeline.Pipeline` (rows, then a
+:mod:`~acp_proxy.recorder.writer.sink`) that ``ACP_PROXY_RECORDER=thread`` runs inside
+the proxy. See :mod:`acp_proxy.recorder.shipper` for the other end.
 
 End of stdin means: write what arrived, then exit. After the proxy's
-:class:`~acp_proxy.record.ipc.Fin` that is a clean end. Without it the proxy died (``kill
+:class:`~acp_proxy.recorder.ipc.Fin` that is a clean end. Without it the proxy died (``kill
 -9``): the writer still writes everything it was sent (so a killed proxy loses nothing that
 reached it), then closes every connection row the proxy left open with ``end_reason``
 ``proxy-lost`` and the losses it knows of.
@@ -26,10 +26,10 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING
 
-from acp_proxy.record.priority import SWITCH_INTERVAL, lower_priority
+from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL, lower_priority
 
 if TYPE_CHECKING:
-    from acp_proxy.record.pipeline import WriterPipeline
+    from acp_proxy.recorder.writer.pipeline import Pipeline
 
 WRITER_GC_THRESHOLD = 20_000
 """Allocations between young-generation collections in the writer (Python's default: 700).
@@ -39,32 +39,41 @@ once; the default collected every few hundred frames, for a few % of the rows th
 
 PG_SWITCH_SECONDS = 0.0005
 """The writer's GIL switch interval when it records into PostgreSQL (Python's default: 5 ms;
-into SQLite: :data:`~acp_proxy.record.priority.SWITCH_INTERVAL`).
+into SQLite: :data:`~acp_proxy.recorder.writer.priority.SWITCH_INTERVAL`).
 
 The sink thread waits for the server several times a batch (``BEGIN``, ``COPY``, ``COMMIT``)
 and then waits for the GIL while the rows thread runs Python: up to a switch interval each
-time, while the server has nothing to do. Measured (200k frames, 7 alternating runs): 0.5 ms
-recorded about 13% more frames/s; 0.1 ms and 1 ms no better."""
+time, while the server has nothing to do (measured: docs/performance.md, "The recorder's
+constants")."""
 
 PROGRESS_SECONDS = 0.1
 """How often the writer reports its progress to the proxy."""
 
 
-def serve(pipeline: WriterPipeline, fd: int, report: IO[str]) -> None:
+def serve(pipeline: Pipeline, fd: int, report: IO[str]) -> None:
     """Run ``pipeline`` on batches read from ``fd`` until end of input, then finish it."""
-    from acp_proxy.record.ipc import Control, Fin, Item, read_batch
+    from acp_proxy.recorder.ipc import Control, Fin, Item, Progress, progress_line, read_batch
+    from acp_proxy.recorder.journal import WriterJournal
 
     journal = pipeline.journal
+    assert isinstance(journal, WriterJournal), "the writer process's pipeline"
     stop = threading.Event()
 
     def progress() -> None:
         last = None
         while True:
             done = stop.wait(PROGRESS_SECONDS)
-            line = (
-                f"p {pipeline.frames_written} {pipeline.batches_committed} "
-                f"{pipeline.index_cpu:.3f} {pipeline.sqlite_cpu:.3f} {pipeline.dropped()} "
-                f"{journal.queued_bytes()} {int(pipeline.unsaved)} {pipeline.in_doubt}\n"
+            line = progress_line(
+                Progress(
+                    pipeline.frames_written,
+                    pipeline.batches_committed,
+                    pipeline.index_cpu,
+                    pipeline.sqlite_cpu,
+                    pipeline.dropped(),
+                    journal.queued_bytes(),
+                    bool(pipeline.unsaved),
+                    pipeline.in_doubt,
+                )
             )
             if line != last or done:
                 with contextlib.suppress(OSError, ValueError):
@@ -113,7 +122,7 @@ def serve(pipeline: WriterPipeline, fd: int, report: IO[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the child (``python -m acp_proxy.record.child DB RETRY QUEUE BATCH``)."""
+    """The writer process (``python -m acp_proxy.recorder.writer.main DB RETRY QUEUE BATCH``)."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # until the drain handler is installed
@@ -121,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from acp_proxy.console import warn
-    from acp_proxy.record.journal import LINGER_SECONDS, Journal
-    from acp_proxy.record.pipeline import WriterPipeline, sink_for
-    from acp_proxy.record.shipper import LOCATION_ENV
+    from acp_proxy.recorder.ipc import LOCATION_ENV
+    from acp_proxy.recorder.journal import LINGER_SECONDS, WriterJournal
+    from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
 
     gc.freeze()  # what the imports made is never garbage: keep it out of collections
     gc.set_threshold(WRITER_GC_THRESHOLD)
@@ -133,15 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         path = os.environ.pop(LOCATION_ENV, "")
         switch = PG_SWITCH_SECONDS
     sys.setswitchinterval(switch)
-    journal = Journal(
+    journal = WriterJournal(
         queue_bytes=queue_bytes,
         batch_bytes=batch_bytes,
         linger=LINGER_SECONDS / 2,  # the proxy gathers for the other half
         warn=warn,
     )
-    from acp_proxy.record.otlp_live import live_observer  # live OTLP export, if asked for
+    from acp_proxy.recorder.writer.otlp_live import live_observer  # live OTLP export, if asked for
 
-    pipeline = WriterPipeline(
+    pipeline = Pipeline(
         journal, sink_for(path), lock_retry=retry, warn=warn, observer=live_observer()
     )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())

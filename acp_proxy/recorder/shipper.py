@@ -2,17 +2,16 @@
 
 Python threads share one interpreter lock. When indexing and SQLite ran as threads of the
 proxy, a forwarding thread that woke up for a frame often had to wait for the lock behind
-them: measured, round trips through a recording proxy then had a p99.9 of 4-10 ms. So the
-proxy keeps only the :class:`~acp_proxy.record.journal.Journal` and one shipper thread,
-which sends the journal's batches (:func:`~acp_proxy.record.ipc.encode_batch`) down a pipe
-to the writer process (:mod:`acp_proxy.record.child`, at the lowest priority). A clean end
-is a :class:`~acp_proxy.record.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
+them (docs/performance.md, "The recorder's constants"). So the proxy keeps only the
+:class:`~acp_proxy.recorder.journal.ProxyJournal` and one shipper thread, which sends the
+journal's batches (:func:`~acp_proxy.recorder.ipc.encode_batch`) down a pipe to the writer
+process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean end is a
+:class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
-On its stdout the writer reports progress lines
-(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved in_doubt``); its warnings go
-straight to the shared stderr. If it dies, what it never wrote is counted here and put on
-the connection rows (:meth:`Shipper.settle_lost`).
+On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines; its
+warnings go straight to the shared stderr. If it dies, what it never wrote is counted here
+and put on the connection rows (:meth:`Shipper.settle_lost`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import contextlib
 import gc
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from acp_proxy.record.ipc import (
+from acp_proxy.recorder.ipc import (
+    LOCATION_ENV,
     STDERR,
     Chunk,
     End,
@@ -40,12 +39,12 @@ from acp_proxy.record.ipc import (
     Item,
     encode_batch,
     frames_in,
+    parse_progress,
 )
-from acp_proxy.record.journal import Journal
-from acp_proxy.record.pg import connect_pg, is_pg_url
-from acp_proxy.record.rows import column_value
-from acp_proxy.record.schema import RecordingError, connect
-from acp_proxy.record.sink import connection_insert, open_row_fields
+from acp_proxy.recorder.journal import ProxyJournal
+from acp_proxy.store.columns import note_losses, recorded_totals
+from acp_proxy.store.engine import database_url, engine_for
+from acp_proxy.store.schema import RecordingError
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -61,13 +60,8 @@ class Shipped:
     nbytes: int = 0
 
 
-LOCATION_ENV = "ACP_PROXY_WRITER_URL"
-"""How a PostgreSQL URL reaches the writer process: its environment, never its command line
-(which every user of the machine can read), since the URL may hold the password."""
-
-
 class WriterProcess:
-    """The proxy's handle on the child: start it, send batches, follow its progress."""
+    """The proxy's handle on the writer process: start it, send batches, follow its progress."""
 
     def __init__(
         self,
@@ -79,15 +73,16 @@ class WriterProcess:
         on_exit: Callable[[], None],
         otlp: bool = True,
     ):
-        # An ignored signal stays ignored across exec: the child cannot be killed by the
+        # An ignored signal stays ignored across exec: the writer cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
         if threading.current_thread() is threading.main_thread():
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
                     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         env = None if otlp else {**os.environ, "OTEL_SDK_DISABLED": "true"}  # said already
-        if is_pg_url(path):
-            env = {**(env or os.environ), LOCATION_ENV: str(path)}
+        url = database_url(path)  # a URL may hold a password: never on a command line
+        if url is not None:
+            env = {**(env or os.environ), LOCATION_ENV: url}
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
@@ -98,7 +93,7 @@ class WriterProcess:
                 # in the user's project, whose own orjson.py or sqlite3/ must not be used.
                 "-P",
                 "-m",
-                "acp_proxy.record.child",
+                "acp_proxy.recorder.writer.main",
                 where,
                 repr(lock_retry),
                 str(queue_bytes),
@@ -131,14 +126,14 @@ class WriterProcess:
         self.reader.start()
 
     def send(self, buffers: list[bytes]) -> None:
-        """Write one encoded batch; OSError when the child is gone."""
+        """Write one encoded batch; OSError when the writer process is gone."""
         for buf in buffers:
             view = memoryview(buf)
             while view:
                 view = view[os.write(self._stdin, view) :]
 
     def draining(self) -> None:
-        """Tell the child the proxy is exiting (it bounds its wait for a lock from now).
+        """Tell the writer process the proxy is exiting (it bounds its wait for a lock from now).
 
         Sent once it has started (before, the signal would kill it); until then, the first
         progress line it reports sends it.
@@ -151,7 +146,7 @@ class WriterProcess:
                 self.proc.send_signal(signal.SIGUSR1)
 
     def finish(self) -> None:
-        """No more batches: the child writes what it has and exits."""
+        """No more batches: the writer process writes what it has and exits."""
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -164,7 +159,7 @@ class WriterProcess:
             return None
 
     def kill(self) -> None:
-        """Stop the child now. Its stdin is left to the shipper thread to close (it may be
+        """Stop the writer process now. Its stdin is left to the shipper thread to close (it may be
         writing to it: closing the descriptor under it could hand the number to a file
         opened meanwhile)."""
         with contextlib.suppress(OSError):
@@ -179,16 +174,16 @@ class WriterProcess:
                 if drain:
                     with contextlib.suppress(OSError):
                         self.proc.send_signal(signal.SIGUSR1)
-            parts = line.split()
-            if len(parts) == 9 and parts[0] == b"p":
-                self.frames_written = int(parts[1])
-                self.batches = int(parts[2])
-                self.index_cpu = float(parts[3])
-                self.sqlite_cpu = float(parts[4])
-                self.dropped = int(parts[5])
-                self.queued_bytes = int(parts[6])
-                self.unsaved = parts[7] == b"1"
-                self.in_doubt = int(parts[8])
+            progress = parse_progress(line)
+            if progress is not None:
+                self.frames_written = progress.frames_written
+                self.batches = progress.batches
+                self.index_cpu = progress.index_cpu
+                self.sqlite_cpu = progress.sqlite_cpu
+                self.dropped = progress.dropped
+                self.queued_bytes = progress.queued_bytes
+                self.unsaved = progress.unsaved
+                self.in_doubt = progress.in_doubt
         with contextlib.suppress(OSError):
             self._stdout.close()
         self._on_exit()  # its output ended: it exited (or is about to)
@@ -199,7 +194,7 @@ class Shipper:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: ProxyJournal,
         path: Path | str,
         *,
         lock_retry: float,
@@ -312,62 +307,33 @@ class Shipper:
         database cannot be opened within ``timeout`` seconds, every frame sent counts as
         lost.
         """
-        errors: tuple[type[BaseException], ...] = (sqlite3.Error, UnicodeError, ValueError)
+        errors: tuple[type[BaseException], ...] = (UnicodeError, ValueError)
         db: Any = None
         try:
-            if is_pg_url(self.path):
-                from psycopg import Error as PgError
-
-                errors = (*errors, PgError)
-                db = connect_pg(str(self.path), create=False, timeout=timeout)
-            else:
-                db = connect(Path(self.path), create=False, timeout=timeout)
+            engine = engine_for(self.path)
+            errors = (*errors, *engine.errors)
+            db = engine.open(self.path, create=False, timeout=timeout)
         except RecordingError as exc:
             db = None
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         try:
             for conn, shipped in self.connections.items():
-                db_id = None
                 opened = shipped.open_fields
-                identity = (opened.get("proxy_pid"), opened.get("started_at"))
+                db_id, frames, nbytes = None, 0, 0
                 if db is not None:  # this proxy's connection started at that instant
-                    found = db.execute(
-                        "SELECT id FROM connections WHERE proxy_pid = ? AND started_at = ?",
-                        identity,
-                    ).fetchone()
-                    db_id = found[0] if found else None
-                recorded = (0, 0)
-                if db is not None and db_id is not None:
-                    row = db.execute(
-                        "SELECT count(*), coalesce(sum(size), 0) FROM frames "
-                        "WHERE connection_id = ?",
-                        (db_id,),
-                    ).fetchone()
-                    recorded = (int(row[0]), int(row[1]))
+                    db_id, frames, nbytes = recorded_totals(
+                        db, opened.get("proxy_pid"), opened.get("started_at")
+                    )
                 self.journal.lose(
-                    conn,
-                    max(0, shipped.frames - recorded[0]),
-                    max(0, shipped.nbytes - recorded[1]),
+                    conn, max(0, shipped.frames - frames), max(0, shipped.nbytes - nbytes)
                 )
-                shipped.frames, shipped.nbytes = recorded  # counted once
+                shipped.frames, shipped.nbytes = frames, nbytes  # counted once
                 if db is None:
                     continue
                 losses = self.journal.losses(conn)
                 end = dict(shipped.close_fields or {"end_reason": "recorder-lost"})
                 end.setdefault("ended_at", time.time())
-                if db_id is None:  # the writer died before it created the row
-                    fields = open_row_fields({**shipped.open_fields, **end}, time.time())
-                    fields["frames_dropped"] = losses.frames
-                    fields["bytes_dropped"] = losses.nbytes
-                    db.execute(*connection_insert(fields))
-                    continue
-                fields = {k: column_value(v) for k, v in end.items()}
-                sets = "".join(f", {k} = coalesce({k}, ?)" for k in fields)
-                db.execute(
-                    f"UPDATE connections SET frames_dropped = ?, bytes_dropped = ?{sets} "
-                    "WHERE id = ?",
-                    (losses.frames, losses.nbytes, *fields.values(), db_id),
-                )
+                note_losses(db, db_id, opened, end, losses.frames, losses.nbytes)
         except errors as exc:
             self.warn(f"recording: could not note the lost frames on the connection row: {exc}")
         finally:
@@ -392,7 +358,7 @@ def writer_pids(proxy_pid: int) -> list[int]:
                 if ppid != proxy_pid:
                     continue
                 with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if b"acp_proxy.record.child" in fh.read():
+                    if b"acp_proxy.recorder.writer.main" in fh.read():
                         found.append(int(entry))
             except (OSError, IndexError, ValueError):
                 continue

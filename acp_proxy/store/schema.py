@@ -96,7 +96,7 @@ MIGRATIONS: list[str] = [
     #    last_seen_at: wall clock of the recorder's last heartbeat for an open connection
     #      (written at the row's creation and then every HEARTBEAT_SECONDS while it is open);
     #      a row with no ended_at and a stale or missing heartbeat reads as ended, end
-    #      unknown (acp_proxy.record.liveness).
+    #      unknown (acp_proxy.store.liveness).
     #    end_reason: how the row was closed (see liveness.END_REASONS).
     #    host: the host name the connection was recorded on.
     #    digest: a content digest of the connection's frames (import deduplication).

@@ -5,16 +5,16 @@ Transports hand the recorder copies of what they forwarded and return at once:
 :meth:`ConnectionRecorder.frame` one whole message (WebSocket). The parts behind it, in
 order (each module's first lines say more):
 
-- :mod:`~acp_proxy.record.journal`: the bounded queue the forwarding threads append to,
+- :mod:`~acp_proxy.recorder.journal`: the bounded queue the forwarding threads append to,
   its spool file, gaps and every loss counted on the proxy side;
-- :mod:`~acp_proxy.record.shipper`: with the process backend (the commands'), one thread
-  shipping the journal's batches (:mod:`~acp_proxy.record.ipc`) to the writer process
-  (:mod:`~acp_proxy.record.child`);
-- :mod:`~acp_proxy.record.pipeline`: the writer's two threads, in the writer process or
-  (``ACP_PROXY_RECORDER=thread``) in the proxy itself: :mod:`~acp_proxy.record.rows` cuts
-  streams into frames, numbers and indexes them; a :mod:`~acp_proxy.record.sink`
-  (:class:`~acp_proxy.record.sink.SqliteSink`, or
-  :class:`~acp_proxy.record.sink_pg.PostgresSink` for a ``postgresql://`` URL) commits a
+- :mod:`~acp_proxy.recorder.shipper`: with the process backend (the commands'), one thread
+  shipping the journal's batches (:mod:`~acp_proxy.recorder.ipc`) to the writer process
+  (:mod:`~acp_proxy.recorder.writer.main`);
+- :mod:`~acp_proxy.recorder.writer.pipeline`: the writer's two threads, in the writer process or
+  (``ACP_PROXY_RECORDER=thread``) in the proxy itself: :mod:`~acp_proxy.recorder.writer.rows` cuts
+  streams into frames, numbers and indexes them; a :mod:`~acp_proxy.recorder.writer.sink`
+  (:class:`~acp_proxy.recorder.writer.sink.SqliteSink`, or
+  :class:`~acp_proxy.recorder.writer.sink_pg.PostgresSink` for a ``postgresql://`` URL) commits a
   batch per transaction.
 
 A batch is at most :data:`BATCH_BYTES` bytes, so the recording is at most about one batch
@@ -39,16 +39,21 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.console import warn
-from acp_proxy.record.ipc import STDERR, Frame
-from acp_proxy.record.journal import LINGER_SECONDS, Journal
-from acp_proxy.record.otlp_live import NO_SDK, live_observer, sdk_installed, settings_from_env
-from acp_proxy.record.pg import NO_PSYCOPG, is_pg_url, psycopg_installed, safe_url
-from acp_proxy.record.pipeline import DRAIN_LOCK_SECONDS, WriterPipeline, sink_for
-from acp_proxy.record.priority import SWITCH_INTERVAL
-from acp_proxy.record.shipper import Shipper
-from acp_proxy.record.sink import SinkFailed
+from acp_proxy.recorder.ipc import STDERR, Frame
+from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
+from acp_proxy.recorder.shipper import Shipper
+from acp_proxy.recorder.writer.otlp_live import (
+    NO_SDK,
+    live_observer,
+    sdk_installed,
+    settings_from_env,
+)
+from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, Pipeline, sink_for
+from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
+from acp_proxy.recorder.writer.sink import SinkFailed
+from acp_proxy.store.engine import SQLITE, engine_for
 
-__all__ = ["STDERR", "ConnectionRecorder", "Recorder", "warn_stderr"]
+__all__ = ["STDERR", "ConnectionRecorder", "Recorder"]
 
 DEFAULT_QUEUE_BYTES = 16 * 1024 * 1024
 """Backlog held in memory (bytes waiting for the writer) beyond which frames are spooled.
@@ -73,8 +78,8 @@ as soon as the writer has caught up. 0 turns spooling off.
 BATCH_BYTES = 1024 * 1024
 """Most raw bytes taken from the queue for one transaction (a bigger single frame still goes).
 
-About 3,400 frames of 300 bytes. 2 MiB measured no faster and cost the writer process
-about 10 MB more (two batches of rows in flight and a bigger queue).
+About 3,400 frames of 300 bytes (why not more: docs/performance.md, "The recorder's
+constants").
 """
 
 PG_BATCH_BYTES = 2 * BATCH_BYTES
@@ -82,16 +87,15 @@ PG_BATCH_BYTES = 2 * BATCH_BYTES
 
 Each batch costs round trips (``BEGIN``, ``COPY``, ``COMMIT``) during which the server has
 nothing to do, so a backlog goes faster in bigger batches, at the price of the rows they
-hold in the writer. Measured (``bench_proxy.py``, 200k frames, 3 alternating runs, local
-server): 1 MiB 71k-74k recorded/s and 106 MB peak RSS, 2 MiB 84k-91k and 126 MB, 4 MiB
-81k-91k and 156-165 MB. Only a backlog fills a batch: at a lower rate a batch holds what
-arrived in the linger time, whatever this is."""
+hold in the writer (measured: docs/performance.md, "The recorder's constants"). Only a
+backlog fills a batch: at a lower rate a batch holds what arrived in the linger time,
+whatever this is."""
 
 CHILD_QUEUE_BATCHES = 2
 """Batches the writer process queues before it stops reading (the pipe then fills)."""
 
 BACKEND_ENV = "ACP_PROXY_RECORDER"
-"""Set to ``thread`` to run the recorder's writer as threads instead of a child process."""
+"""Set to ``thread`` to run the recorder's writer as threads instead of a writer process."""
 
 STATS_ENV = "ACP_PROXY_STATS"
 """Set to print the recorder's counters and CPU time on stderr at exit (benchmarks)."""
@@ -112,9 +116,6 @@ def lock_retry_seconds() -> float:
         return max(0.0, float(os.environ.get(LOCK_RETRY_ENV, DEFAULT_LOCK_RETRY_SECONDS)))
     except ValueError:
         return DEFAULT_LOCK_RETRY_SECONDS
-
-
-warn_stderr = warn  # the default warning sink (kept for callers of the old name)
 
 
 def end_reason(fields: dict[str, Any]) -> str:
@@ -213,7 +214,7 @@ class Recorder:
 
     ``path=None`` makes a recorder that records nothing (pass-through mode) but keeps the
     same interface, so transports have one code path. ``backend="process"`` (what the
-    commands use) runs the writer pipeline in a child process fed by one shipper thread;
+    commands use) runs the pipeline in the writer process, fed by one shipper thread;
     ``"thread"`` runs it as threads of this process. ``ACP_PROXY_RECORDER=thread`` forces
     threads.
     """
@@ -224,20 +225,19 @@ class Recorder:
         *,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
         spool_bytes: int = DEFAULT_SPOOL_BYTES,
-        warn: Callable[[str], None] = warn_stderr,
+        warn: Callable[[str], None] = warn,
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
-        self.engine = "SQLite"
+        engine = engine_for(path) if path is not None else SQLITE
+        self.engine = engine.label
         spool_dir: Path | None = None
-        pg = is_pg_url(path)
-        if pg:
+        if engine.remote and path is not None:
             self.path = str(path)
-            self.where = safe_url(self.path)
-            self.engine = "PostgreSQL"
+            self.where = engine.shown(self.path)
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
             if batch_bytes == BATCH_BYTES:
                 batch_bytes = PG_BATCH_BYTES
@@ -248,7 +248,7 @@ class Recorder:
         self.warn = warn
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self.batch_bytes = batch_bytes
-        self.journal = Journal(
+        self.journal = ProxyJournal(
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
             linger=LINGER_SECONDS,
@@ -257,7 +257,7 @@ class Recorder:
             spool_dir=spool_dir,
         )
         self._connections: list[ConnectionRecorder] = []
-        self._pipeline: WriterPipeline | None = None
+        self._pipeline: Pipeline | None = None
         self._shipper: Shipper | None = None
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the rows thread
@@ -275,16 +275,17 @@ class Recorder:
         # is opened by the writer: connecting may wait for the network, and an outage at
         # start is waited out like one later.
         # What a bare install lacks is said now, before a byte is forwarded, in one line.
-        if pg and not psycopg_installed():
-            self.journal.disable(f"recording disabled: {NO_PSYCOPG}")
-            warn(f"recording disabled: {NO_PSYCOPG}; forwarding continues")
+        missing = engine.missing_driver()
+        if missing is not None:
+            self.journal.disable(f"recording disabled: {missing}")
+            warn(f"recording disabled: {missing}; forwarding continues")
             return
         otlp = settings_from_env() is not None
         if otlp and not sdk_installed():
             warn(NO_SDK)
             otlp = False
         sink = sink_for(self.path)
-        if not pg:
+        if not engine.remote:
             try:
                 give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
                 sink.open(lambda: give_up)
@@ -316,7 +317,7 @@ class Recorder:
                 )
                 sink = sink_for(self.path)
         observer = live_observer() if otlp else None
-        self._pipeline = WriterPipeline(
+        self._pipeline = Pipeline(
             self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
         )
         self._pipeline.start()
@@ -421,11 +422,11 @@ class Recorder:
         unsaved = False
         in_doubt = 0
         if shipper is not None:
-            child = shipper.writer
+            process = shipper.writer
             if stuck:
                 shipper.stop_now()
             else:
-                code = child.exit_status(5)
+                code = process.exit_status(5)
                 if code not in (0, None) and not shipper.died:
                     shipper.died = True  # during the final drain: nobody else noticed
                     self.warn(
@@ -435,14 +436,14 @@ class Recorder:
                 if shipper.died:
                     # bounded like the writer's own drain: the client waits for our exit
                     shipper.settle_lost(min(self.lock_retry, DRAIN_LOCK_SECONDS))
-            self.frames_written = child.frames_written
-            self.index_cpu, self.sqlite_cpu = child.index_cpu, child.sqlite_cpu
-            unsaved = child.unsaved
-            in_doubt = child.in_doubt
+            self.frames_written = process.frames_written
+            self.index_cpu, self.sqlite_cpu = process.index_cpu, process.sqlite_cpu
+            unsaved = process.unsaved
+            in_doubt = process.in_doubt
             if shipper.died or stuck:
                 dropped = sum(c.frames_dropped for c in self._connections)
             else:
-                dropped = child.dropped + self.journal.unreported_frames()
+                dropped = process.dropped + self.journal.unreported_frames()
         else:
             assert pipeline is not None
             self.frames_written = pipeline.frames_written

@@ -1,1 +1,0 @@
-"""Recording to SQLite: schema and migrations, the writer thread, and reading back."""

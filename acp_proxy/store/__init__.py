@@ -1,0 +1,1 @@
+"""The recording store: SQLite and PostgreSQL schemas, opening, reading and editing recordings."""

@@ -45,9 +45,10 @@ locks, or for a database server that is away."""
 OUTAGE_BACKOFF_SECONDS = 2.0
 """The longest wait between two attempts to reach a database server that is away."""
 
-STUCK_CALL_SECONDS = 1.0
-"""Once the exit drain is over, how much longer one call to the database may go unanswered
-(a stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`)."""
+STUCK_CALL_SECONDS = 5.0
+"""Once the exit drain is over, how long one call to the database may go unanswered (a
+stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`). A drain that
+goes on answering (a big backlog written batch after batch) is never cut."""
 
 
 class OpsObserver(Protocol):
@@ -93,6 +94,7 @@ class Pipeline:
         self._stopped_at: float | None = None
         self._outage: float | None = None  # when the database server went away (monotonic)
         self._outage_gave_up = False  # it stayed away through the exit drain
+        self._call_since: float | None = None  # when the database call under way began
         self._backoff = 0.0
         self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
@@ -187,8 +189,9 @@ class Pipeline:
         sink_thread = self.threads[1]
         time.sleep(max(0.0, self._stopped_at + DRAIN_LOCK_SECONDS - time.monotonic()))
         while sink_thread.is_alive():
-            sink_thread.join(STUCK_CALL_SECONDS)
-            if sink_thread.is_alive():
+            sink_thread.join(STUCK_CALL_SECONDS / 10)
+            since = self._call_since
+            if since is not None and time.monotonic() - since > STUCK_CALL_SECONDS:
                 self._outage_gave_up = True  # no more attempts: the exit waits for none
                 self.sink.interrupt()
 
@@ -337,13 +340,17 @@ class Pipeline:
         return True
 
     def _store(self, ops: list[Op]) -> int:
+        self._call_since = time.monotonic()  # the drain guard cuts only a call never answered
         try:
             return self.sink.write(ops, self._give_up_at)
         except SinkFailed:
             raise
         except (UnicodeError, ValueError, OverflowError, TypeError):
             # a value the database cannot take: store the batch with safe text
+            self._call_since = time.monotonic()
             return self.sink.write(sanitized(ops), self._give_up_at)
+        finally:
+            self._call_since = None
 
     def _lose(
         self, ops: list[Op], reason: str | None, *, line: str | None = None, doubtful: int = 0

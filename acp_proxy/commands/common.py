@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import re
 import sqlite3
@@ -15,6 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
+from acp_proxy.console import Terminal, pager
 from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     Database,
@@ -202,6 +204,47 @@ disabled: ...; forwarding continues`` line from the recorder, and the agent runs
 """
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
+
+
+def terminal_options(*, wide: bool = True, paged: bool = True) -> Decorator:
+    """``--color``, ``--wide`` and ``--no-pager`` for a command that prints for a person; the
+    command gets the :class:`~acp_proxy.console.Terminal` as ``terminal`` and runs with its
+    output in a pager on a terminal (see :mod:`acp_proxy.console`).
+
+    ``wide=False``: no ``--wide`` (output that has nothing to cut); ``paged=False``: no pager.
+    """
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(*args: Any, color: str, no_pager: bool, **kwargs: Any) -> None:
+            terminal = Terminal.for_stdout(color, kwargs.pop("wide", False))  # type: ignore[arg-type]
+            with pager(paged and not no_pager):
+                command(*args, terminal=terminal, **kwargs)
+
+        run = click.option(
+            "--color",
+            "--colour",
+            "color",
+            type=click.Choice(["auto", "always", "never"]),
+            default="auto",
+            show_default=True,
+            help="Colour: auto is on a terminal unless NO_COLOR is set.",
+        )(run)
+        if paged:
+            run = click.option(
+                "--no-pager", is_flag=True, help="Print straight to the terminal, no pager."
+            )(run)
+        else:
+            run = click.option("--no-pager", is_flag=True, hidden=True)(run)
+        if wide:
+            run = click.option(
+                "--wide",
+                is_flag=True,
+                help="Print whole lines (cut to the terminal's width otherwise; whole when piped).",
+            )(run)
+        return run
+
+    return decorate
 
 
 def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> NoReturn:

@@ -8,7 +8,6 @@ import math
 import re
 import sqlite3
 import sys
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,6 @@ from acp_proxy.console import Terminal, pager
 from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     Database,
-    FrameRow,
     RecordingUrl,
     database_errors,
     location_name,
@@ -28,6 +26,8 @@ from acp_proxy.record.reader import (
 )
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.report.text import fmt_frame_what as fmt_frame_what  # (for the commands)
+from acp_proxy.report.text import fmt_time as fmt_time
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 
@@ -303,22 +303,6 @@ def recording(path: Path | str, *, writable: bool = False) -> Iterator[Database]
         db.close()
 
 
-def fmt_time(ts: object) -> str:
-    """A stored wall-clock time as local ``YYYY-MM-DD HH:MM:SS``; never raises.
-
-    ``None`` is ``-``; a value no clock can show (``-1e308``, NaN, text in a REAL column of
-    an imported file) is shown as ``?`` and the value, so a reader never crashes on a row.
-    """
-    if ts is None:
-        return "-"
-    try:
-        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
-            raise TypeError
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    except (TypeError, ValueError, OverflowError, OSError):
-        return f"?{ts!r}"[:40]
-
-
 def fmt_duration(seconds: float | None) -> str:
     """A duration: ``850ms``, ``12.3s``, ``4m05s``; ``-`` for None or a nonsense value."""
     if seconds is None:
@@ -348,18 +332,6 @@ def fmt_exit(status: object) -> str:
     if status < 0:
         return f"signal {-status}"
     return str(status)
-
-
-def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
-    """One frame's kind, method, ``id_mark`` + id and [update kind], e.g. ``request prompt #3``."""
-    what = f.kind or "?"
-    if f.method:
-        what += f" {f.method}"
-    if f.rpc_id is not None:
-        what += f" {id_mark}{f.rpc_id}"
-    if f.update_kind:
-        what += f" [{f.update_kind}]"
-    return what
 
 
 PROGRESS_STEP = 5000

@@ -1,32 +1,26 @@
-"""``acp-proxy show DB``: a recording as a conversation a person can read.
+"""A recording as a conversation a person can read: the text ``acp-proxy show`` prints.
 
 Frames are streamed from the recording through :class:`~acp_proxy.acp.model.ConnectionModel`;
 in text mode each session's timeline is printed and forgotten at every turn boundary, so
-memory stays flat however long the recording is. ``--json`` prints the reconstructed state
-(one document; it holds one connection's state at a time).
+memory stays flat however long the recording is (:func:`print_conversation`).
+:func:`print_json` prints the reconstructed state (one document; it holds one connection's
+state at a time), :func:`print_raw` every frame as recorded. Lines fit the
+:class:`~acp_proxy.console.Terminal` (message text wrapped, the rest cut with ``…``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-import click
 import orjson
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
-from acp_proxy.commands.common import (
-    RECORDING_ARG,
-    fmt_frame_what,
-    fmt_time,
-    recording,
-    single_option,
-)
+from acp_proxy.console import Terminal, arrow, cells
 from acp_proxy.record.reader import (
     ConnectionRow,
     FrameRow,
@@ -34,18 +28,13 @@ from acp_proxy.record.reader import (
     WireFrame,
     display_name,
 )
-from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.transport_events import PlacedEvent, placed_events
+from acp_proxy.report.text import fmt_frame_what, fmt_time
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
 
 INDENT = "    "
-
-
-def use_colour() -> bool:
-    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def _json(value: Any) -> str:
@@ -118,19 +107,44 @@ def _block_lines(block: Any) -> list[str]:
     return [_short(block)]
 
 
-class Renderer:
-    """Turns timeline items into styled lines (plain when colour is off)."""
+def _print_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
 
-    def __init__(self, colour: bool, show_sessions: bool = True) -> None:
-        self.colour = colour
-        self.show_sessions = show_sessions
+
+class Renderer:
+    """Turns timeline items into styled lines (plain when colour is off) that fit the
+    terminal, and writes them with ``write`` (one line, no newline)."""
+
+    def __init__(self, terminal: Terminal, write: Callable[[str], None] = _print_line) -> None:
+        self.terminal = terminal
+        self.colour = terminal.colour
+        self.write = write
         self.protocol_version: int | None = None
 
-    def s(self, text: str, **style: Any) -> str:
-        return click.style(text, **style) if self.colour else text
+    def s(self, text: str, fg: str | None = None, **style: bool) -> str:
+        return self.terminal.style(text, fg, **style)
 
     def echo(self, line: str = "") -> None:
-        click.echo(line, color=self.colour)
+        self.write(self.terminal.fit(line))
+
+    def body(
+        self, prefix: str, lines: Iterable[str], style: dict[str, Any] | None = None
+    ) -> list[str]:
+        """Message text under an item: each line after ``prefix``, wrapped to the terminal's
+        width (text a person reads is wrapped, not cut), styled as ``style`` says."""
+        room = None if self.terminal.width is None else self.terminal.width - cells(prefix)
+        out: list[str] = []
+        for line in lines:
+            parts = (
+                [line]
+                if room is None or len(line) <= room or room < 20
+                else (
+                    textwrap.wrap(line, room, replace_whitespace=False)
+                    or [""]
+                )
+            )
+            out.extend(prefix + (self.s(p, **style) if style else p) for p in parts)
+        return out
 
     def connection_header(self, row: ConnectionRow) -> None:
         parts = [f"connection {row.id}", row.transport, fmt_time(row.started_at)]
@@ -178,13 +192,13 @@ class Renderer:
         body = _content_lines(e.content)
         if e.type == "user_message":
             first = head + self.s("user", fg="green", bold=True) + ident + more
-            return [first, *(INDENT + "  " + line for line in body)]
+            return [first, *self.body(INDENT + "  ", body)]
         if e.type == "agent_message":
             first = head + self.s("agent", fg="blue", bold=True) + ident + more
-            return [first, *(INDENT + "  " + line for line in body)]
+            return [first, *self.body(INDENT + "  ", body)]
         if e.type == "agent_thought":
             first = head + self.s("thought", fg="magenta", italic=True) + ident + more
-            return [first, *(INDENT + "  " + self.s("│ " + line, dim=True) for line in body)]
+            return [first, *self.body(INDENT + "  " + self.s("│ ", dim=True), body, {"dim": True})]
         if e.type == "tool_call":
             f = e.fields
             status = str(f.get("status", "?"))
@@ -259,8 +273,7 @@ class Renderer:
         return [head + e.type + ident]
 
     def exchange_lines(self, ex: Exchange) -> list[str]:
-        arrow = "->" if ex.direction == "c2a" else "<-"
-        head = self._seq(ex.seq) + self.s(f"{arrow} {ex.method}", bold=True)
+        head = self._seq(ex.seq) + self.s(f"{arrow(ex.direction)} {ex.method}", bold=True)
         head += self.s(f" #{ex.id}", dim=True)
         if not ex.answered:
             return [head + "  " + self.s("(no response)", fg="red")]
@@ -285,8 +298,10 @@ class Renderer:
             and self.protocol_version != 2
         ):
             lines.extend(
-                INDENT + "  " + self.s("you: ", fg="green") + line
-                for line in _content_lines(ex.params.get("prompt"))
+                self.body(
+                    INDENT + "  " + self.s("you: ", fg="green"),
+                    _content_lines(ex.params.get("prompt")),
+                )
             )
         if ex.method == "session/request_permission" and isinstance(ex.params, dict):
             call = ex.params.get("toolCall")
@@ -368,12 +383,12 @@ class Renderer:
                 line += self.s(f" ({ev.extra['problem']})", fg="red")
             return [line, INDENT + "  " + _json(ev.payload)]
         if ev.kind == "notification":
-            arrow = "->" if ev.extra.get("direction") == "c2a" else "<-"
+            to = arrow(ev.extra.get("direction"))
             method = ev.extra.get("method")
-            return [head + self.s(f"{arrow} {method}", bold=True) + "  " + _short(ev.payload, 120)]
+            return [head + self.s(f"{to} {method}", bold=True) + "  " + _short(ev.payload, 120)]
         if ev.kind == "invalid":
-            arrow = "->" if ev.extra.get("direction") == "c2a" else "<-"
-            line = head + self.s(f"{arrow} invalid frame ({ev.extra.get('reason')})", fg="red")
+            to = arrow(ev.extra.get("direction"))
+            line = head + self.s(f"{to} invalid frame ({ev.extra.get('reason')})", fg="red")
             return [line, INDENT + "  " + _short(ev.payload, 300)]
         if ev.kind == "transport":
             text = str(ev.extra.get("text") or ev.variant)
@@ -490,68 +505,30 @@ def _summary(r: Renderer, model: ConnectionModel, session_filter: str | None) ->
         r.echo(r.s("   " + text, dim=True))
 
 
-@click.command("show")
-@RECORDING_ARG
-@single_option("--session", "-s", "session_id", help="Only this session (across connections).")
-@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
-@click.option(
-    "--raw", is_flag=True, help="Print every frame as recorded (JSON text) instead of folding."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the reconstructed state as JSON.")
-def show_command(
-    recording_path: Path,
+def print_conversation(
+    r: Renderer,
+    reader: RecordingReader,
+    rows: list[ConnectionRow],
     session_id: str | None,
-    connection_id: int | None,
-    raw: bool,
-    as_json: bool,
+    *,
+    raw: bool = False,
 ) -> None:
-    """Show the conversation: who said what, thoughts, tool calls, plans, notices, latencies.
-
-    Messages and tool calls are rebuilt from their streamed updates (chunks appended,
-    upserts replacing). Notices are marked live-only, updates this version does not know
-    are printed as raw JSON in place, requests show their response and latency. Colour on
-    a terminal (NO_COLOR disables it), plain text when piped.
-
-    \b
-    Examples:
-      acp-proxy show session.db
-      acp-proxy show session.db --session sess_abc123 | less
-      acp-proxy show session.db --connection 2 --json | jq '.connections[0].sessions'
-    """
-    with recording(recording_path) as db:
-        reader = RecordingReader(db)
-        rows = reader.connections(sizes=False)
-        if connection_id is not None:
-            rows = [r for r in rows if r.id == connection_id]
-            if not rows:
-                raise RecordingError(f"no connection {connection_id} in this recording")
-        if session_id is not None:
-            wanted = set(reader.session_connections(session_id))
-            if not wanted:
-                raise RecordingError(f"no session {session_id!r} in this recording")
-            rows = [r for r in rows if r.id in wanted]
-            if not rows:
-                raise RecordingError(f"session {session_id!r} is not in connection {connection_id}")
-        if as_json:
-            _show_json(reader, rows, session_id)
-            return
-        renderer = Renderer(use_colour())
-        if not rows:
-            click.echo(f"{recording_path}: no connections recorded yet")
-            return
-        for row in rows:
-            renderer.connection_header(row)
-            if raw:
-                _show_raw(renderer, reader, row.id, session_id)
-                continue
-            model = ConnectionModel(row.id)
-            _TextShow(renderer, session_id).run(
-                model, reader.wire_frames(row.id), placed_events(reader, row.id)
-            )
-            _summary(renderer, model, session_id)
+    """Each connection of ``rows``: its header, then its conversation (or with ``raw`` its
+    frames as recorded) and a summary line per session; only ``session_id``'s when given."""
+    for row in rows:
+        r.connection_header(row)
+        if raw:
+            print_raw(r, reader, row.id, session_id)
+            continue
+        model = ConnectionModel(row.id)
+        _TextShow(r, session_id).run(
+            model, reader.wire_frames(row.id), placed_events(reader, row.id)
+        )
+        _summary(r, model, session_id)
 
 
-def _show_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str | None) -> None:
+def print_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str | None) -> None:
+    """One connection's frames as recorded: seq, time, direction and kind, then the JSON."""
     t0: int | None = None
     ts0: float | None = None
     events = placed_events(reader, connection_id)
@@ -564,13 +541,14 @@ def _show_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str
             continue
         if t0 is None:
             t0, ts0 = f.mono_ns, f.ts
-        arrow = "->" if f.direction == "c2a" else "<-"
         offset = (f.mono_ns - t0) / 1e9
-        r.echo(r._seq(f.seq) + r.s(f"{offset:9.3f}s {arrow} {fmt_frame_what(f)}", bold=True))
+        what = f"{offset:9.3f}s {arrow(f.direction)} {fmt_frame_what(f)}"
+        r.echo(r._seq(f.seq) + r.s(what, bold=True))
         r.echo(INDENT + "  " + f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n"))
 
 
-def _show_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | None) -> None:
+def print_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | None) -> None:
+    """The reconstructed state of each connection of ``rows`` as one JSON document."""
     out = sys.stdout  # click.get_text_stream is deprecated (click 8.5)
     out.write('{"connections": [')
     for n, row in enumerate(rows):

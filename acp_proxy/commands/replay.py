@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.commands.common import RECORDING_PATH, single_option
+from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.source import open_replay_frames
@@ -94,11 +96,20 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     help="With --client: how long to wait for the agent to catch up at each step.",
 )
 @click.option(
+    "--fail-slower",
+    "fail_slower",
+    metavar="PCT%|MS",
+    help="With --client: also exit 1 when the agent answered a request more slowly than "
+    "recorded by more than PCT percent (50%) or MS milliseconds (500); initialize never "
+    "counts. Without it, slower answers (by 1 s or more) are reported only.",
+)
+@click.option(
     "--listen",
     metavar="HOST:PORT",
     help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
     "instead of stdio.",
 )
+@tls_server_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def replay_command(
     recording_path: Path,
@@ -115,6 +126,9 @@ def replay_command(
     step_timeout: float,
     agent_command: tuple[str, ...],
     listen: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    fail_slower: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -143,11 +157,20 @@ def replay_command(
         client_mode=client_mode,
         listen=listen,
     )
+    if listen is None and (tls_cert or tls_key):
+        raise OptionError("--tls-cert and --tls-key need --listen")
+    tls = server_tls(tls_cert, tls_key)
     paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
     try:
         parsed = [parse_path(p) for p in paths]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    try:
+        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
+    if fail_slower is not None and not client_mode:
+        raise click.UsageError("--fail-slower needs --client")
     if client_mode and not agent_command:
         raise click.UsageError("--client needs the agent command after --")
     if agent_command and not client_mode:
@@ -170,7 +193,13 @@ def replay_command(
                 frames = script.connection_frames(cid)
                 if any(f.direction == "c2a" and f.kind in ("request", "batch") for f in frames):
                     connections.append(frames)
-            code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+            code = run_check(
+                connections,
+                agent_command,
+                ignores=parsed,
+                step_timeout=step_timeout,
+                fail_slower=limit,
+            )
         except RecordingError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
@@ -189,7 +218,7 @@ def replay_command(
         from acp_proxy.commands.ws import serve_replay_listen
 
         serve_replay_listen(
-            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout
+            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout, tls=tls
         )
         return
     engine = ReplayEngine(script, options)

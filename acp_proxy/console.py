@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import IO, Literal
 
 ELLIPSIS = "…"
@@ -107,6 +107,7 @@ def table(
     shrink: Sequence[int],
     min_width: int = 6,
     spare: Sequence[int] = (),
+    right: Collection[int] = (),
 ) -> list[str]:
     """A table as lines, columns two spaces apart, in ``width`` columns when it is not None.
 
@@ -114,7 +115,7 @@ def table(
     first and none below ``min_width`` (or its header); ids, times and counts stay whole.
     When that is not enough the columns are one space apart, then the ``spare`` columns
     (ones that say nothing here, e.g. the same value in every row) are left out in their
-    order, and last the lines are cut.
+    order, and last the lines are cut. The ``right`` columns are aligned right (numbers).
     """
     widths = [max(cells(h), *(cells(r[i]) for r in rows)) for i, h in enumerate(header)]
     gap = 2
@@ -142,11 +143,12 @@ def table(
 
     def line(cols: Sequence[str]) -> str:
         padded = []
-        for text, w in zip(cols, widths, strict=True):
+        for i, (text, w) in enumerate(zip(cols, widths, strict=True)):
             if w < 0:
                 continue
             cut = ellipsize(text, w)
-            padded.append(cut + " " * max(0, w - cells(cut)))
+            pad = " " * max(0, w - cells(cut))
+            padded.append(pad + cut if i in right else cut + pad)
         return fit((" " * gap).join(padded).rstrip(), width)
 
     return [line(header), *(line(r) for r in rows)]

@@ -18,7 +18,8 @@ import orjson
 from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.commands import check_report
-from acp_proxy.commands.common import RECORDING_PATH, recording, single_option
+from acp_proxy.commands.common import RECORDING_PATH, recording, single_option, terminal_options
+from acp_proxy.console import Terminal
 from acp_proxy.record.analyze import ConnectionReport, check_connection
 from acp_proxy.record.reader import RecordingReader
 
@@ -63,6 +64,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     help="Show at most this many findings per rule and connection; the rest are counted.",
 )
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
+@terminal_options(wide=False)
 def check_command(
     recording_path: Path | None,
     connection_id: int | None,
@@ -71,6 +73,7 @@ def check_command(
     min_tier: str,
     max_per_rule: int,
     list_rules: bool,
+    terminal: Terminal,
 ) -> None:
     """Check a recording against the ACP rules; exit code 1 when a MUST is broken.
 
@@ -129,18 +132,20 @@ def check_command(
         }
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print_text(reports, threshold, totals, frames)
+        _print_text(terminal, reports, threshold, totals, frames)
     if totals["error"]:
         sys.exit(1)
 
 
 def _print_text(
-    reports: list[ConnectionReport], threshold: int, totals: dict[str, int], frames: int
+    terminal: Terminal,
+    reports: list[ConnectionReport],
+    threshold: int,
+    totals: dict[str, int],
+    frames: int,
 ) -> None:
-    colour = sys.stdout.isatty()
-
     def style(text: str, tier: str) -> str:
-        return click.style(text, fg=_COLOURS[tier], bold=tier == "error") if colour else text
+        return terminal.style(text, _COLOURS[tier], bold=tier == "error")
 
     if not reports:
         click.echo("no connections recorded")

@@ -218,6 +218,7 @@ def terminal_options(*, wide: bool = True, paged: bool = True) -> Decorator:
         @functools.wraps(command)
         def run(*args: Any, color: str, no_pager: bool, **kwargs: Any) -> None:
             terminal = Terminal.for_stdout(color, kwargs.pop("wide", False))  # type: ignore[arg-type]
+            click.get_current_context().color = terminal.colour  # click.echo keeps or strips
             with pager(paged and not no_pager):
                 command(*args, terminal=terminal, **kwargs)
 

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import unicodedata
 from collections.abc import Collection, Iterator, Sequence
 from typing import IO, Literal
@@ -93,6 +94,18 @@ def fit(line: str, width: int | None) -> str:
     if coloured:
         out.append("\x1b[0m")
     return "".join(out)
+
+
+def wrap(text: str, width: int | None, indent: str = "") -> list[str]:
+    """``text`` as lines of at most ``width`` columns, broken at spaces, the lines after the
+    first starting with ``indent`` (for text a person reads, where a cut would lose words);
+    one line when ``width`` is None or it fits."""
+    if width is None or cells(text) <= width or width - cells(indent) < 20:
+        return [text]
+    lines = textwrap.wrap(
+        text, width, subsequent_indent=indent, replace_whitespace=False, break_on_hyphens=False
+    )
+    return [fit(line, width) for line in lines] or [text]
 
 
 def ellipsize(text: str, width: int) -> str:

@@ -19,7 +19,7 @@ from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.commands import check_report
 from acp_proxy.commands.common import RECORDING_PATH, recording, single_option, terminal_options
-from acp_proxy.console import Terminal
+from acp_proxy.console import Terminal, wrap
 from acp_proxy.record.analyze import ConnectionReport, check_connection
 from acp_proxy.record.reader import RecordingReader
 
@@ -160,14 +160,18 @@ def _print_text(
         shown.sort(key=lambda f: (f.seqs[-1] if f.seqs else 0, -TIER_RANK[f.tier]))
         if shown:
             width = max(len(f.rule) for f in shown)
+            indent = " " * min(12 + width, 16)  # (on a terminal, long findings are wrapped)
             for f in shown:
                 where = _fmt_seqs(f.seqs)
                 session = f" [{f.session_id}]" if f.session_id else ""
-                click.echo(
-                    f"  {style(f.tier.ljust(7), f.tier)} {f.rule.ljust(width)}  {where}{session}  "
-                    f"{f.reason}"
-                )
-                click.echo(f"  {'':7} {'':{width}}  rule: {f.rule_text}")
+                line = f"  {f.tier.ljust(7)} {f.rule.ljust(width)}  {where}{session}  {f.reason}"
+                first, *more = wrap(line, terminal.width, indent)
+                click.echo(f"  {style(f.tier.ljust(7), f.tier)}{first[9:]}")
+                for part in [
+                    *more,
+                    *wrap(f"  {'':7} {'':{width}}  rule: {f.rule_text}", terminal.width, indent),
+                ]:
+                    click.echo(part)
         for rule_id, n in sorted(r.suppressed.items()):
             click.echo(
                 f"  ... and {n} more {rule_id} finding(s) (raise --max-per-rule to see them)"

@@ -90,13 +90,12 @@ def grace_option(help: str) -> Decorator:
     )
 
 
-class OptionConflict(click.ClickException):
-    """Options that cannot go together: one ``Error:`` line, exit 2 (a usage mistake).
+class OptionConflict(click.UsageError):
+    """Options that cannot go together: a usage mistake, one line and exit 2 as every usage
+    error (:class:`acp_proxy.cli.UsageLine`), naming the command being parsed or run."""
 
-    (click's ``UsageError`` adds the usage and a help hint: four lines.)
-    """
-
-    exit_code = 2
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ctx=click.get_current_context(silent=True))
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -125,8 +124,8 @@ def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, .
 
 
 def single_option(*param_decls: str, **attrs: Any) -> Decorator:
-    """A ``click.option`` taking one value that refuses to be repeated (one ``Error:`` line,
-    exit 2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
+    """A ``click.option`` taking one value that refuses to be repeated (a usage error, exit
+    2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
     """
     return click.option(*param_decls, multiple=True, callback=_given_once, **attrs)
 

@@ -235,6 +235,6 @@ def dump_command(
             else:
                 room = max(20, width - len(prefix) - 3)
                 body = text if len(text) <= room else text[: room - 1] + "…"
-                click.echo(f"{terminal.style(prefix, bold=True)}  {body}")
+                click.echo(terminal.fit(f"{terminal.style(prefix, bold=True)}  {body}"))
         for s in stderr_rows[si:]:
             click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -20,7 +19,7 @@ import orjson
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
-from acp_proxy.console import Terminal, arrow, cells
+from acp_proxy.console import Terminal, arrow, cells, wrap
 from acp_proxy.record.reader import (
     ConnectionRow,
     FrameRow,
@@ -135,14 +134,7 @@ class Renderer:
         room = None if self.terminal.width is None else self.terminal.width - cells(prefix)
         out: list[str] = []
         for line in lines:
-            parts = (
-                [line]
-                if room is None or len(line) <= room or room < 20
-                else (
-                    textwrap.wrap(line, room, replace_whitespace=False)
-                    or [""]
-                )
-            )
+            parts = wrap(line, room)
             out.extend(prefix + (self.s(p, **style) if style else p) for p in parts)
         return out
 

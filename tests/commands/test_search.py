@@ -279,7 +279,7 @@ def refused(db: Path | str, text: str | bytes) -> str:
     done = subprocess.run([*proxy_exe(), "search", str(db), text], capture_output=True, timeout=60)
     err = done.stderr.decode()
     assert done.returncode == 2 and done.stdout == b"" and "Traceback" not in err, err
-    (line,) = [x for x in err.splitlines() if x.startswith("Error: ")]
+    (line,) = [x for x in err.splitlines() if x.startswith("acp-proxy search: ")]
     return line
 
 

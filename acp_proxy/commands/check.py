@@ -64,7 +64,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     help="Show at most this many findings per rule and connection; the rest are counted.",
 )
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
-@terminal_options(wide=False)
+@terminal_options()
 def check_command(
     recording_path: Path | None,
     connection_id: int | None,
@@ -176,7 +176,11 @@ def _print_text(
             click.echo(
                 f"  ... and {n} more {rule_id} finding(s) (raise --max-per-rule to see them)"
             )
-    verdict = "FAIL" if totals["error"] else "ok"
+    verdict = (
+        terminal.style("FAIL", "red", bold=True)
+        if totals["error"]
+        else terminal.style("ok", "green")
+    )
     click.echo(
         f"summary: {totals['error']} error(s), {totals['warning']} warning(s), "
         f"{totals['info']} info in {len(reports)} connection(s), {frames} frames: {verdict}"

@@ -125,7 +125,11 @@ def hit_line(terminal: Terminal, snippet: str, place: str) -> str:
     if terminal.width is not None:
         room = min(cells(place), max(PLACE_ROOM, terminal.width - cells(snippet) - 3))
         place = ellipsize(place, room)
-        snippet = ellipsize(snippet, max(10, terminal.width - room - 3))
+        room = max(10, terminal.width - room - 3)
+        first = snippet.find("[")
+        if cells(snippet) > room and first > room // 3:  # keep the first match in sight
+            snippet = "…" + snippet[first - room // 3 :].lstrip("…")
+        snippet = ellipsize(snippet, room)
     if terminal.colour:
         snippet = re.sub(
             r"\[([^\[\]]*)\]", lambda m: terminal.style(m[0], "red", bold=True), snippet

@@ -81,7 +81,7 @@ def stats_command(
     rows = [
         (
             m["method"],
-            arrow(m["direction"]),
+            terminal.style(arrow(m["direction"]), bold=True),
             str(m["requests"]),
             str(m["notifications"]),
             str(m["responses"]),

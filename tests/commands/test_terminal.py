@@ -92,13 +92,13 @@ def sdk_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def readers(db: Path) -> list[list[str]]:
+def readers(db: Path, other: Path) -> list[list[str]]:
     return [
         ["ls", str(db)],
         ["show", str(db)],
         ["show", str(db), "--raw"],
         ["search", str(db), "hello"],
-        ["diff", str(db), str(db), "-c", "1", "-c", "2"],
+        ["diff", str(db), str(other)],
         ["stats", str(db)],
         ["check", str(db)],
         ["dump", str(db)],
@@ -111,9 +111,7 @@ def test_every_line_fits_the_terminal(
     which: str, columns: int, demo_db: Path, sdk_db: Path
 ) -> None:
     db = demo_db if which == "demo" else sdk_db
-    for argv in readers(db):
-        if which == "sdk" and argv[0] == "diff":
-            argv = ["diff", str(db), str(demo_db)]
+    for argv in readers(db, sdk_db if which == "demo" else demo_db):
         _code, out = on_terminal([*argv, "--color", "never"], columns)
         lines = ANSI.sub("", out).splitlines()
         assert len(lines) > 1, (argv, out)
@@ -122,19 +120,20 @@ def test_every_line_fits_the_terminal(
 
 
 def test_wide_prints_what_a_pipe_gets(demo_db: Path, sdk_db: Path) -> None:
-    for db in (demo_db, sdk_db):
-        for argv in readers(db):
+    for db, other in ((demo_db, sdk_db), (sdk_db, demo_db)):
+        for argv in readers(db, other):
             if argv[0] == "dump":  # (dump cuts frames even piped: --full prints them whole)
                 continue
             whole = piped(argv)
             _code, wide = on_terminal([*argv, "--wide", "--color", "never"], 80)
             assert wide == whole, argv
-            assert max(cells(x) for x in whole.splitlines()) > 100, argv  # it was cut
+            widest = max(cells(x) for x in whole.splitlines())
+            assert widest > 80 or argv[0] == "check", argv  # (so at 80 columns it is cut)
 
 
 def test_search_starts_each_hit_with_the_matching_text(demo_db: Path) -> None:
     lines = piped(["search", str(demo_db), "README"]).splitlines()
-    assert lines[-1].endswith("hit(s)")
+    assert " hit(s)" in lines[-1]
     for line in lines[:-1]:
         text, _, place = line.partition(" · ")
         assert "[README]" in text and place.startswith("connection "), line
@@ -150,12 +149,11 @@ def test_colour_on_a_terminal_only_and_as_asked(demo_db: Path) -> None:
             argv.append("README")
         if command == "diff":
             argv = ["diff", str(demo_db), str(demo_db), "-c", "1", "-c", "3"]
-        assert "\x1b[" in on_terminal(argv)[1] or command == "stats", command
+        assert "\x1b[" in on_terminal(argv)[1], command
         assert "\x1b[" not in on_terminal(argv, NO_COLOR="1")[1], command
         assert "\x1b[" not in on_terminal([*argv, "--color", "never"])[1], command
         assert "\x1b[" not in piped(argv), command
-        if command != "stats":
-            assert "\x1b[" in piped([*argv, "--color", "always"]), command
+        assert "\x1b[" in piped([*argv, "--color", "always"]), command
     ls = on_terminal(["ls", str(demo_db)])[1]
     assert "\x1b[32mexit 0\x1b[0m" in ls  # how a connection ended, in green
 
@@ -192,5 +190,5 @@ def test_a_usage_mistake_is_one_line_exit_2(argv: list[str], start: str) -> None
     err = done.stderr.decode()
     assert done.returncode == 2 and done.stdout == b"", err
     (line,) = err.splitlines()
-    command = " ".join(start.split()[:2])
+    command = start.partition(":")[0]
     assert line.startswith(start) and line.endswith(f"(see {command} --help)"), line

@@ -76,12 +76,14 @@ def ls_command(
     """List the connections in a recording: when, which agent and client, how it ended.
 
     One row per connection (one per proxied agent process or WebSocket connection): start
-    time, duration, how it ended (``exit 0``, ``signal 9``, ``running`` while a proxy still
-    records it, ``ended (unknown end)`` when the proxy or its recorder went away before the
+    time, duration, how it ended (`exit 0`, `signal 9`, `running` while a proxy still
+    records it, `ended (unknown end)` when the proxy or its recorder went away before the
     connection ended, e.g. a proxy killed with SIGKILL; --json's end_reason says which:
     proxy-lost, recorder-lost or none), transport, negotiated protocol version, agent
     and client (name and version from initialize), the --label, the host it was recorded on
     (when known), frames and bytes recorded, and the frames the recorder had to drop.
+    On a terminal the table fits its width (names and labels cut with …, the start time
+    shortened, a column with one value in every row left out); --wide or a pipe: all of it.
 
     \b
     Examples:

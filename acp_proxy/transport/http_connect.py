@@ -36,8 +36,8 @@ from acp_proxy.transport.http_rules import (
 )
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
-from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws_bridge import DEFAULT_MAX_MESSAGE, PendingRequests
+from acp_proxy.transport.ws_connect import connect_failure
 from acp_proxy.transport.ws_io import log
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
@@ -262,7 +262,7 @@ async def _run(bridge: _Bridge) -> int:
                     log(str(exc))
                     return 1
                 if isinstance(exc, (aiohttp.ClientError, OSError, TimeoutError)):
-                    log(f"cannot reach {s.url}: {tls_failure(exc) or exc or type(exc).__name__}")
+                    log(f"cannot reach {s.url}: {connect_failure(exc)}")
                     return 1
                 if exc is not None:
                     raise exc

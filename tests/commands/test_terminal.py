@@ -14,6 +14,7 @@ import fcntl
 import os
 import pty
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -192,3 +193,43 @@ def test_a_usage_mistake_is_one_line_exit_2(argv: list[str], start: str) -> None
     (line,) = err.splitlines()
     command = start.partition(":")[0]
     assert line.startswith(start) and line.endswith(f"(see {command} --help)"), line
+
+
+def test_help_texts_read_as_text() -> None:
+    """No raw reStructuredText (``exit 0``, :class:) and defaults as people write them."""
+    from acp_proxy.commands import COMMAND_NAMES
+
+    for name in COMMAND_NAMES:
+        done = subprocess.run(
+            [*proxy_exe(), name, "--help"],
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "COLUMNS": "100"},
+        )
+        text = done.stdout.decode()
+        assert done.returncode == 0 and "Usage: acp-proxy" in text, name
+        assert "``" not in text and not re.search(r":(class|func|mod|meth):", text), name
+        assert "[default: (" not in text, name  # e.g. (256M)
+        assert max(cells(line) for line in text.splitlines()) <= 100, name
+    serve = subprocess.run([*proxy_exe(), "serve", "--help"], capture_output=True, timeout=60)
+    assert "[default: 256M]" in serve.stdout.decode()
+    assert "WebSocket connection." not in serve.stdout.decode()  # (HTTP too)
+
+
+def test_connect_names_what_it_accepts_and_why_it_failed() -> None:
+    done = subprocess.run([*proxy_exe(), "connect", "ftp://x"], capture_output=True, timeout=60)
+    assert done.returncode == 2
+    assert "http://" in done.stderr.decode() and "wss://" in done.stderr.decode()
+    init = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    done = subprocess.run(
+        [*proxy_exe(), "connect", f"http://127.0.0.1:{port}/acp"],
+        input=init,
+        capture_output=True,
+        timeout=60,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "connection refused" in err, err
+    assert "ssl:default" not in err and "Connect call failed" not in err, err

@@ -116,7 +116,9 @@ def test_filters_limit_and_no_hits(db: Path) -> None:
     assert text.returncode == 0
     lines = text.stdout.decode().splitlines()
     # the matching text first, then where it is
-    assert lines[0].startswith("Hello [world] and good morning · connection 1 #6-#7 (2 frames) frame ")
+    assert lines[0].startswith(
+        "Hello [world] and good morning · connection 1 #6-#7 (2 frames) frame "
+    )
     assert lines[0].endswith("[s1] message session/update [agent_message_chunk]")
     assert lines[-1] == "2 hit(s)"
 

@@ -394,7 +394,7 @@ class Renderer:
 F = TypeVar("F", WireFrame, FrameRow)
 
 
-def _with_events(frames: Iterable[F], events: list[PlacedEvent]) -> Iterator[F | PlacedEvent]:
+def with_events(frames: Iterable[F], events: list[PlacedEvent]) -> Iterator[F | PlacedEvent]:
     """The frames with each event right after the frame it follows (in recording order)."""
     pending = iter(events)
     ev = next(pending, None)
@@ -424,7 +424,7 @@ def feed_event(model: ConnectionModel, ev: PlacedEvent) -> list[str | None]:
     )
 
 
-class _TextShow:
+class TextShow:
     """Streams one connection's frames and prints each session at its boundaries."""
 
     def __init__(self, renderer: Renderer, session_filter: str | None) -> None:
@@ -458,7 +458,7 @@ class _TextShow:
         frames: Iterable[WireFrame],
         events: list[PlacedEvent] | None = None,
     ) -> None:
-        for f in _with_events(frames, events or []):
+        for f in with_events(frames, events or []):
             if isinstance(f, PlacedEvent):
                 boundaries = feed_event(model, f)
             else:
@@ -513,7 +513,7 @@ def print_conversation(
             print_raw(r, reader, row.id, session_id)
             continue
         model = ConnectionModel(row.id)
-        _TextShow(r, session_id).run(
+        TextShow(r, session_id).run(
             model, reader.wire_frames(row.id), placed_events(reader, row.id)
         )
         _summary(r, model, session_id)
@@ -526,7 +526,7 @@ def print_raw(r: Renderer, reader: RecordingReader, connection_id: int, sid: str
     events = placed_events(reader, connection_id)
     if sid is not None:
         events = [e for e in events if e.session == sid]
-    for f in _with_events(reader.frames(connection_id=connection_id, session_id=sid), events):
+    for f in with_events(reader.frames(connection_id=connection_id, session_id=sid), events):
         if isinstance(f, PlacedEvent):
             offset = f.ts - ts0 if ts0 is not None else 0.0
             r.echo(r._seq(None) + r.s(f"{offset:9.3f}s ·  {f.text}", dim=True))
@@ -546,7 +546,7 @@ def print_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | No
     for n, row in enumerate(rows):
         model = ConnectionModel(row.id)
         events = placed_events(reader, row.id)
-        for f in _with_events(reader.wire_frames(row.id), events):
+        for f in with_events(reader.wire_frames(row.id), events):
             if isinstance(f, PlacedEvent):
                 feed_event(model, f)
             else:

@@ -1,10 +1,10 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < record < replay < transport < web < demo | testing < commands < cli, nothing imports
-upward; wire, acp and replay import no I/O library; click only in commands/ and cli.py; no
-cycles between sibling modules. The
-tests below also prove the check can fail: the same configuration on a temporary copy of the
+acp < record < replay < transport | report < web < demo | testing | mcp < commands < cli,
+nothing imports upward (transport and report not each other either); wire, acp and replay
+import no I/O library; click only in commands/ and cli.py; no cycles between sibling modules.
+The tests below also prove the check can fail: the same configuration on a temporary copy of the
 package with one deliberate bad import in it must be BROKEN.
 """
 
@@ -63,6 +63,10 @@ def package_copy(tmp_path: Path) -> Path:
         ("web/uses_click.py", "import acp_proxy.commands.ui\n", "Layers"),
         # click outside commands/
         ("transport/options.py", "import click\n", "click"),
+        ("report/options.py", "import click\n", "click"),
+        # presentation reaching for the sockets, or the CLI
+        ("report/live.py", "import acp_proxy.transport\n", "Layers"),
+        ("report/usage.py", "from acp_proxy.commands import common\n", "Layers"),
         # I/O in the pure core
         ("acp/spawns.py", "import subprocess\n", "pure"),
         ("replay/stores.py", "import sqlite3\n", "pure"),

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 import orjson
 
 from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
-from acp_proxy.commands import check_report
 from acp_proxy.commands.common import RECORDING_PATH, recording, single_option, terminal_options
 from acp_proxy.console import Terminal, wrap
 from acp_proxy.record.analyze import ConnectionReport, check_connection
 from acp_proxy.record.reader import RecordingReader
+from acp_proxy.report.findings import check_json, junit_xml, sarif_json
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
@@ -106,31 +105,10 @@ def check_command(
     totals: dict[str, int] = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
     frames = sum(r.frames for r in reports)
     if output_format in ("junit", "sarif"):
-        render = check_report.junit_xml if output_format == "junit" else check_report.sarif_json
+        render = junit_xml if output_format == "junit" else sarif_json
         click.echo(render(reports, recording_path, min_tier))
     elif as_json or output_format == "json":
-        doc: dict[str, Any] = {
-            "recording": str(recording_path),
-            "connections": [
-                {
-                    "id": r.connection_id,
-                    "transport": r.transport,
-                    "protocol_version": r.protocol_version,
-                    "frames": r.frames,
-                    "counts": r.counts,
-                    "suppressed": r.suppressed,
-                    "findings": [f.to_json() for f in r.findings if TIER_RANK[f.tier] >= threshold],
-                }
-                for r in reports
-            ],
-            "summary": {
-                **totals,
-                "connections": len(reports),
-                "frames": frames,
-                "passed": totals["error"] == 0,
-            },
-        }
-        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        click.echo(check_json(reports, recording_path, min_tier))
     else:
         _print_text(terminal, reports, threshold, totals, frames)
     if totals["error"]:

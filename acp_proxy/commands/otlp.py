@@ -1,8 +1,8 @@
 """``acp-proxy export --format otlp``: a recording as OpenTelemetry spans (OTLP JSON).
 
-One OTLP ``ExportTraceServiceRequest`` per connection, as a line of JSON (the collector's
-file exporter format); the mapping is :mod:`acp_proxy.acp.spans` (docs/otlp.md). The live
-``--otlp-*`` options of the recording commands are in :mod:`acp_proxy.commands.otlp_live`.
+The options and the writing: the lines themselves (one OTLP ``ExportTraceServiceRequest``
+per connection) come from :mod:`acp_proxy.report.otlp`. The live ``--otlp-*`` options of
+the recording commands are in :mod:`acp_proxy.commands.otlp_live`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ from typing import IO
 
 import click
 
-from acp_proxy.acp.spans import SpanRecord
 from acp_proxy.commands.common import recording
-from acp_proxy.record.reader import Database, iter_frames, list_connections
-from acp_proxy.record.redact import redact_frame
 from acp_proxy.record.schema import RecordingError, create_private_file
+from acp_proxy.report.otlp import otlp_lines
 
 # -- export --------------------------------------------------------------------------------
 
@@ -36,72 +34,6 @@ def otlp_export_options(command: Callable[..., None]) -> Callable[..., None]:
     return click.option(
         "--session", "-s", "session_id", help="(otlp) Only the spans of this sessionId."
     )(command)
-
-
-def select_session(spans: list[SpanRecord], session_id: str) -> list[SpanRecord]:
-    """The spans of one session: those naming it, and everything under them."""
-    kept: set[int] = set()
-    by_id = {s.span_id: s for s in spans}
-    out: list[SpanRecord] = []
-
-    def keep(span: SpanRecord, seen: int = 0) -> bool:
-        if span.span_id in kept or span.attributes.get("gen_ai.conversation.id") == session_id:
-            return True
-        parent = by_id.get(span.parent_span_id) if span.parent_span_id is not None else None
-        return parent is not None and seen < 64 and keep(parent, seen + 1)
-
-    for span in spans:
-        if keep(span):
-            kept.add(span.span_id)
-            out.append(span)
-    return out
-
-
-def otlp_lines(
-    db: Database,
-    *,
-    connection_id: int | None = None,
-    session_id: str | None = None,
-    include_content: bool = False,
-    redact: bool = True,
-) -> Iterator[tuple[str, int]]:
-    """(OTLP JSON line, span count) per connection with spans, oldest connection first."""
-    from acp_proxy.record.otlp import (  # the OpenTelemetry packages: only when asked for
-        connection_attributes,
-        connection_identity,
-        export_request,
-        frames_to_spans,
-        json_line,
-        resource,
-    )
-
-    res = resource()
-    connections = list_connections(db)
-    if connection_id is not None:
-        connections = [c for c in connections if c.id == connection_id]
-        if not connections:
-            raise RecordingError(f"no connection {connection_id} in this recording")
-    for conn in connections:
-        frames = (
-            (
-                f.direction,
-                redact_frame(f.raw, binary=f.binary) if include_content and redact else f.raw,
-                f.seq,
-                f.ts,
-                f.mono_ns,
-            )
-            for f in iter_frames(db, connection_id=conn.id)
-        )
-        spans = frames_to_spans(
-            connection_identity(conn.started_at),
-            frames,
-            include_content=include_content,
-            attributes=connection_attributes(conn.transport),
-        )
-        if session_id is not None:
-            spans = select_session(spans, session_id)
-        if spans:
-            yield json_line(export_request(spans, res)), len(spans)
 
 
 def run_otlp_export(

@@ -77,6 +77,13 @@ class ConnectionCheck:
         self.findings.extend(new)
         return new
 
+    def settle(self) -> list[Finding]:
+        """What is known now, for a live view: findings held back in case they repeat are
+        given up (a run that goes on after this starts a finding of its own)."""
+        new = self.checker.drain()
+        self.findings.extend(new)
+        return new
+
     def finish(self) -> list[Finding]:
         """Run the end-of-connection rules (once); return their findings."""
         if self.finished:

@@ -251,6 +251,8 @@ def findings(path: store.Location, reader: RecordingReader, connection_id: int) 
     new = entry.check.advance(reader)
     if not row.running and not entry.check.finished:
         new.extend(entry.check.finish())
+    elif row.running:
+        new.extend(entry.check.settle())
     if new:
         entry.found.extend(_finding_json(f) for f in new)
         changed = True

@@ -233,6 +233,34 @@ def test_invalid_utf8_frame_shows_hex_and_base64(page: Page, recording: Path) ->
         assert "not valid UTF-8" in p.inner_text("#detail")
 
 
+def test_the_page_state_changes_only_through_its_setters(page: Page, recording: Path) -> None:
+    """state.js hands every view the same object, read-only: a stray assignment from a view
+    throws instead of changing what the page shows behind the route's back."""
+    with web_server(recording) as url:
+        p = page.page
+        p.goto(url + "#view=findings&c=1")
+        p.wait_for_selector("#findings-body h3")
+        outcome = p.evaluate(
+            """async () => {
+              "use strict"; // as in the page's modules
+              const m = await import("/static/state.js");
+              const tried = [];
+              for (const write of [() => { m.state.view = "diff"; },
+                                   () => { m.state.filter.q = "x"; },
+                                   () => { delete m.state.frame; }]) {
+                try { write(); tried.push("changed"); } catch (e) { tried.push(e.name); }
+              }
+              m.setFilter({ q: "through the setter" });
+              return { tried, view: m.state.view, q: m.state.filter.q };
+            }"""
+        )
+        assert outcome == {
+            "tried": ["TypeError", "TypeError", "TypeError"],
+            "view": "findings",
+            "q": "through the setter",
+        }
+
+
 def test_session_view_and_findings(page: Page, recording: Path) -> None:
     with web_server(recording) as url:
         p = page.page

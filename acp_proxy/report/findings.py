@@ -1,6 +1,6 @@
-"""``acp-proxy check --format junit|sarif``: conformance findings as CI systems read them.
+"""Conformance findings as CI systems read them (``acp-proxy check --format junit|sarif``).
 
-Pure functions over the per-connection reports of :mod:`acp_proxy.commands.check` (anything
+Pure functions over the per-connection reports of :mod:`acp_proxy.record.analyze` (anything
 with the attributes of :class:`Report`), returning the document as text:
 
 - **JUnit XML** (:func:`junit_xml`): a ``<testsuite>`` per connection and a ``<testcase>``
@@ -13,6 +13,8 @@ with the attributes of :class:`Report`), returning the document as text:
   location is the recording file with ``region.startLine`` = the frame's ``seq`` plus the
   frames as logical locations (``connection N/frame #seq``); ``properties`` carry the
   connection, side, session and every frame named.
+- **JSON** (:func:`check_json`): ``check --json``, the connections with their counts and
+  findings, and a summary whose ``passed`` is false when any error-tier finding exists.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import orjson
 
 from acp_proxy import __version__
 from acp_proxy.acp.conformance import Finding, frames_text
-from acp_proxy.acp.rules import RULE_BY_ID, RULES, TIER_RANK, Rule
+from acp_proxy.acp.rules import RULE_BY_ID, RULES, TIER_RANK, TIERS, Rule
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 class Report(Protocol):
-    """What a formatter needs of one connection's check (``check.ConnectionReport``)."""
+    """What a formatter needs of one connection's check (``analyze.ConnectionReport``)."""
 
     connection_id: int
     transport: str
@@ -209,5 +211,34 @@ def sarif_json(reports: Sequence[Report], recording: Path | str, min_tier: str =
                 },
             }
         ],
+    }
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+
+
+def check_json(reports: Sequence[Report], recording: Path | str, min_tier: str = "info") -> str:
+    """``check --json``: each connection's findings at ``min_tier`` and above, and a summary
+    (its counts are of every finding, whatever ``min_tier`` hides)."""
+    threshold = TIER_RANK[min_tier]
+    totals = {t: sum(r.counts.get(t, 0) for r in reports) for t in TIERS}
+    doc: dict[str, Any] = {
+        "recording": str(recording),
+        "connections": [
+            {
+                "id": r.connection_id,
+                "transport": r.transport,
+                "protocol_version": r.protocol_version,
+                "frames": r.frames,
+                "counts": r.counts,
+                "suppressed": r.suppressed,
+                "findings": [f.to_json() for f in r.findings if TIER_RANK[f.tier] >= threshold],
+            }
+            for r in reports
+        ],
+        "summary": {
+            **totals,
+            "connections": len(reports),
+            "frames": sum(r.frames for r in reports),
+            "passed": totals["error"] == 0,
+        },
     }
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()

@@ -126,13 +126,14 @@ function renderPrompt(it, link, key) {
     folded(key, "params / result", jsonPre({ params: it.params, result: it.result, error: it.error })));
 }
 
-// Prompts (their item index) the agent echoed as a user message before the next prompt.
+// Prompts (their item index) the agent echoed as a user message: echoes answer prompts in
+// the order they were sent, so pipelined prompts (sent before the first echo) pair in turn.
 function echoedPrompts(items) {
   const out = new Set();
-  let last = null;
+  const waiting = [];
   items.forEach((it, i) => {
-    if (it.item === "rpc" && it.method === "session/prompt" && it.direction === "c2a") last = i;
-    else if (it.item === "entity" && it.type === "user_message" && !it.replayed && last !== null) { out.add(last); last = null; }
+    if (it.item === "rpc" && it.method === "session/prompt" && it.direction === "c2a") waiting.push(i);
+    else if (it.item === "entity" && it.type === "user_message" && !it.replayed && waiting.length) out.add(waiting.shift());
   });
   return out;
 }

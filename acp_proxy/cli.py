@@ -21,6 +21,35 @@ from acp_proxy import __version__
 from acp_proxy.commands import LAZY_COMMANDS
 
 
+class UsageLine(click.ClickException):
+    """A usage mistake as one line on stderr, exit 2, in one style for every command:
+    ``acp-proxy CMD: what is wrong (see acp-proxy CMD --help)``.
+
+    (click's own :class:`click.UsageError` prints the usage, a help hint, a blank line and
+    ``Error: ...``; the commands' :class:`~acp_proxy.commands.common.OptionConflict` and
+    ``BadParameter`` are turned into this as well.)
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, command_path: str) -> None:
+        super().__init__(message)
+        self.command_path = command_path
+
+    def show(self, file: Any = None) -> None:
+        line = f"{self.command_path}: {self.format_message()} (see {self.command_path} --help)"
+        click.echo(line, err=True)
+
+
+def _usage_line(exc: click.ClickException, ctx: click.Context | None) -> UsageLine:
+    where = getattr(exc, "ctx", None) or ctx
+    path = where.command_path if where is not None else "acp-proxy"
+    message = exc.format_message().rstrip(".")
+    if message[1:2].islower():  # click's "No such option" / "Missing argument": lower case
+        message = message[:1].lower() + message[1:]
+    return UsageLine(message, path)
+
+
 class ProxyByDefaultGroup(click.Group):
     """Lazily loaded subcommands; the default action is the proxy (``acp-proxy -- AGENT``)."""
 
@@ -45,6 +74,23 @@ class ProxyByDefaultGroup(click.Group):
         except BrokenPipeError:
             quiet_closed_stdout()
             sys.exit(1)
+        except click.ClickException as exc:
+            if isinstance(exc, UsageLine) or exc.exit_code != 2:
+                raise
+            raise _usage_line(exc, ctx) from None
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """The group's own context; a usage mistake at this level reads as one line too."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _usage_line(exc, None) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         named = args[0] if args else ""

@@ -17,7 +17,8 @@ import orjson
 from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
 from acp_proxy.analysis.connection import ConnectionReport, check_connection
-from acp_proxy.commands.common import RECORDING_PATH, recording, single_option
+from acp_proxy.commands.common import RECORDING_PATH, recording, single_option, terminal_options
+from acp_proxy.console import Terminal, wrap
 from acp_proxy.report.findings import check_json, junit_xml, sarif_json
 from acp_proxy.store.reader import RecordingReader
 
@@ -62,6 +63,7 @@ def _fmt_seqs(seqs: tuple[int, ...]) -> str:
     help="Show at most this many findings per rule and connection; the rest are counted.",
 )
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
+@terminal_options()
 def check_command(
     recording_path: Path | None,
     connection_id: int | None,
@@ -70,6 +72,7 @@ def check_command(
     min_tier: str,
     max_per_rule: int,
     list_rules: bool,
+    terminal: Terminal,
 ) -> None:
     """Check a recording against the ACP rules; exit code 1 when a MUST is broken.
 
@@ -107,18 +110,20 @@ def check_command(
     elif as_json or output_format == "json":
         click.echo(check_json(reports, recording_path, min_tier))
     else:
-        _print_text(reports, threshold, totals, frames)
+        _print_text(terminal, reports, threshold, totals, frames)
     if totals["error"]:
         sys.exit(1)
 
 
 def _print_text(
-    reports: list[ConnectionReport], threshold: int, totals: dict[str, int], frames: int
+    terminal: Terminal,
+    reports: list[ConnectionReport],
+    threshold: int,
+    totals: dict[str, int],
+    frames: int,
 ) -> None:
-    colour = sys.stdout.isatty()
-
     def style(text: str, tier: str) -> str:
-        return click.style(text, fg=_COLOURS[tier], bold=tier == "error") if colour else text
+        return terminal.style(text, _COLOURS[tier], bold=tier == "error")
 
     if not reports:
         click.echo("no connections recorded")
@@ -133,19 +138,27 @@ def _print_text(
         shown.sort(key=lambda f: (f.seqs[-1] if f.seqs else 0, -TIER_RANK[f.tier]))
         if shown:
             width = max(len(f.rule) for f in shown)
+            indent = " " * min(12 + width, 16)  # (on a terminal, long findings are wrapped)
             for f in shown:
                 where = _fmt_seqs(f.seqs)
                 session = f" [{f.session_id}]" if f.session_id else ""
-                click.echo(
-                    f"  {style(f.tier.ljust(7), f.tier)} {f.rule.ljust(width)}  {where}{session}  "
-                    f"{f.reason}"
-                )
-                click.echo(f"  {'':7} {'':{width}}  rule: {f.rule_text}")
+                line = f"  {f.tier.ljust(7)} {f.rule.ljust(width)}  {where}{session}  {f.reason}"
+                first, *more = wrap(line, terminal.width, indent)
+                click.echo(f"  {style(f.tier.ljust(7), f.tier)}{first[9:]}")
+                for part in [
+                    *more,
+                    *wrap(f"  {'':7} {'':{width}}  rule: {f.rule_text}", terminal.width, indent),
+                ]:
+                    click.echo(part)
         for rule_id, n in sorted(r.suppressed.items()):
             click.echo(
                 f"  ... and {n} more {rule_id} finding(s) (raise --max-per-rule to see them)"
             )
-    verdict = "FAIL" if totals["error"] else "ok"
+    verdict = (
+        terminal.style("FAIL", "red", bold=True)
+        if totals["error"]
+        else terminal.style("ok", "green")
+    )
     click.echo(
         f"summary: {totals['error']} error(s), {totals['warning']} warning(s), "
         f"{totals['info']} info in {len(reports)} connection(s), {frames} frames: {verdict}"

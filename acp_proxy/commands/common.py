@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import sys
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +13,10 @@ from typing import Any, NoReturn
 
 import click
 
+from acp_proxy.console import Terminal, pager
 from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.report.text import fmt_frame_what as fmt_frame_what  # (for the commands)
+from acp_proxy.report.text import fmt_time as fmt_time
 from acp_proxy.store.engine import (
     SQLITE,
     Database,
@@ -25,7 +28,6 @@ from acp_proxy.store.engine import (
     unknown_scheme,
 )
 from acp_proxy.store.pg import describe_error
-from acp_proxy.store.reader import FrameRow
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
@@ -89,13 +91,12 @@ def grace_option(help: str) -> Decorator:
     )
 
 
-class OptionConflict(click.ClickException):
-    """Options that cannot go together: one ``Error:`` line, exit 2 (a usage mistake).
+class OptionConflict(click.UsageError):
+    """Options that cannot go together: a usage mistake, one line and exit 2 as every usage
+    error (:class:`acp_proxy.cli.UsageLine`), naming the command being parsed or run."""
 
-    (click's ``UsageError`` adds the usage and a help hint: four lines.)
-    """
-
-    exit_code = 2
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ctx=click.get_current_context(silent=True))
 
 
 def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
@@ -107,8 +108,8 @@ def _given_once(ctx: click.Context, param: click.Parameter, values: tuple[Any, .
 
 
 def single_option(*param_decls: str, **attrs: Any) -> Decorator:
-    """A ``click.option`` taking one value that refuses to be repeated (one ``Error:`` line,
-    exit 2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
+    """A ``click.option`` taking one value that refuses to be repeated (a usage error, exit
+    2) instead of silently keeping the last one: ``-c 1 -c 2`` is a mistake to report.
     """
     return click.option(*param_decls, multiple=True, callback=_given_once, **attrs)
 
@@ -190,6 +191,48 @@ disabled: ...; forwarding continues`` line from the recorder, and the agent runs
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
 
 
+def terminal_options(*, wide: bool = True, paged: bool = True) -> Decorator:
+    """``--color``, ``--wide`` and ``--no-pager`` for a command that prints for a person; the
+    command gets the :class:`~acp_proxy.console.Terminal` as ``terminal`` and runs with its
+    output in a pager on a terminal (see :mod:`acp_proxy.console`).
+
+    ``wide=False``: no ``--wide`` (output that has nothing to cut); ``paged=False``: no pager.
+    """
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(*args: Any, color: str, no_pager: bool, **kwargs: Any) -> None:
+            terminal = Terminal.for_stdout(color, kwargs.pop("wide", False))  # type: ignore[arg-type]
+            click.get_current_context().color = terminal.colour  # click.echo keeps or strips
+            with pager(paged and not no_pager):
+                command(*args, terminal=terminal, **kwargs)
+
+        run = click.option(
+            "--color",
+            "--colour",
+            "color",
+            type=click.Choice(["auto", "always", "never"]),
+            default="auto",
+            show_default=True,
+            help="Colour: auto is on a terminal unless NO_COLOR is set.",
+        )(run)
+        if paged:
+            run = click.option(
+                "--no-pager", is_flag=True, help="Print straight to the terminal, no pager."
+            )(run)
+        else:
+            run = click.option("--no-pager", is_flag=True, hidden=True)(run)
+        if wide:
+            run = click.option(
+                "--wide",
+                is_flag=True,
+                help="Print whole lines (cut to the terminal's width otherwise; whole when piped).",
+            )(run)
+        return run
+
+    return decorate
+
+
 @contextmanager
 def serving(host: str, port: int) -> Iterator[None]:
     """Around a server that runs until Ctrl-C: a port it cannot listen on is one line, exit 1;
@@ -260,22 +303,6 @@ def recording(path: Path | str, *, writable: bool = False) -> Iterator[Database]
         db.close()
 
 
-def fmt_time(ts: object) -> str:
-    """A stored wall-clock time as local ``YYYY-MM-DD HH:MM:SS``; never raises.
-
-    ``None`` is ``-``; a value no clock can show (``-1e308``, NaN, text in a REAL column of
-    an imported file) is shown as ``?`` and the value, so a reader never crashes on a row.
-    """
-    if ts is None:
-        return "-"
-    try:
-        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
-            raise TypeError
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    except (TypeError, ValueError, OverflowError, OSError):
-        return f"?{ts!r}"[:40]
-
-
 def fmt_duration(seconds: float | None) -> str:
     """A duration: ``850ms``, ``12.3s``, ``4m05s``; ``-`` for None or a nonsense value."""
     if seconds is None:
@@ -305,18 +332,6 @@ def fmt_exit(status: object) -> str:
     if status < 0:
         return f"signal {-status}"
     return str(status)
-
-
-def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
-    """One frame's kind, method, ``id_mark`` + id and [update kind], e.g. ``request prompt #3``."""
-    what = f.kind or "?"
-    if f.method:
-        what += f" {f.method}"
-    if f.rpc_id is not None:
-        what += f" {id_mark}{f.rpc_id}"
-    if f.update_kind:
-        what += f" [{f.update_kind}]"
-    return what
 
 
 PROGRESS_STEP = 5000

@@ -12,10 +12,11 @@ from pathlib import Path
 import click
 import orjson
 
-from acp_proxy.acp.diff import SlowerLimit, describe_signature
+from acp_proxy.acp.diff import Signature, SlowerLimit, describe_signature
 from acp_proxy.acp.jsonpaths import Difference, parse_path, short
 from acp_proxy.analysis.compare import Comparison, compare_connections, pick_connection
-from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording
+from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording, terminal_options
+from acp_proxy.console import Terminal, arrow
 from acp_proxy.store.schema import RecordingError
 
 
@@ -66,6 +67,7 @@ def _member_text(d: Difference) -> str:
     "time (50%) or by more than MS milliseconds (500). initialize never counts.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+@terminal_options()
 def diff_command(
     a_path: Path,
     b_path: Path,
@@ -74,6 +76,7 @@ def diff_command(
     timing_threshold: float,
     fail_slower: str | None,
     as_json: bool,
+    terminal: Terminal,
 ) -> None:
     """Compare two recorded connections; exit 1 when they differ, 0 when equal.
 
@@ -87,7 +90,9 @@ def diff_command(
     idle in v2, to the prompt's response in v1) that got slower than --timing-threshold:
     those are a difference only past --fail-slower. A and B may be the same file with two
     --connection values. Without --connection: the first connection of each. Past 20k x
-    20k differing frames the alignment is greedy (linear) and says so.
+    20k differing frames the alignment is greedy (linear) and says so. Frames read
+    "-> request session/prompt" (-> client to agent, <- agent to client; --json keeps
+    c2a/a2c). On a terminal: coloured, cut to its width (--wide: whole lines).
     Examples:
       acp-proxy diff yesterday.db today.db
       acp-proxy diff session.db session.db -c 1 -c 2 --ignore prompt.*.text
@@ -126,12 +131,22 @@ def diff_command(
         doc = result.to_json(str(a_path), str(b_path))
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print_text(a_path, b_path, result, failing=limit is not None)
+        _print_text(terminal, a_path, b_path, result, failing=limit is not None)
     if result.differ:
         sys.exit(1)
 
 
-def _print_text(a_path: Path, b_path: Path, result: Comparison, *, failing: bool) -> None:
+def _signature(sig: Signature) -> str:
+    """A frame's signature as text output reads it: ``-> request session/prompt``."""
+    return f"{arrow(sig[0])} {describe_signature(sig).partition(' ')[2]}"
+
+
+def _print_text(
+    terminal: Terminal, a_path: Path, b_path: Path, result: Comparison, *, failing: bool
+) -> None:
+    def echo(line: str, fg: str | None = None) -> None:
+        click.echo(terminal.fit(terminal.style(line, fg)), color=terminal.colour)
+
     a, b = result.a, result.b
     click.echo(
         f"--- {a_path} connection {result.a_connection} ({len(a)} frames)\n"
@@ -143,20 +158,21 @@ def _print_text(a_path: Path, b_path: Path, result: Comparison, *, failing: bool
     for i, j in result.alignment.rows:
         if j is None:
             assert i is not None
-            click.echo(f"- removed  #{a.seqs[i]}  {describe_signature(a.signature(i))}")
+            echo(f"- removed  #{a.seqs[i]}  {_signature(a.signature(i))}", "red")
         elif i is None:
-            click.echo(f"+ added    #{b.seqs[j]}  {describe_signature(b.signature(j))}")
+            echo(f"+ added    #{b.seqs[j]}  {_signature(b.signature(j))}", "green")
         elif (change := by_a.get(i)) is not None:
-            what = describe_signature(a.signature(i))
-            click.echo(f"~ changed  #{a.seqs[i]} → #{b.seqs[j]}  {what}")
+            what = _signature(a.signature(i))
+            echo(f"~ changed  #{a.seqs[i]} → #{b.seqs[j]}  {what}", "yellow")
             for d in change.members:
-                click.echo(f"      {_member_text(d)}")
+                echo(f"      {_member_text(d)}")
     for t in result.slower:
         mark = "!" if t.fails else " "
-        click.echo(
+        echo(
             f"{mark} slower   #{a.seqs[t.a]} → #{b.seqs[t.b]}  {t.what} {t.method}: "
             f"{fmt_duration(t.a_ns / 1e9)} → {fmt_duration(t.b_ns / 1e9)}"
-            + ("" if t.fails else " (reported, not a failure)")
+            + ("" if t.fails else " (reported, not a failure)"),
+            "red" if t.fails else None,
         )
     verdict = "differ" if result.differ else "equal"
     if not result.slower:

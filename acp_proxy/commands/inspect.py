@@ -17,11 +17,13 @@ from acp_proxy.commands.common import (
     fmt_time,
     recording,
     single_option,
+    terminal_options,
 )
+from acp_proxy.console import Terminal, arrow
+from acp_proxy.console import table as table_lines
 from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
 from acp_proxy.store.engine import location_name
 from acp_proxy.store.reader import ConnectionRow, RecordingReader
-from acp_proxy.wire.frame import C2A
 
 
 def _who(info: object) -> str | None:
@@ -62,16 +64,21 @@ def _duration(row: ConnectionRow, now: float) -> float | None:
     metavar="N",
     help="Only the newest N connections (of those --host keeps); quick on a big store.",
 )
-def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int | None) -> None:
+@terminal_options()
+def ls_command(
+    recording_path: Path, as_json: bool, host: str | None, last: int | None, terminal: Terminal
+) -> None:
     """List the connections in a recording: when, which agent and client, how it ended.
 
     One row per connection (one per proxied agent process or WebSocket connection): start
-    time, duration, how it ended (``exit 0``, ``signal 9``, ``running`` while a proxy still
-    records it, ``ended (unknown end)`` when the proxy or its recorder went away before the
+    time, duration, how it ended (`exit 0`, `signal 9`, `running` while a proxy still
+    records it, `ended (unknown end)` when the proxy or its recorder went away before the
     connection ended, e.g. a proxy killed with SIGKILL; --json's end_reason says which:
     proxy-lost, recorder-lost or none), transport, negotiated protocol version, agent
     and client (name and version from initialize), the --label, the host it was recorded on
     (when known), frames and bytes recorded, and the frames the recorder had to drop.
+    On a terminal the table fits its width (names and labels cut with …, the start time
+    shortened, a column with one value in every row left out); --wide or a pipe: all of it.
 
     \b
     Examples:
@@ -117,9 +124,9 @@ def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int 
             table.append(
                 [
                     str(r.id),
-                    fmt_time(r.started_at),
+                    fmt_time(r.started_at) if terminal.width is None else _when(r.started_at),
                     fmt_duration(_duration(r, now)),
-                    r.state_reason,
+                    _state(terminal, r.state_reason),
                     str(r.transport),
                     str(r.protocol_version or "-"),
                     _cell(_agent_name(r.agent_command, r.agent_info), 40),
@@ -131,10 +138,29 @@ def ls_command(recording_path: Path, as_json: bool, host: str | None, last: int 
                     str(r.frames_dropped),
                 ]
             )
-        widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(header)]
-        click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-        for t in table:
-            click.echo("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+        # cut (to the terminal's width) the names and the label, never ids, times or counts
+        names = ("agent", "client", "label", "host")
+        shrink = [header.index(name) for name in names if name in header]
+        # at a narrow terminal a column with one value in every row may go (host, dropped)
+        maybe = [len(header) - 1, *([header.index("host")] if with_host else [])]
+        spare = [i for i in maybe if len({t[i] for t in table}) == 1]
+        for line in table_lines(header, table, terminal.width, shrink, spare=spare):
+            click.echo(line)
+
+
+def _when(ts: object) -> str:
+    """A start time in a narrow table: ``12-02 14:05`` (the whole time when piped or --wide)."""
+    full = fmt_time(ts)
+    return full[5:16] if len(full) == 19 and full[4] == "-" else full
+
+
+def _state(terminal: Terminal, reason: str) -> str:
+    """How a connection ended, coloured: a clean exit green, running yellow, the rest red."""
+    if reason == "exit 0":
+        return terminal.style(reason, "green")
+    if reason == "running":
+        return terminal.style(reason, "yellow")
+    return terminal.style(reason, "red")
 
 
 def _cell(text: object, width: int) -> str:
@@ -148,14 +174,19 @@ def _cell(text: object, width: int) -> str:
 @single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--full", is_flag=True, help="Print whole frames instead of one line each.")
 @click.option("--stderr", "with_stderr", is_flag=True, help="Include the agent's stderr lines.")
+@terminal_options(wide=False)
 def dump_command(
-    recording_path: Path, connection_id: int | None, full: bool, with_stderr: bool
+    recording_path: Path,
+    connection_id: int | None,
+    full: bool,
+    with_stderr: bool,
+    terminal: Terminal,
 ) -> None:
     """Print frames in order with direction arrows (-> client to agent, <- agent to client).
 
     Each line shows the frame's sequence number, its time since the connection started, the
     direction, its JSON-RPC kind, method, id and sessionUpdate variant, then the raw frame
-    (cut to the terminal width unless --full). For the conversation itself use
+    (cut to the terminal's width unless --full or piped). For the conversation itself use
     `acp-proxy show`.
 
     \b
@@ -164,7 +195,8 @@ def dump_command(
       acp-proxy dump session.db -c 2 --stderr      # one connection, with the agent's log
       acp-proxy dump session.db --full | less -S
     """
-    width = shutil.get_terminal_size((160, 20)).columns
+    # (piped, a frame is still cut, at 160 columns: --full prints it whole)
+    width = terminal.width or shutil.get_terminal_size((160, 20)).columns
     with recording(recording_path) as db:
         if connection_id is not None:
             RecordingReader(db).connection(connection_id)
@@ -189,18 +221,17 @@ def dump_command(
                 s = stderr_rows[si]
                 click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")
                 si += 1
-            arrow = "->" if f.direction == C2A else "<-"
             what = fmt_frame_what(f, id_mark="id=")
             both = isinstance(f.mono_ns, int) and isinstance(t0, int)
             offset = (f.mono_ns - t0) / 1e9 if both else math.nan  # (a hand-edited file)
             text = f.raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-            prefix = f"{f.seq:>6} {offset:>9.3f}s {arrow} {what}"
+            prefix = f"{f.seq:>6} {offset:>9.3f}s {arrow(f.direction)} {what}"
             if full:
-                click.echo(prefix)
+                click.echo(terminal.style(prefix, bold=True))
                 click.echo(f"       {text}")
             else:
                 room = max(20, width - len(prefix) - 3)
                 body = text if len(text) <= room else text[: room - 1] + "…"
-                click.echo(f"{prefix}  {body}")
+                click.echo(terminal.fit(f"{terminal.style(prefix, bold=True)}  {body}"))
         for s in stderr_rows[si:]:
             click.echo(f"   stderr  {s[3].decode('utf-8', 'replace').rstrip()}")

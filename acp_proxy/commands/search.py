@@ -6,14 +6,15 @@ brought up to date before each search; in memory for a read-only file).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 import orjson
 
-from acp_proxy.commands.common import RECORDING_ARG, Progress, single_option
-from acp_proxy.console import warn
+from acp_proxy.commands.common import RECORDING_ARG, Progress, single_option, terminal_options
+from acp_proxy.console import Terminal, cells, ellipsize, warn
 from acp_proxy.store.engine import location_name
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
@@ -34,6 +35,7 @@ from acp_proxy.store.search import QueryError, SearchIndex, open_search_index, q
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr while indexing.")
+@terminal_options()
 def search_command(
     recording_path: Path,
     text: str,
@@ -42,13 +44,16 @@ def search_command(
     limit: int,
     as_json: bool,
     quiet: bool,
+    terminal: Terminal,
 ) -> None:
     """Search message text, prompts, tool output, methods and errors; exit 1 if nothing matches.
 
     \b
     Every word of TEXT must occur (whole words, case-insensitive; no query syntax).
-    Consecutive chunks of one message are searched as one text; a hit names its
-    connection, frame (#seq as in `acp-proxy dump`, and the frame id) and session.
+    Consecutive chunks of one message are searched as one text. Each hit is one line: the
+    matching text (the words [in brackets]), then its connection, frame (#seq as in
+    `acp-proxy dump`, and the frame id) and session. On a terminal the line fits its width
+    (--wide: whole).
     The index is kept in the recording (tables search_docs*, derived and rebuilt when
     needed); a read-only recording is indexed in memory for the search instead. The first
     search of a big recording indexes all of it, with progress on stderr.
@@ -104,13 +109,34 @@ def search_command(
             where = f"#{h.seq}" if h.frames == 1 else f"#{h.seq}-#{h.last_seq} ({h.frames} frames)"
             what = " ".join(x for x in (h.method, f"[{h.variant}]" if h.variant else None) if x)
             session = f" [{h.session_id}]" if h.session_id else ""
-            click.echo(
-                f"connection {h.connection_id} {where} frame {h.frame_id}{session} {h.field}"
-                f" {what}: {' '.join(h.snippet.split())}"
-            )
+            place = f"connection {h.connection_id} {where} frame {h.frame_id}{session} {h.field}"
+            click.echo(hit_line(terminal, " ".join(h.snippet.split()), f"{place} {what}"))
         click.echo(f"{len(hits)} hit(s){' (limit reached)' if len(hits) == limit else ''}")
     if not hits:
         raise SystemExit(1)
+
+
+PLACE_ROOM = 36
+"""The fewest columns where a hit is keeps on a narrow terminal (its matching text the rest)."""
+
+
+def hit_line(terminal: Terminal, snippet: str, place: str) -> str:
+    """One hit: the matching text first (its words [in brackets], coloured on a terminal),
+    then `` · `` and where it is; in the terminal's width (both cut when they must)."""
+    if terminal.width is not None:
+        room = min(cells(place), max(PLACE_ROOM, terminal.width - cells(snippet) - 3))
+        place = ellipsize(place, room)
+        room = max(10, terminal.width - room - 3)
+        first = snippet.find("[")
+        if cells(snippet) > room and first > room // 3:  # keep the first match in sight
+            snippet = "…" + snippet[first - room // 3 :].lstrip("…")
+        snippet = ellipsize(snippet, room)
+    if terminal.colour:
+        snippet = re.sub(
+            r"\[([^\[\]]*)\]", lambda m: terminal.style(m[0], "red", bold=True), snippet
+        )
+        place = terminal.style(place, dim=True)
+    return terminal.fit(f"{snippet} · {place}")
 
 
 def _require_filters(index: SearchIndex, connection_id: int | None, session_id: str | None) -> None:

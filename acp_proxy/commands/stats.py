@@ -16,7 +16,14 @@ import click
 import orjson
 
 from acp_proxy.analysis.connection import collect_stats
-from acp_proxy.commands.common import RECORDING_ARG, fmt_bytes, recording, single_option
+from acp_proxy.commands.common import (
+    RECORDING_ARG,
+    fmt_bytes,
+    recording,
+    single_option,
+    terminal_options,
+)
+from acp_proxy.console import Terminal, arrow, table
 from acp_proxy.store.reader import RecordingReader
 
 
@@ -27,32 +34,31 @@ def _fmt_ms(value: Any) -> str:
     return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: set[int]) -> None:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    click.echo(line(header))
-    for r in rows:
-        click.echo(line(r))
+def _table(
+    terminal: Terminal,
+    header: tuple[str, ...],
+    rows: Sequence[tuple[str, ...]],
+    right: set[int],
+    shrink: Sequence[int] = (0,),
+) -> None:
+    for line in table(header, rows, terminal.width, shrink, right=right):
+        click.echo(line)
 
 
 @click.command("stats")
 @RECORDING_ARG
 @single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
-def stats_command(recording_path: Path, connection_id: int | None, as_json: bool) -> None:
+@terminal_options()
+def stats_command(
+    recording_path: Path, connection_id: int | None, as_json: bool, terminal: Terminal
+) -> None:
     """Per method: counts, bytes, latency p50/p99/max. Per session: turns and durations.
 
     Requests are paired with responses per direction (both sides number their own
     requests). A turn runs from session/prompt to its v1 result or the v2 idle state
-    update (an agent-initiated running..idle stretch counts too).
+    update (an agent-initiated running..idle stretch counts too). dir: -> client to agent,
+    <- agent to client. On a terminal the tables fit its width (--wide: whole).
 
     \b
     Examples:
@@ -75,7 +81,7 @@ def stats_command(recording_path: Path, connection_id: int | None, as_json: bool
     rows = [
         (
             m["method"],
-            "->" if m["direction"] == "c2a" else "<-",
+            terminal.style(arrow(m["direction"]), bold=True),
             str(m["requests"]),
             str(m["notifications"]),
             str(m["responses"]),
@@ -88,10 +94,11 @@ def stats_command(recording_path: Path, connection_id: int | None, as_json: bool
         for m in data["methods"]
     ]
     header = ("method", "dir", "req", "notif", "resp", "err", "bytes", "p50", "p99", "max")
-    _table(header, rows, right={2, 3, 4, 5, 6, 7, 8, 9})
+    _table(terminal, header, rows, right={2, 3, 4, 5, 6, 7, 8, 9})
     if data["updates"]:
         click.echo()
         _table(
+            terminal,
             ("session/update variant", "count", "bytes"),
             [(u["variant"], str(u["count"]), fmt_bytes(u["bytes"])) for u in data["updates"]],
             right={1, 2},
@@ -112,7 +119,9 @@ def stats_command(recording_path: Path, connection_id: int | None, as_json: bool
             for s in data["sessions"]
         ]
         _table(
+            terminal,
             ("session", "frames", "turns", "unfinished", "total", "p50", "max", "stop reasons"),
             srows,
             right={1, 2, 3, 4, 5, 6},
+            shrink=(0, 7),
         )

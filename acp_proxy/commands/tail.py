@@ -23,8 +23,10 @@ from typing import Any
 import click
 
 from acp_proxy.acp.model import ConnectionModel
-from acp_proxy.commands.common import RECORDING_ARG
-from acp_proxy.commands.show import Renderer, _TextShow, _with_events, feed_event, use_colour
+from acp_proxy.commands.common import RECORDING_ARG, terminal_options
+from acp_proxy.console import Terminal
+from acp_proxy.console import fit as fit_width
+from acp_proxy.report.conversation import Renderer, TextShow, feed_event, with_events
 from acp_proxy.store.engine import RecordingUrl, location_name
 from acp_proxy.store.live_tail import LiveTail
 from acp_proxy.store.reader import RecordingReader
@@ -66,7 +68,7 @@ def parse_since(text: str | None, now: float) -> float | None:
 def fit(line: str, width: int) -> str:
     """One line of at most ``width`` characters (control characters shown escaped)."""
     line = line.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
-    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+    return fit_width(line, max(1, width))
 
 
 @dataclass
@@ -75,7 +77,7 @@ class _Connection:
 
     shown: bool
     model: ConnectionModel | None = None
-    show: _TextShow | None = None
+    show: TextShow | None = None
     fed_seq: int = 0
     finished: bool = False
     events_fed: int = 0
@@ -108,7 +110,7 @@ class Tail:
     polls: int = 0
 
     def __post_init__(self) -> None:
-        self.renderer = Renderer(self.colour)
+        self.renderer = Renderer(Terminal(colour=self.colour))
 
     def s(self, text: str, **style: Any) -> str:
         return click.style(text, **style) if self.colour else text
@@ -163,7 +165,7 @@ class Tail:
         known = _Connection(shown)
         if shown and self.opts.conversation:
             known.model = ConnectionModel(cid)
-            known.show = _TextShow(self.renderer, self.opts.session_id)
+            known.show = TextShow(self.renderer, self.opts.session_id)
             self.renderer.connection_header(row)
         self.connections[cid] = known
         return known
@@ -203,7 +205,7 @@ class Tail:
         model, show = conn.model, conn.show
         frames = list(reader.wire_frames(cid, after_seq=conn.fed_seq))
         events = placed_events(reader, cid)[conn.events_fed :]  # transport events, as show
-        for frame in _with_events(frames, events):
+        for frame in with_events(frames, events):
             if isinstance(frame, PlacedEvent):
                 conn.events_fed += 1
                 boundaries = feed_event(model, frame)
@@ -277,6 +279,7 @@ def _missing(exc: RecordingError) -> bool:
     metavar="DURATION",
     help="Start this far back (30s, 10m, 2h, 1d, or 'all') instead of at the end.",
 )
+@terminal_options(wide=False, paged=False)
 def tail_command(
     recording_path: Path,
     connection_id: int | None,
@@ -286,13 +289,14 @@ def tail_command(
     errors: bool,
     conversation: bool,
     since: str | None,
+    terminal: Terminal,
 ) -> None:
     """Follow DB as it is recorded: one line per frame, printed within 0.5 s of its commit.
 
     DB is a file or a postgresql:// URL, written by any number of proxies at once. A file
     not created yet is waited for; a database that goes away (a restart) is one line, and
-    the tail goes on when it is back. Colour on a terminal (NO_COLOR disables it). Ctrl-C
-    stops it.
+    the tail goes on when it is back. Colour on a terminal (NO_COLOR or --color=never
+    disables it). Ctrl-C stops it.
 
     \b
     Examples:
@@ -311,7 +315,7 @@ def tail_command(
         parse_since(since, time.time()),
     )
     where = store.location(recording_path)
-    follower = Tail(where, opts, use_colour())
+    follower = Tail(where, opts, terminal.colour)
     name = location_name(recording_path)
     lost: str | None = None
     started = False

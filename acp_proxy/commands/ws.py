@@ -68,14 +68,15 @@ RECORD_OPTION = click.option(
     envvar="ACP_PROXY_RECORD",
     show_envvar=True,
     help="SQLite file (created 0600 if missing) or postgresql:// URL to record into. One row "
-    "per WebSocket connection.",
+    "per ACP connection (a WebSocket connection, or a Streamable HTTP connection from its "
+    "initialize).",
 )
 MAX_MESSAGE_OPTION = click.option(
     "--max-message-size",
     "max_message",
     type=ByteSize(),
-    default=DEFAULT_MAX_MESSAGE,
-    show_default="256M",
+    default=f"{DEFAULT_MAX_MESSAGE // 2**20}M",  # (read as --max-message-size 256M would be)
+    show_default=True,
     help="Largest WebSocket message accepted; a bigger one closes the connection with 1009.",
 )
 HEARTBEAT_OPTION = click.option(

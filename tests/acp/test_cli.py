@@ -157,6 +157,7 @@ def test_show_session_filter_and_raw(v1_db: Path) -> None:
 def on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
     """Run ``acp-proxy ARGS`` with its stdout on a pseudo-terminal; return what it wrote."""
     base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    base["PAGER"] = "cat"  # (on a terminal, long output goes through the pager)
     main, child = pty.openpty()
     proc = subprocess.Popen(
         [*proxy_exe(), *args], stdout=child, stderr=subprocess.DEVNULL, env={**base, **env}

@@ -157,9 +157,9 @@ def test_text_output_names_frames_and_members(yesterday: Path, today: Path) -> N
     done = diff(yesterday, today)
     assert done.returncode == 1
     out = done.stdout.decode()
-    assert "- removed  #13  a2c notification session/update [notice]" in out
-    assert re.search(r"\+ added    #2[23]  a2c notification session/update \[usage_update\]", out)
-    assert "~ changed  #11 → #11  a2c notification session/update [agent_message_chunk]" in out
+    assert "- removed  #13  <- notification session/update [notice]" in out
+    assert re.search(r"\+ added    #2[23]  <- notification session/update \[usage_update\]", out)
+    assert "~ changed  #11 → #11  <- notification session/update [agent_message_chunk]" in out
     assert (
         'params.update.content.text: "Let me look at the project README first." → '
         '"I will look at the project README first."'
@@ -297,7 +297,7 @@ def test_lone_surrogates_and_deep_error_data_are_diffed_not_crashed(tmp_path: Pa
     out = done.stdout.decode()
     # the lone surrogate is shown as its escape (JSON text, so its backslash doubled)
     assert '"Let me \\\\ud800 at the project README first." → "Let me \\\\udc00' in out
-    assert "~ changed  #24 → #24  a2c response" in out
+    assert "~ changed  #24 → #24  <- response" in out
     (deep_line,) = [line for line in out.splitlines() if line.startswith("      error.data[0]")]
     assert "…" in deep_line and deep_line.endswith("[0][0]: 1 → 2") and len(deep_line) < 100
     code, doc = diff_json(a, b)

@@ -42,7 +42,10 @@ def test_a_single_valued_option_given_twice_is_refused(
 ) -> None:
     done = run_proxy([command, str(two_connections), *values])
     given = ", ".join(values[1::2])
-    assert one_line(done, code=2) == f"Error: {option} takes one value; it was given 2 ({given})"
+    assert one_line(done, code=2) == (
+        f"acp-proxy {command}: {option} takes one value; it was given 2 ({given})"
+        f" (see acp-proxy {command} --help)"
+    )
     assert done.stdout == b""
 
 
@@ -77,5 +80,8 @@ def test_search_refuses_a_single_valued_option_given_twice(
 ) -> None:
     done = run_proxy(["search", str(two_connections), "session", *values])
     given = ", ".join(values[1::2])
-    assert one_line(done, code=2) == f"Error: {option} takes one value; it was given 2 ({given})"
+    assert one_line(done, code=2) == (
+        f"acp-proxy search: {option} takes one value; it was given 2 ({given})"
+        " (see acp-proxy search --help)"
+    )
     assert done.stdout == b""

@@ -115,10 +115,11 @@ def test_filters_limit_and_no_hits(db: Path) -> None:
     text = run_proxy(["search", str(db), "world"])
     assert text.returncode == 0
     lines = text.stdout.decode().splitlines()
-    assert lines[0].startswith("connection 1 #6-#7 (2 frames) frame ")
-    assert lines[0].endswith(
-        "[s1] message session/update [agent_message_chunk]: Hello [world] and good morning"
+    # the matching text first, then where it is
+    assert lines[0].startswith(
+        "Hello [world] and good morning · connection 1 #6-#7 (2 frames) frame "
     )
+    assert lines[0].endswith("[s1] message session/update [agent_message_chunk]")
     assert lines[-1] == "2 hit(s)"
 
 
@@ -280,7 +281,7 @@ def refused(db: Path | str, text: str | bytes) -> str:
     done = subprocess.run([*proxy_exe(), "search", str(db), text], capture_output=True, timeout=60)
     err = done.stderr.decode()
     assert done.returncode == 2 and done.stdout == b"" and "Traceback" not in err, err
-    (line,) = [x for x in err.splitlines() if x.startswith("Error: ")]
+    (line,) = [x for x in err.splitlines() if x.startswith("acp-proxy search: ")]
     return line
 
 
@@ -388,8 +389,8 @@ def test_text_output_is_one_line_per_hit(tmp_path: Path) -> None:
     done = run_proxy(["search", str(db), "needle"])
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().splitlines() == [
-        "connection 1 #5 frame 5 [s1] message session/update [agent_message_chunk]: "
-        "first line the [needle] third line",
+        "first line the [needle] third line · "
+        "connection 1 #5 frame 5 [s1] message session/update [agent_message_chunk]",
         "1 hit(s)",
     ]
 

@@ -224,7 +224,11 @@ def test_bad_otlp_options_are_one_line_errors(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
         )
-        assert run.returncode == 2 and "Error:" in run.stderr and "Traceback" not in run.stderr
+        assert (
+            run.returncode == 2
+            and "acp-proxy proxy: " in run.stderr
+            and "Traceback" not in run.stderr
+        )
 
 
 async def test_ws_record_exports_live_too(tmp_path: Path) -> None:

@@ -204,7 +204,7 @@ def test_invalid_or_conflicting_options_are_one_line(options: list[str], message
     assert proc.returncode == 2
     assert proc.stdout == b""
     err = proc.stderr.decode()
-    assert err.count("\n") == 1 and err.startswith("Error: ") and message in err
+    assert err.count("\n") == 1 and err.startswith("acp-proxy replay: ") and message in err
 
 
 def test_a_terminal_is_told_that_replay_is_waiting_for_a_client() -> None:

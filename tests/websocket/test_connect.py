@@ -112,7 +112,7 @@ def _c2a_frames(db: Path) -> list[tuple[bytes, int]]:
 
 def test_connect_errors_are_one_line() -> None:
     done = run_proxy(["connect", "http//nope"])
-    assert done.returncode == 2 and b"not a WebSocket URL" in done.stderr
+    assert done.returncode == 2 and b"not a WebSocket or HTTP URL" in done.stderr
     done = run_proxy(["connect", "ws://127.0.0.1:9/acp"], stdin=INIT)
     assert done.returncode == 1
     assert done.stderr.decode().startswith("acp-proxy: cannot connect to ws://127.0.0.1:9/acp")

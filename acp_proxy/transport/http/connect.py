@@ -36,7 +36,7 @@ from acp_proxy.transport.http.rules import (
 )
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio.bridge import exit_on_signals, start_stdin_reader
-from acp_proxy.transport.tls import tls_failure
+from acp_proxy.transport.ws.connect import connect_failure
 from acp_proxy.transport.ws.rules import DEFAULT_MAX_MESSAGE, PendingRequests
 from acp_proxy.transport.ws.sockets import log
 from acp_proxy.wire.frame import A2C, C2A
@@ -262,7 +262,7 @@ async def _run(bridge: _Bridge) -> int:
                     log(str(exc))
                     return 1
                 if isinstance(exc, (aiohttp.ClientError, OSError, TimeoutError)):
-                    log(f"cannot reach {s.url}: {tls_failure(exc) or exc or type(exc).__name__}")
+                    log(f"cannot reach {s.url}: {connect_failure(exc)}")
                     return 1
                 if exc is not None:
                     raise exc

@@ -75,7 +75,7 @@ _HANDSHAKE_HINTS = {
 }
 
 
-def _connect_failure(exc: BaseException) -> str:
+def connect_failure(exc: BaseException) -> str:
     """Why a connection could not be made, without aiohttp's ``ssl:default`` noise."""
     tls = tls_failure(exc)
     if tls is not None:
@@ -133,7 +133,7 @@ async def _run_connect(s: ConnectSettings) -> int:
             log(f"{s.url} refused the WebSocket handshake: {_handshake_reason(exc.status)}")
             return 1
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            log(f"cannot connect to {s.url}: {_connect_failure(exc)}")
+            log(f"cannot connect to {s.url}: {connect_failure(exc)}")
             return 1
         assert isinstance(ws, ClientWebSocket)
         kept = headers_worth_keeping(headers.items(), ws.response_headers)

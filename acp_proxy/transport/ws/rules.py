@@ -312,10 +312,14 @@ def _members(msg: Message) -> list[Message]:
 
 
 def ws_url_ok(url: str) -> str | None:
-    """``None`` if ``url`` is a usable ws:// or wss:// URL, else a one-line complaint."""
+    """``None`` if ``url`` is a usable ws://, wss://, http:// or https:// URL, else a one-line
+    complaint."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss", "http", "https"):
-        return f"not a WebSocket URL: {url!r} (expected ws://HOST:PORT/acp or wss://...)"
+        return (
+            f"not a WebSocket or HTTP URL: {url!r} (expected ws://HOST:PORT/acp, or wss://, "
+            "http://, https://)"
+        )
     if not parts.hostname:
         return f"no host in URL {url!r}"
     try:

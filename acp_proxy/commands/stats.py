@@ -80,7 +80,7 @@ def stats_command(
     click.echo()
     rows = [
         (
-            m["method"],
+            m["method"] or "(no method)",
             terminal.style(arrow(m["direction"]), bold=True),
             str(m["requests"]),
             str(m["notifications"]),
@@ -100,7 +100,10 @@ def stats_command(
         _table(
             terminal,
             ("session/update variant", "count", "bytes"),
-            [(u["variant"], str(u["count"]), fmt_bytes(u["bytes"])) for u in data["updates"]],
+            [
+                (u["variant"] or "(none)", str(u["count"]), fmt_bytes(u["bytes"]))
+                for u in data["updates"]
+            ],
             right={1, 2},
         )
     if data["sessions"]:

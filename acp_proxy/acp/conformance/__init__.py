@@ -1,4 +1,4 @@
-"""The conformance engine behind ``acp-proxy check``: :class:`ConnectionChecker` and its findings."""
+"""The conformance engine behind ``acp-proxy check``: :class:`ConnectionChecker`, findings."""
 
 from acp_proxy.acp.conformance.checker import (
     MAX_LINE_BYTES,

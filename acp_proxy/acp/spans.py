@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
-from acp_proxy.acp.model import SESSION_RESULT_METHODS, Turn, TurnTracker, replays_history
+from acp_proxy.acp.model import SESSION_RESULT_METHODS, replays_history
+from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import Message

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
-from acp_proxy.acp.model import SESSION_RESULT_METHODS, Turn, TurnTracker
+from acp_proxy.acp.model import SESSION_RESULT_METHODS
+from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.wire.frame import Direction, other_direction
 from acp_proxy.wire.jsonrpc import id_json_text
 from acp_proxy.wire.surrogates import encodable

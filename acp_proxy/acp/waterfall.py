@@ -4,7 +4,7 @@
 index columns, monotonic clock and, for the few frames that need it, the parsed payload) and
 gives what the inspector's timeline draws: every request with its response (a bar from one
 to the other), turns from ``session/prompt`` to their end (v1: the prompt's response; v2:
-the ``idle`` state update, as :class:`~acp_proxy.acp.model.TurnTracker` decides) with the
+the ``idle`` state update, as :class:`~acp_proxy.acp.turns.TurnTracker` decides) with the
 time to the first chunk, agent requests (permission prompts, file reads...) nested in the
 turn they happened in, each turn's prompt text and ``session/cancel``, and a performance
 summary: per method count and p50/p95/p99/max,
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
-from acp_proxy.acp.model import Turn, TurnTracker
 from acp_proxy.acp.stats import percentile
+from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.wire.frame import Direction
 
 __all__ = ["Bar", "WaterfallBuilder", "needs_payload"]

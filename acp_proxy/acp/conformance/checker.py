@@ -29,6 +29,7 @@ from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, _side, frames
 from acp_proxy.acp.conformance.framing import MAX_LINE_BYTES, RECENT_NOTIFICATIONS, FramingChecks
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
+from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.wire.frame import A2C, C2A, Direction
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
@@ -79,6 +80,7 @@ class ConnectionChecker(FramingChecks):
             C2A: deque(maxlen=RECENT_NOTIFICATIONS),
             A2C: deque(maxlen=RECENT_NOTIFICATIONS),
         }
+        self._turns = TurnTracker()
         self._finished = False
         if frames_dropped:
             self._report(

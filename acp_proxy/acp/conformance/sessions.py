@@ -56,6 +56,7 @@ class SessionChecks(CapabilityChecks):
                 self._open_window(sid, kind, seq)
         elif method == "session/prompt" and sid is not None:
             self._prompt_content(seq, sid, _get(params, "prompt"))
+            self._turns.prompt(sid, str(seq), seq, self._now_ns)
             s = self._session(sid)
             s.prompts_pending += 1
             s.after = None
@@ -100,6 +101,9 @@ class SessionChecks(CapabilityChecks):
     def _prompt_answered(self, seq: int, req_seq: int, sid: str, ok: bool, result: Any) -> None:
         s = self._session(sid)
         s.prompts_pending = max(0, s.prompts_pending - 1)
+        self._turns.version = self.effective_version
+        response = {"result": result} if ok else {"error": "an error response"}
+        self._turns.prompt_result(str(req_seq), response, seq, self._now_ns)
         if self.effective_version < 2:
             stop = _get(result, "stopReason") if ok else None
             if ok:
@@ -112,7 +116,7 @@ class SessionChecks(CapabilityChecks):
                     f"prompt answered with {got} after session/cancel #{s.v1_cancel_seq}",
                     sid,
                 )
-            if s.prompts_pending == 0:
+            if sid not in self._turns.open:  # the turn machine ended the session's turn
                 s.turn_ended_seq = seq
                 s.v1_cancel_seq = None
             return
@@ -177,7 +181,7 @@ class SessionChecks(CapabilityChecks):
                 return
             s = self._session(sid)
             if self.effective_version < 2:
-                if s.prompts_pending:
+                if sid in self._turns.open:
                     s.v1_cancel_seq = seq
             elif s.state in ("running", "requires_action"):
                 s.cancel_seq = seq
@@ -258,7 +262,7 @@ class SessionChecks(CapabilityChecks):
         if not v2:
             if (
                 variant in V1_TURN_VARIANTS
-                and s.prompts_pending == 0
+                and sid not in self._turns.open
                 and (s.turn_ended_seq is not None)
             ):
                 self._report(

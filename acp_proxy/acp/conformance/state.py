@@ -16,6 +16,7 @@ import orjson
 
 from acp_proxy.acp.conformance.findings import Reporter
 from acp_proxy.acp.exchanges import Exchanges
+from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import Message
 
@@ -43,7 +44,7 @@ class _Session:
     after_seq: int = 0
     # prompts
     prompts_pending: int = 0
-    turn_ended_seq: int | None = None  # v1: last prompt response with no prompt pending
+    turn_ended_seq: int | None = None  # v1: the prompt response that ended the last turn
     v1_cancel_seq: int | None = None
     # v2 foreground work
     state: str | None = None
@@ -75,6 +76,7 @@ class CheckerState(Reporter):
     _now_ns: int  # the monotonic time of the frame being checked
     _null_runs: dict[Direction, list[tuple[int, int, _Notification]]]
     _notifications: dict[Direction, deque[_Notification]]
+    _turns: TurnTracker  # v1 turns: a prompt's response ends its turn (acp.turns)
 
     @property
     def _client_caps(self) -> dict[str, Any] | None:

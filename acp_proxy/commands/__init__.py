@@ -24,5 +24,6 @@ LAZY_COMMANDS: dict[str, str] = {
     "serve": "acp_proxy.commands.serve:serve_command",
     "connect": "acp_proxy.commands.ws:connect_command",
     "web": "acp_proxy.commands.web:web_command",
+    "mcp": "acp_proxy.commands.mcp:mcp_command",
 }
 COMMAND_NAMES: tuple[str, ...] = tuple(LAZY_COMMANDS)

@@ -6,10 +6,13 @@ Called by ``acp-proxy connect`` (:mod:`acp_proxy.commands.ws`) for ``http://`` a
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from acp_proxy.commands.common import run_stdio_bridge
 from acp_proxy.record.writer import Recorder
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def connect_http(
@@ -20,6 +23,7 @@ def connect_http(
     max_message: int,
     label: str | None,
     grace: float,
+    tls: ssl.SSLContext | None = None,
 ) -> NoReturn:
     """``acp-proxy connect http://...``: the stdio bridge over Streamable HTTP; exits."""
     from acp_proxy.transport.http_connect import HttpConnectSettings, run_http_connect
@@ -34,6 +38,7 @@ def connect_http(
                 max_message=max_message,
                 label=label,
                 grace=grace,
+                tls=tls,
             )
         ),
         recorder,

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH, single_option
+from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.source import open_replay_frames
@@ -99,6 +100,7 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
     "instead of stdio.",
 )
+@tls_server_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def replay_command(
     recording_path: Path,
@@ -115,6 +117,8 @@ def replay_command(
     step_timeout: float,
     agent_command: tuple[str, ...],
     listen: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -143,6 +147,9 @@ def replay_command(
         client_mode=client_mode,
         listen=listen,
     )
+    if listen is None and (tls_cert or tls_key):
+        raise OptionError("--tls-cert and --tls-key need --listen")
+    tls = server_tls(tls_cert, tls_key)
     paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
     try:
         parsed = [parse_path(p) for p in paths]
@@ -189,7 +196,7 @@ def replay_command(
         from acp_proxy.commands.ws import serve_replay_listen
 
         serve_replay_listen(
-            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout
+            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout, tls=tls
         )
         return
     engine = ReplayEngine(script, options)

@@ -10,6 +10,7 @@ import click
 
 from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ws import (
     HEARTBEAT_OPTION,
     MAX_MESSAGE_OPTION,
@@ -51,6 +52,8 @@ from acp_proxy.commands.ws import (
 @grace_option("Seconds an agent gets after its connection ends before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@tls_server_options
+@cafile_option
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
 def serve_command(
     listen: tuple[str, int],
@@ -66,6 +69,9 @@ def serve_command(
     spool_mb: int,
     agent_command: tuple[str, ...],
     otlp: LiveExport | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    cafile: str | None = None,
 ) -> None:
     """Serve ACP at http://HOST:PORT/acp: Streamable HTTP (POST + SSE) and WebSocket.
 
@@ -87,6 +93,7 @@ def serve_command(
         if parts.scheme not in ("http", "https") or not parts.hostname:
             problem = f"not an http:// URL: {upstream!r}"
     check_server_options(host, upstream, agent_command, token, problem)
+    tls, upstream_tls = server_tls(tls_cert, tls_key), peer_tls(cafile)
     from acp_proxy.transport.http_endpoint import AcpEndpoint, serve_endpoint  # aiohttp: lazily
 
     run_recording_server(
@@ -103,4 +110,6 @@ def serve_command(
         heartbeat=heartbeat,
         grace=grace,
         label=label,
+        tls=tls,
+        upstream_tls=upstream_tls,
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option
+from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
@@ -25,7 +26,14 @@ TOKEN_HELP = "Require this token on every request (?token=... once in the browse
     help=LISTEN_HELP + " Port 0 picks a free port.",
 )
 @click.option("--token", envvar="ACP_PROXY_WEB_TOKEN", show_envvar=True, help=TOKEN_HELP)
-def web_command(recording_path: Path, listen: tuple[str, int], token: str | None) -> None:
+@tls_server_options
+def web_command(
+    recording_path: Path,
+    listen: tuple[str, int],
+    token: str | None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> None:
     """Open a browser inspector on a recording: sessions, frames, findings, live.
 
     The inspector reads the file read-only, so it can watch a recording that proxies are
@@ -44,6 +52,7 @@ def web_command(recording_path: Path, listen: tuple[str, int], token: str | None
         check_listen(host, token)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    tls = server_tls(tls_cert, tls_key)
     try:
         store.open_checked(recording_path)  # a damaged file: the one line `ls` gives, exit 1
     except RecordingError as exc:
@@ -53,7 +62,7 @@ def web_command(recording_path: Path, listen: tuple[str, int], token: str | None
         click.echo(f"acp-proxy: inspector for {recording_path} on {url} (Ctrl-C to stop)")
 
     try:
-        server.serve_forever(recording_path, host, port, token=token, on_ready=ready)
+        server.serve_forever(recording_path, host, port, token=token, on_ready=ready, tls=tls)
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"

@@ -21,6 +21,7 @@ from acp_proxy.commands.common import (
     run_stdio_bridge,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.record.writer import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
@@ -31,6 +32,8 @@ from acp_proxy.transport.ws_bridge import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from acp_proxy.replay.engine import ReplayEngine
     from acp_proxy.transport.ws_server import WsSettings
 
@@ -124,6 +127,8 @@ TOKEN_OPTION = click.option(
 @queue_option(256)
 @otlp_live_options
 @ui_options
+@tls_server_options
+@cafile_option
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def ws_command(
     listen: tuple[str, int],
@@ -141,6 +146,9 @@ def ws_command(
     ui_token: str | None,
     agent_command: tuple[str, ...],
     otlp: LiveExport | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    cafile: str | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -158,6 +166,7 @@ def ws_command(
     check_server_options(
         host, upstream, agent_command, token, ws_url_ok(upstream) if upstream else None
     )
+    tls, upstream_tls = server_tls(tls_cert, tls_key), peer_tls(cafile)
     from acp_proxy.transport.websocket import WsServer, serve  # aiohttp: lazily
 
     inspector = start_ui(ui, ui_token, record)
@@ -176,6 +185,8 @@ def ws_command(
             heartbeat=heartbeat,
             grace=grace,
             label=label,
+            tls=tls,
+            upstream_tls=upstream_tls,
         )
     finally:
         if inspector is not None:
@@ -200,6 +211,7 @@ def ws_command(
 @grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
 @queue_option(256)
 @otlp_live_options
+@cafile_option
 def connect_command(
     url: str,
     record: Path | str | None,
@@ -212,6 +224,7 @@ def connect_command(
     queue_mb: int,
     spool_mb: int,
     otlp: LiveExport | None = None,
+    cafile: str | None = None,
 ) -> None:
     """Bridge stdio to an ACP agent: stdin lines -> messages -> stdout lines.
 
@@ -235,6 +248,7 @@ def connect_command(
         if not sep or not name.strip():
             raise click.UsageError(f"bad --header {header!r}: use 'Name: value'")
         pairs.append((name.strip(), value.strip()))
+    tls = peer_tls(cafile)
     from acp_proxy.transport.websocket import ConnectSettings, run_connect  # aiohttp: lazily
 
     with (otlp or LiveExport()).for_writer():
@@ -244,7 +258,7 @@ def connect_command(
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
         from acp_proxy.commands.connect_http import connect_http
 
-        connect_http(url, recorder, pairs, token, max_message, label, grace)
+        connect_http(url, recorder, pairs, token, max_message, label, grace, tls)
     run_stdio_bridge(
         run_connect(
             ConnectSettings(
@@ -256,6 +270,7 @@ def connect_command(
                 heartbeat=heartbeat if heartbeat > 0 else None,
                 label=label,
                 grace=grace,
+                tls=tls,
             )
         ),
         recorder,
@@ -268,6 +283,7 @@ def serve_replay_listen(
     *,
     answer_timeout: float,
     record: Path | str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
 
@@ -291,7 +307,13 @@ def serve_replay_listen(
     recorder = Recorder(record, backend="process")
     try:
         serve_replay_both(
-            new_engine, host, port, recorder=recorder, token=token, answer_timeout=answer_timeout
+            new_engine,
+            host,
+            port,
+            recorder=recorder,
+            token=token,
+            answer_timeout=answer_timeout,
+            tls=tls,
         )
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
@@ -344,6 +366,8 @@ def run_recording_server(
     heartbeat: float,
     grace: float,
     label: str | None,
+    tls: ssl.SSLContext | None = None,
+    upstream_tls: ssl.SSLContext | None = None,
 ) -> None:
     """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
 
@@ -365,6 +389,8 @@ def run_recording_server(
         heartbeat=heartbeat if heartbeat > 0 else None,
         grace=grace,
         label=label,
+        tls=tls,
+        upstream_tls=upstream_tls,
     )
     try:
         asyncio.run(serve_with(settings))

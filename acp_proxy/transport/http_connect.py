@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from acp_proxy.transport.http_rules import (
 )
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
+from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws_bridge import DEFAULT_MAX_MESSAGE, PendingRequests
 from acp_proxy.transport.ws_io import log
 from acp_proxy.wire.frame import A2C, C2A
@@ -54,6 +56,7 @@ class HttpConnectSettings:
     grace: float = DEFAULT_GRACE_SECONDS
     stdin_fd: int = 0
     stdout_fd: int = 1
+    tls: ssl.SSLContext | None = None  # verifies an https:// peer (None: the system store)
 
 
 class _Failed(Exception):
@@ -208,6 +211,7 @@ async def run_http_connect(s: HttpConnectSettings) -> int:
         http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, connect=30),
             cookie_jar=aiohttp.CookieJar(unsafe=True),  # keep cookies, also for IP addresses
+            connector=aiohttp.TCPConnector(ssl=s.tls or True),
         )
         rec = s.recorder.connection(
             "http-connect", peer=s.url, label=s.label, agent_command=[s.url]
@@ -258,7 +262,7 @@ async def _run(bridge: _Bridge) -> int:
                     log(str(exc))
                     return 1
                 if isinstance(exc, (aiohttp.ClientError, OSError, TimeoutError)):
-                    log(f"cannot reach {s.url}: {exc or type(exc).__name__}")
+                    log(f"cannot reach {s.url}: {tls_failure(exc) or exc or type(exc).__name__}")
                     return 1
                 if exc is not None:
                     raise exc

@@ -329,8 +329,8 @@ class AcpEndpoint(WsServer):
 
 
 def http_url(ws_url: str) -> str:
-    """The ``http://`` form of a ``ws://`` URL printed by :func:`serve`."""
-    return "http://" + ws_url.removeprefix("ws://")
+    """The ``http://`` (``https://``) form of a ``ws://`` (``wss://``) URL from :func:`serve`."""
+    return "http" + ws_url.removeprefix("ws")
 
 
 async def serve_endpoint(

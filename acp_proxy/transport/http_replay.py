@@ -12,6 +12,7 @@ conversation is recorded too (transport ``replay-http``; WebSocket: ``replay``).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
@@ -82,19 +83,21 @@ def serve_replay_both(
     recorder: Recorder,
     token: str | None = None,
     answer_timeout: float = 60.0,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """``/acp`` replaying over Streamable HTTP and WebSocket until SIGINT/SIGTERM (blocking)."""
     settings = WsSettings(
         recorder=recorder,
         handler=replay_handler(new_engine, answer_timeout=answer_timeout),
         token=token,
+        tls=tls,
     )
 
     def connection(connection_id: str, rec: ConnectionRecorder, init: str | None) -> HttpConnection:
         return ReplayConnection(connection_id, new_engine(), rec, init, answer_timeout)
 
     def ready(url: str) -> None:  # the WebSocket URL first, as replay --listen always said
-        ws_url = "ws://" + url.removeprefix("http://")
+        ws_url = "ws" + url.removeprefix("http")
         log(f"listening on {ws_url} (Streamable HTTP: {url})")
 
     endpoint = AcpEndpoint(settings, http_backend=connection)

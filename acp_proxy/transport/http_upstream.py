@@ -25,6 +25,7 @@ from aiohttp import web
 from acp_proxy.record.writer import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
 from acp_proxy.transport.http_rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws_bridge import headers_worth_keeping
 from acp_proxy.wire.frame import A2C, C2A
 from acp_proxy.wire.framing import LineFramer
@@ -63,6 +64,7 @@ class HttpUpstream:
                 timeout=aiohttp.ClientTimeout(total=None, connect=30),
                 auto_decompress=False,  # the bytes as they came
                 cookie_jar=aiohttp.DummyCookieJar(),  # cookies are the client's, passed through
+                connector=aiohttp.TCPConnector(ssl=self.endpoint.settings.upstream_tls or True),
             )
         return self._http
 
@@ -92,7 +94,8 @@ class HttpUpstream:
         return self.endpoint.refuse(
             request,
             502,
-            f"the upstream {self.upstream} is unreachable: {exc or type(exc).__name__}",
+            f"the upstream {self.upstream} is unreachable: "
+            f"{tls_failure(exc) or exc or type(exc).__name__}",
         )
 
     async def post(self, request: web.Request, body: bytes) -> web.StreamResponse:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
 from acp_proxy.transport.stdio_bridge import exit_on_signals, start_stdin_reader
+from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws_bridge import (
     CLOSE_TOO_BIG,
     DEFAULT_HEARTBEAT,
@@ -63,6 +65,7 @@ class ConnectSettings:
     grace: float = DEFAULT_GRACE_SECONDS
     stdin_fd: int = 0
     stdout_fd: int = 1
+    tls: ssl.SSLContext | None = None  # verifies a wss:// peer (None: the system store)
 
 
 _HANDSHAKE_HINTS = {
@@ -74,6 +77,9 @@ _HANDSHAKE_HINTS = {
 
 def _connect_failure(exc: BaseException) -> str:
     """Why a connection could not be made, without aiohttp's ``ssl:default`` noise."""
+    tls = tls_failure(exc)
+    if tls is not None:
+        return tls
     if isinstance(exc, aiohttp.ClientConnectorError):
         os_error = exc.os_error
         if isinstance(os_error, ConnectionRefusedError):
@@ -121,6 +127,7 @@ async def _run_connect(s: ConnectSettings) -> int:
                 heartbeat=s.heartbeat,
                 max_msg_size=s.max_message + 1,
                 decode_text=False,
+                ssl=s.tls or True,
             )
         except aiohttp.WSServerHandshakeError as exc:
             log(f"{s.url} refused the WebSocket handshake: {_handshake_reason(exc.status)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import ssl
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,6 +26,7 @@ from aiohttp import web
 from acp_proxy.record.writer import ConnectionRecorder, Recorder
 from acp_proxy.transport.http_server import app_runner
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.transport.tls import scheme_for
 from acp_proxy.transport.ws_agent import serve_agent
 from acp_proxy.transport.ws_bridge import (
     ACP_PATH,
@@ -65,6 +67,8 @@ class WsSettings:
     heartbeat: float | None = DEFAULT_HEARTBEAT
     grace: float = DEFAULT_GRACE_SECONDS
     label: str | None = None
+    tls: ssl.SSLContext | None = None  # listen with TLS (https:// / wss://)
+    upstream_tls: ssl.SSLContext | None = None  # verify an https:// / wss:// --upstream
 
 
 @dataclass
@@ -201,6 +205,7 @@ class WsServer:
             self._session = aiohttp.ClientSession(
                 ws_response_class=client_ws_class(self.settings.max_message),
                 timeout=aiohttp.ClientTimeout(total=None, connect=30),
+                connector=aiohttp.TCPConnector(ssl=self.settings.upstream_tls or True),
             )
         return self._session
 
@@ -218,9 +223,9 @@ class WsServer:
 # -- running a server -----------------------------------------------------------------------
 
 
-def format_url(host: str, port: int) -> str:
+def format_url(host: str, port: int, scheme: str = "ws") -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"ws://{shown}:{port}{ACP_PATH}"
+    return f"{scheme}://{shown}:{port}{ACP_PATH}"
 
 
 async def serve(
@@ -238,14 +243,16 @@ async def serve(
     """
     runner = app_runner(server.app(), shutdown_timeout=30)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    tls = server.settings.tls
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = runner.addresses[0]
-    url = format_url(host if host not in ("", "0.0.0.0", "::") else str(bound[0]), int(bound[1]))
+    shown = host if host not in ("", "0.0.0.0", "::") else str(bound[0])
+    url = format_url(shown, int(bound[1]), scheme_for("ws", tls))
     if on_ready is not None:
         on_ready(url)
     else:

@@ -15,6 +15,7 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
 from acp_proxy.record.writer import ConnectionRecorder
+from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws_bridge import (
     CLOSE_GOING_AWAY,
     downstream_response_headers,
@@ -64,7 +65,9 @@ async def serve_upstream(
         )
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         return server.refuse(
-            request, 502, f"cannot reach upstream {s.upstream}: {exc or type(exc).__name__}"
+            request,
+            502,
+            f"cannot reach upstream {s.upstream}: {tls_failure(exc) or exc or type(exc).__name__}",
         )
     assert isinstance(up, ClientWebSocket)
     try:

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import functools
 import hmac
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.search import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.transport.http_server import MAX_LINE_BYTES, app_runner
+from acp_proxy.transport.tls import scheme_for
 from acp_proxy.web import store, views
 
 T = TypeVar("T")
@@ -610,11 +612,11 @@ def make_app(
     return app
 
 
-def page_url(host: str, port: int, token: str | None) -> str:
+def page_url(host: str, port: int, token: str | None, scheme: str = "http") -> str:
     shown = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::"):
         shown = "127.0.0.1"
-    url = f"http://{shown}:{port}/"
+    url = f"{scheme}://{shown}:{port}/"
     return url + (f"?token={token}" if token else "")
 
 
@@ -639,12 +641,16 @@ class InspectorHandle:
 
 
 async def _serve(
-    app: web.Application, host: str, port: int, stop: asyncio.Event
+    app: web.Application,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[web.AppRunner, int]:
     # the shared limits, header timeout and one-line errors; longer request lines are read
     runner = app_runner(app, max_line_size=READ_LINE_BYTES)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
     try:
         await site.start()
     except BaseException:
@@ -720,8 +726,9 @@ def serve_forever(
     *,
     token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
-    """Serve until interrupted (Ctrl-C / SIGTERM); used by ``acp-proxy web``."""
+    """Serve until interrupted (Ctrl-C / SIGTERM); used by ``acp-proxy web``; https with ``tls``."""
     check_listen(host, token)
 
     async def main() -> None:
@@ -732,9 +739,9 @@ def serve_forever(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-        runner, bound = await _serve(make_app(db_path, token=token), host, port, stop)
+        runner, bound = await _serve(make_app(db_path, token=token), host, port, stop, tls)
         if on_ready is not None:
-            on_ready(page_url(host, bound, token))
+            on_ready(page_url(host, bound, token, scheme_for("http", tls)))
         try:
             await stop.wait()
         finally:

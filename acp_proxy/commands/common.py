@@ -18,7 +18,6 @@ import click
 from acp_proxy.record.pg import PG_SCHEMES, describe_error, is_pg_url
 from acp_proxy.record.reader import (
     Database,
-    FrameRow,
     RecordingUrl,
     database_errors,
     location_name,
@@ -28,6 +27,7 @@ from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.writer import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
 from acp_proxy.transport.address import parse_listen
 from acp_proxy.transport.process import DEFAULT_GRACE_SECONDS
+from acp_proxy.wire.frame import Frame
 
 
 def parse_listen_option(
@@ -307,7 +307,7 @@ def fmt_exit(status: object) -> str:
     return str(status)
 
 
-def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
+def fmt_frame_what(f: Frame, id_mark: str = "#") -> str:
     """One frame's kind, method, ``id_mark`` + id and [update kind], e.g. ``request prompt #3``."""
     what = f.kind or "?"
     if f.method:

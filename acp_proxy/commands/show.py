@@ -29,13 +29,12 @@ from acp_proxy.commands.common import (
 )
 from acp_proxy.record.reader import (
     ConnectionRow,
-    FrameRow,
     RecordingReader,
-    WireFrame,
     display_name,
 )
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.record.transport_events import PlacedEvent, placed_events
+from acp_proxy.wire.frame import Frame
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
@@ -384,7 +383,7 @@ class Renderer:
         return [head + ev.kind + " " + _short(ev.payload)]
 
 
-F = TypeVar("F", WireFrame, FrameRow)
+F = TypeVar("F", bound=Frame)
 
 
 def _with_events(frames: Iterable[F], events: list[PlacedEvent]) -> Iterator[F | PlacedEvent]:
@@ -448,7 +447,7 @@ class _TextShow:
     def run(
         self,
         model: ConnectionModel,
-        frames: Iterable[WireFrame],
+        frames: Iterable[Frame],
         events: list[PlacedEvent] | None = None,
     ) -> None:
         for f in _with_events(frames, events or []):

@@ -123,7 +123,7 @@ def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> 
     updates = reader.update_counts(ids)
     acc = StatsAccumulator()
     for f in reader.indexed_frames(connection_id):
-        payload = parse_json(f.raw)[0] if f.raw is not None else None
+        payload = parse_json(f.raw)[0] if f.raw else None
         acc.feed(
             f.connection_id,
             f.direction,

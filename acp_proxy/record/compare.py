@@ -27,15 +27,15 @@ from acp_proxy.acp.diff import (
 from acp_proxy.acp.jsonpaths import Difference
 from acp_proxy.record.reader import (
     Database,
-    FrameRow,
     get_connection,
     iter_frames,
     list_connections,
 )
 from acp_proxy.record.schema import RecordingError
+from acp_proxy.wire.frame import Frame
 
 
-def _frames(db: Database, connection_id: int) -> Iterator[FrameRow]:
+def _frames(db: Database, connection_id: int) -> Iterator[Frame]:
     """The one place this module reads frames: one connection, in order, streamed."""
     return iter_frames(db, connection_id=connection_id)
 

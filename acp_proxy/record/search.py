@@ -48,12 +48,13 @@ from acp_proxy.record.pg import (
 )
 from acp_proxy.record.reader import (
     FRAME_COLUMNS,
-    FrameRow,
     database_url,
+    frame_of_row,
     iter_frames,
     settled_frame_id,
 )
 from acp_proxy.record.schema import RecordingError, connect, open_readonly
+from acp_proxy.wire.frame import Frame
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -161,7 +162,7 @@ def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
 
 def _frames_after(
     db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None
-) -> Iterator[FrameRow]:
+) -> Iterator[Frame]:
     """The one place this module reads frames: every frame with a larger id (up to
     ``upto``, from :func:`_upper_bound`), streamed."""
     if isinstance(db, PgDatabase):  # streamed (a plain psycopg execute holds all rows)
@@ -171,7 +172,7 @@ def _frames_after(
             "ORDER BY connection_id, seq",
             (after_id, upto),
         )
-        return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
+        return map(frame_of_row, rows)
     return iter_frames(db, after_id=after_id)
 
 
@@ -208,14 +209,14 @@ def strings_of(value: Any) -> str:
     return " ".join(out)[:TEXT_CAP]
 
 
-def document_of(frame: FrameRow) -> tuple[str, str]:
+def document_of(frame: Frame) -> tuple[str, str]:
     """(field, text) of one frame: what a person would search it for (at most
     :data:`TEXT_CAP` characters, :func:`storable`)."""
     field, text = _document_of(frame)
     return field, storable(text[:TEXT_CAP])
 
 
-def _document_of(frame: FrameRow) -> tuple[str, str]:
+def _document_of(frame: Frame) -> tuple[str, str]:
     if frame.binary:
         return "raw", frame.raw[:4096].decode("utf-8", "replace")
     value, problem = parse_json(frame.raw)
@@ -490,7 +491,7 @@ class SearchIndex:
             if run is not None:
                 self._flush(run)
 
-    def _index(self, frame: FrameRow) -> None:
+    def _index(self, frame: Frame) -> None:
         field, text = document_of(frame)
         key = (frame.connection_id, frame.session_id)
         variant = frame.update_kind

@@ -36,7 +36,7 @@ from typing import Any
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.timeline import Event, Exchange, SessionTimeline
 from acp_proxy.acp.turns import Turn, TurnTracker
-from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.wire.frame import Direction, Frame, other_direction
 from acp_proxy.wire.jsonrpc import Message
 from acp_proxy.wire.surrogates import classify_encodable
 
@@ -105,10 +105,9 @@ class ConnectionModel:
             self.sessions[session_id] = tl
         return tl
 
-    def feed(
-        self, direction: Direction, raw: bytes, *, seq: int | None = None, mono_ns: int = 0
-    ) -> list[str | None]:
+    def feed(self, frame: Frame) -> list[str | None]:
         """Fold one frame; return the sessions (``None``: the connection) at a boundary."""
+        direction, raw, seq, mono_ns = frame.direction, frame.raw, frame.seq, frame.mono_ns
         self.frames += 1
         msg = classify_encodable(raw)
         if msg.kind == "batch":

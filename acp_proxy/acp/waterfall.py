@@ -24,7 +24,7 @@ from typing import Any
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.stats import percentile
 from acp_proxy.acp.turns import Turn, TurnTracker
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 
 __all__ = ["Bar", "WaterfallBuilder", "needs_payload"]
 
@@ -98,19 +98,11 @@ class WaterfallBuilder:
     _marks: dict[int, _TurnMarks] = field(default_factory=dict)  # id(turn) -> marks
     _last_ns: int = 0
 
-    def feed(
-        self,
-        seq: int,
-        direction: Direction,
-        kind: str | None,
-        rpc_id: str | None,
-        method: str | None,
-        session_id: str | None,
-        update_kind: str | None,
-        mono_ns: int,
-        payload: Any = None,
-    ) -> None:
+    def feed(self, frame: Frame, payload: Any = None) -> None:
         """One frame (``payload``: the parsed message when :func:`needs_payload` says so)."""
+        seq, direction, kind, rpc_id = frame.seq, frame.direction, frame.kind, frame.rpc_id
+        method, session_id, update_kind = frame.method, frame.session_id, frame.update_kind
+        mono_ns = frame.mono_ns
         if self.origin_ns is None:
             self.origin_ns = mono_ns
         self._last_ns = max(self._last_ns, mono_ns)

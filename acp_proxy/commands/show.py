@@ -451,10 +451,7 @@ class _TextShow:
         events: list[PlacedEvent] | None = None,
     ) -> None:
         for f in _with_events(frames, events or []):
-            if isinstance(f, PlacedEvent):
-                boundaries = feed_event(model, f)
-            else:
-                boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+            boundaries = feed_event(model, f) if isinstance(f, PlacedEvent) else model.feed(f)
             self.r.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
@@ -579,7 +576,7 @@ def _show_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | No
             if isinstance(f, PlacedEvent):
                 feed_event(model, f)
             else:
-                model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+                model.feed(f)
         model.finish()
         data = model.to_json({sid} if sid is not None else None)
         data["transport"] = row.transport

@@ -9,6 +9,7 @@ import pytest
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.turns import TRANSITIONS, Event, Phase, Turn, TurnTracker
+from acp_proxy.wire.frame import Frame
 
 SID = "s1"
 
@@ -74,7 +75,7 @@ def _turns(frames: list[tuple[str, dict[str, Any]]], version: int = 2) -> list[d
         *frames,
     ]
     for seq, (direction, obj) in enumerate(script, 1):
-        model.feed(direction, _line(obj), seq=seq, mono_ns=seq * 1_000_000)  # type: ignore[arg-type]
+        model.feed(Frame.wire(direction, _line(obj), seq, seq * 1_000_000))  # type: ignore[arg-type]
     out = model.to_json()["turns"]
     assert isinstance(out, list)
     return out

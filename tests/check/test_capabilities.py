@@ -18,7 +18,7 @@ from acp_proxy.acp.conformance.capabilities import (
     required_capability,
 )
 from acp_proxy.replay.engine import LOAD_FLAG
-from tests.check.helpers import SID, A, C, Frame, ok, rq, run_engine, v1_prelude, v2_prelude
+from tests.check.helpers import SID, A, C, Line, ok, rq, run_engine, v1_prelude, v2_prelude
 
 FAMILY_EXAMPLE = {
     "session/": "session/new",
@@ -40,7 +40,7 @@ def _advertising(row: Requirement) -> Any:
     return value
 
 
-def _frames(row: Requirement, block: str, version: int, meets: bool) -> tuple[list[Frame], str]:
+def _frames(row: Requirement, block: str, version: int, meets: bool) -> tuple[list[Line], str]:
     method = FAMILY_EXAMPLE.get(row.method, row.method)
     caps = _advertising(row) if meets else {}
     auth = [{"id": "x", "name": "x"}] if meets and row.need == "auth-methods" else []

@@ -30,7 +30,7 @@ from acp_proxy.acp.conformance.framing import MAX_LINE_BYTES, RECENT_NOTIFICATIO
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
-from acp_proxy.wire.frame import A2C, C2A, Direction
+from acp_proxy.wire.frame import A2C, C2A, Frame
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
 
@@ -96,14 +96,13 @@ class ConnectionChecker(FramingChecks):
         """The protocol version from ``initialize`` (result, else request); None if unseen."""
         return self.facts.protocol_version
 
-    def feed(
-        self, seq: int, direction: Direction, raw: bytes, mono_ns: int = 0, *, binary: bool = False
-    ) -> list[Finding]:
+    def feed(self, frame: Frame) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
+        seq, direction, raw, mono_ns = frame.seq, frame.direction, frame.raw, frame.mono_ns
         self.frames += 1
         self._now_ns = mono_ns
         self._sender = _side(direction)
-        if binary:
+        if frame.binary:
             self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
             return self._take()
         self._frame(seq, direction, raw)

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,18 @@ def unwritable(directory: Path) -> Iterator[None]:
             subprocess.run(["chattr", "-i", str(p)], check=True)
         for p in paths:
             p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+@contextmanager
+def listening_process(argv: list[str], pattern: re.Pattern[bytes]) -> Iterator[str]:
+    """Run ``argv`` (a server that says ``listening on URL`` on stderr) for the block; its URL."""
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+    try:
+        url, _ = listening_url(proc, pattern)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def listening_url(

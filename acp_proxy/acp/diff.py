@@ -1,25 +1,31 @@
 """Aligning two connections' frames and saying what changed (``acp-proxy diff``; pure).
 
 Each frame is reduced to its *signature*: (direction, JSON-RPC kind, method, update
-variant). JSON-RPC ids, sessionIds and timestamps are not part of it, so two runs of the same
-conversation align even though every id differs. The two signature sequences are aligned
-with a longest common subsequence (:func:`align`); frames of B that are not in it were
-*added*, frames of A *removed*, and aligned frames whose JSON differs (after dropping the
-ignored members, :func:`normalise`) are *changed*, with each changed member as a path and
-old → new values.
+variant). JSON-RPC ids and the volatile members (ids of every entity, sessionIds,
+timestamps, ``_meta`` trace context: :mod:`acp_proxy.acp.volatile`, the one definition
+``replay --client`` uses too) are not part of it, so two runs of the same conversation align
+even though every id differs. Each direction is aligned on its own, in the order that side
+sent its frames (:func:`align_connections`): how client and agent frames interleaved on the
+wire is not a difference. Within a direction the two signature sequences are aligned with a
+longest common subsequence (:func:`align`); frames of B that are not in it were *added*,
+frames of A *removed*, and aligned frames whose JSON differs (after dropping the ignored
+members, :func:`normalise`) are *changed*, with each changed member as a path and old → new
+values. A response is keyed with the request it answers, so turn 2's ``end_turn`` pairs
+with turn 2's.
 
 Memory: the alignment holds only the signatures (small integers) of both connections and,
 for the LCS, one bit row per frame of B over the frames of A after the common prefix and
 suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it the
 alignment falls back to a linear greedy walk (:func:`greedy_pairs`, look-ahead
-:data:`GREEDY_WINDOW`) and says so in :attr:`Alignment.note`. The frames' bytes are compared
-as they are streamed (:func:`compare_aligned`), never held.
+:data:`GREEDY_WINDOW`) and says so in :attr:`ConnectionAlignment.note`. The frames' bytes
+are compared as they are streamed (:func:`compare_aligned`), never held.
 
 Timing: the latency of every request/response exchange (paired with
 :class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) and the duration of every
 turn (``session/prompt`` to the ``idle`` state update of its session in v2, to the prompt's
 response in v1) are measured on both sides; an aligned exchange or turn that became slower by
-more than a threshold is a :class:`TimingRegression`.
+more than a threshold is a :class:`TimingRegression`: reported, and a failure only past a
+:class:`SlowerLimit` (never for ``initialize``, whose start-up time varies by seconds).
 """
 
 from __future__ import annotations
@@ -29,28 +35,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
-
 from acp_proxy.acp.exchanges import Exchanges
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
-from acp_proxy.wire.frame import Direction
+from acp_proxy.acp.volatile import scrub
+from acp_proxy.wire.frame import A2C, C2A, Direction
 from acp_proxy.wire.jsonrpc import parse_json
+from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
 
 LCS_CELLS = 20_000 * 20_000
 """Largest (frames of A) x (frames of B), after trimming the common ends, aligned by LCS."""
 
 GREEDY_WINDOW = 200
 """How far the greedy fallback looks ahead for a frame's counterpart."""
-
-ID_KEYS = frozenset(
-    {"sessionId", "messageId", "toolCallId", "terminalId", "planId", "compactionId", "requestId"}
-)
-"""Members ignored at any depth: ids that legitimately differ between two runs."""
-
-TIMESTAMP_KEYS = frozenset(
-    {"timestamp", "createdAt", "updatedAt", "startedAt", "endedAt", "completedAt"}
-)
-"""Timestamp members, ignored at any depth (frame times are never compared either)."""
 
 Signature = tuple[Direction, str | None, str | None, str | None]
 """(direction, kind, method, update variant)."""
@@ -111,17 +107,25 @@ class ConnectionSketch:
         index = len(self.sigs)
         sig = self.table.intern((direction, kind, method, update_kind))
         self.sigs.append(sig)
-        if raw is not None:
-            self.content.append(content_key(sig, raw, self.ignores))
         self.seqs.append(seq)
         self.frame_ids.append(frame_id)
         if session_id is not None:
             self._turn(index, direction, kind, method, update_kind, session_id, mono_ns, raw)
+        request = self._pair(index, direction, kind, rpc_id, mono_ns)
+        if raw is not None:
+            # A response is keyed with its request: turn 2's end_turn is not turn 1's.
+            context = self.content[request] if request is not None else None
+            self.content.append(content_key(sig, raw, self.ignores, context))
+
+    def _pair(
+        self, index: int, direction: Direction, kind: str | None, rpc_id: str | None, mono_ns: int
+    ) -> int | None:
+        """Pair requests and responses; the index of the request a response answers."""
         ex = self._exchanges
         if ex.held:
             ex.tick()
         if rpc_id is None:
-            return
+            return None
         if kind == "request":
             early = ex.request(direction, rpc_id, (index, mono_ns))
             if early is not None:
@@ -130,8 +134,9 @@ class ConnectionSketch:
             req = ex.answer(direction, rpc_id)
             if req is not None:
                 self.latency_ns[req[0]] = mono_ns - req[1]
-            else:
-                ex.hold_early(direction, rpc_id, (index, mono_ns))
+                return req[0]
+            ex.hold_early(direction, rpc_id, (index, mono_ns))
+        return None
 
     def _turn(
         self,
@@ -329,14 +334,108 @@ def align(
     return Alignment(opcodes_from_pairs(pairs, len(a), len(b)), note is None, note)
 
 
-def content_key(signature: int, raw: bytes, ignores: Sequence[tuple[str, ...]] = ()) -> int:
+Row = tuple[int | None, int | None]
+"""One row of a connection alignment: (frame of A, frame of B); ``None`` on the side
+that does not have it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionAlignment:
+    """Two connections aligned direction by direction, as rows in A's order.
+
+    Each direction's frames are aligned in the order that side sent them (the client's with
+    the client's, the agent's with the agent's): how the two directions interleaved on the
+    wire (a notification sent while the client's next request was in flight) is not a
+    difference. Rows hold every frame of A in order, each with its counterpart in B or
+    ``None``; a frame only B has follows the row of the B frame before it.
+    """
+
+    rows: list[Row]
+    exact: bool = True
+    note: str | None = None
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(i, j) for i, j in self.rows if i is not None and j is not None]
+
+    @property
+    def removed(self) -> list[int]:
+        """Frame indexes of A that B does not have."""
+        return [i for i, j in self.rows if i is not None and j is None]
+
+    @property
+    def added(self) -> list[int]:
+        """Frame indexes of B that A does not have."""
+        return [j for i, j in self.rows if i is None and j is not None]
+
+
+def align_connections(
+    a: ConnectionSketch, b: ConnectionSketch, *, max_cells: int = LCS_CELLS
+) -> ConnectionAlignment:
+    """Align each direction's frames separately (:func:`align`), then merge into rows."""
+    pairs: list[tuple[int, int]] = []
+    note: str | None = None
+    keyed = len(a.content) == len(a) and len(b.content) == len(b)
+    for direction in (C2A, A2C):
+        ia = [i for i in range(len(a)) if a.signature(i)[0] == direction]
+        ib = [j for j in range(len(b)) if b.signature(j)[0] == direction]
+        sub = align(
+            [a.sigs[i] for i in ia],
+            [b.sigs[j] for j in ib],
+            a_content=[a.content[i] for i in ia] if keyed else None,
+            b_content=[b.content[j] for j in ib] if keyed else None,
+            max_cells=max_cells,
+        )
+        note = note or sub.note
+        for tag, i1, i2, j1, _j2 in sub.opcodes:
+            if tag == "equal":
+                pairs += [(ia[i1 + k], ib[j1 + k]) for k in range(i2 - i1)]
+    return ConnectionAlignment(merge_rows(pairs, len(a), len(b)), note is None, note)
+
+
+def merge_rows(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Row]:
+    """Rows for ``n`` frames of A and ``m`` of B given the matched ``pairs`` (any order)."""
+    a_to_b = dict(pairs)
+    b_to_a = {j: i for i, j in a_to_b.items()}
+    after: dict[int, list[int]] = {}  # row of A -> frames only B has, shown after it
+    anchor = -1
+    for j in range(m):
+        if j in b_to_a:
+            anchor = b_to_a[j]
+        else:
+            after.setdefault(anchor, []).append(j)
+    rows: list[Row] = [(None, j) for j in after.get(-1, [])]
+    for i in range(n):
+        rows.append((i, a_to_b.get(i)))
+        rows += [(None, j) for j in after.get(i, [])]
+    return rows
+
+
+def content_key(
+    signature: int,
+    raw: bytes,
+    ignores: Sequence[tuple[str, ...]] = (),
+    context: int | None = None,
+) -> int:
     """A hash of a frame's signature and normalised JSON (:func:`normalise`): equal frames of
-    two runs (ids, sessionIds and timestamps aside) get equal keys."""
-    value, problem = parse_json(raw)
+    two runs (ids, sessionIds and timestamps aside) get equal keys. ``context``: the content
+    key of the request a response answers."""
+    value, problem = parse_frame(raw)
     if problem is not None:
-        return hash((signature, raw))
-    text = orjson.dumps(normalise(value, ignores), option=orjson.OPT_SORT_KEYS)
-    return hash((signature, text))
+        return hash((signature, context, raw))
+    try:
+        text = json_bytes(normalise(value, ignores), sort_keys=True)
+    except RecursionError:  # nested too deep to normalise: the bytes are the content
+        return hash((signature, context, raw))
+    return hash((signature, context, text))
+
+
+def parse_frame(raw: bytes) -> tuple[Any, str | None]:
+    """:func:`parse_json`, each lone surrogate (valid JSON UTF-8 cannot hold) first made its
+    ``\\uXXXX`` escape text, so values print, dump and compare like any other text."""
+    if may_hold_lone_surrogates(raw):
+        raw = escape_lone_surrogates(raw)
+    return parse_json(raw)
 
 
 def opcodes_from_pairs(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Opcode]:
@@ -362,21 +461,12 @@ def opcodes_from_pairs(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list
     return out
 
 
-def _strip(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: _strip(v) for k, v in value.items() if k not in ID_KEYS and k not in TIMESTAMP_KEYS
-        }
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
 def normalise(message: Any, ignores: Sequence[tuple[str, ...]] = ()) -> Any:
-    """A message without its JSON-RPC id, ids and timestamps (:data:`ID_KEYS`) and ``ignores``."""
+    """A message without its JSON-RPC id and ``ignores``, its volatile members (ids,
+    timestamps, trace context: :mod:`acp_proxy.acp.volatile`) masked."""
     if isinstance(message, dict):
         message = {k: v for k, v in message.items() if k != "id"}
-    return _strip(remove_paths(message, list(ignores)))
+    return scrub(remove_paths(message, list(ignores)))
 
 
 def changed_members(
@@ -385,13 +475,16 @@ def changed_members(
     """How two aligned frames differ (``recorded`` = A, ``live`` = B); ``[]`` when equal."""
     if raw_a == raw_b:
         return []
-    a, problem_a = parse_json(raw_a)
-    b, problem_b = parse_json(raw_b)
-    if problem_a is not None or problem_b is not None:
-        text_a = raw_a.decode("utf-8", "replace")
-        text_b = raw_b.decode("utf-8", "replace")
-        return [] if text_a == text_b else [Difference("(bytes)", text_a, text_b)]
-    return diff_values(normalise(a, ignores), normalise(b, ignores))
+    a, problem_a = parse_frame(raw_a)
+    b, problem_b = parse_frame(raw_b)
+    if problem_a is None and problem_b is None:
+        try:
+            return diff_values(normalise(a, ignores), normalise(b, ignores))
+        except RecursionError:  # nested too deep to walk: compare the text
+            pass
+    text_a = raw_a.decode("utf-8", "replace")
+    text_b = raw_b.decode("utf-8", "replace")
+    return [] if text_a == text_b else [Difference("(bytes)", text_a, text_b)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,24 +497,33 @@ class Change:
 
 
 def compare_aligned(
-    alignment: Alignment,
+    alignment: ConnectionAlignment,
     frames_a: Iterator[bytes],
     frames_b: Iterator[bytes],
     ignores: Sequence[tuple[str, ...]] = (),
 ) -> Iterator[Change]:
-    """Stream both connections' raw frames (in order) and yield the aligned pairs that differ."""
-    for tag, i1, i2, j1, j2 in alignment.opcodes:
-        if tag == "delete":
-            for _ in range(i2 - i1):
-                next(frames_a)
-        elif tag == "insert":
-            for _ in range(j2 - j1):
-                next(frames_b)
-        else:
-            for k in range(i2 - i1):
-                members = changed_members(next(frames_a), next(frames_b), ignores)
-                if members:
-                    yield Change(i1 + k, j1 + k, members)
+    """Stream both connections' raw frames (in order) and yield the aligned pairs that differ.
+
+    Pairs are met in A's order; B's frames read ahead of their pair (where the directions
+    interleaved differently) are held until it comes, and only those.
+    """
+    wanted = {j for _, j in alignment.pairs}
+    held: dict[int, bytes] = {}
+    next_a = next_b = 0
+    for i, j in alignment.pairs:
+        while next_a < i:
+            next(frames_a)
+            next_a += 1
+        raw_a = next(frames_a)
+        next_a += 1
+        while next_b <= j:
+            raw = next(frames_b)
+            if next_b in wanted:
+                held[next_b] = raw
+            next_b += 1
+        members = changed_members(raw_a, held.pop(j), ignores)
+        if members:
+            yield Change(i, j, members)
 
 
 def _is_idle(raw: bytes) -> bool:
@@ -434,8 +536,40 @@ def _is_idle(raw: bytes) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class SlowerLimit:
+    """When getting slower fails a diff (``--fail-slower``): by more than ``percent`` of the
+    recorded (A) time, or by more than ``ms`` milliseconds. ``initialize`` never fails."""
+
+    percent: float | None = None
+    ms: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> SlowerLimit:
+        """``50%`` or ``500`` / ``500ms`` (ValueError with a message otherwise)."""
+        value = text.strip().lower()
+        try:
+            if value.endswith("%"):
+                limit = cls(percent=float(value[:-1]))
+            else:
+                limit = cls(ms=float(value.removesuffix("ms")))
+        except ValueError:
+            raise ValueError(f"{text!r} is not PCT% or MS (e.g. 50% or 500)") from None
+        if (limit.percent or 0) < 0 or (limit.ms or 0) < 0:
+            raise ValueError(f"{text!r}: the limit cannot be negative")
+        return limit
+
+    def fails(self, method: str | None, a_ns: int, b_ns: int) -> bool:
+        if method == "initialize":
+            return False
+        if self.percent is not None:
+            return b_ns - a_ns > a_ns * self.percent / 100
+        return self.ms is not None and b_ns - a_ns > self.ms * 1e6
+
+
+@dataclass(frozen=True, slots=True)
 class TimingRegression:
-    """An aligned exchange (``what`` = exchange) or turn (``turn``) that got slower."""
+    """An aligned exchange (``what`` = exchange) or turn (``turn``) that got slower;
+    ``fails``: past the :class:`SlowerLimit` the caller gave."""
 
     a: int
     b: int
@@ -443,30 +577,32 @@ class TimingRegression:
     a_ns: int
     b_ns: int
     what: Literal["exchange", "turn"] = "exchange"
+    fails: bool = False
 
 
 def timing_regressions(
-    alignment: Alignment, a: ConnectionSketch, b: ConnectionSketch, threshold_ns: int
+    alignment: ConnectionAlignment,
+    a: ConnectionSketch,
+    b: ConnectionSketch,
+    threshold_ns: int,
+    limit: SlowerLimit | None = None,
 ) -> list[TimingRegression]:
     """Aligned requests whose response (prompts: whose turn's end) came more than
-    ``threshold_ns`` later in B than in A.
+    ``threshold_ns`` later in B than in A, or past ``limit`` (then they fail).
 
     A ``session/prompt`` is judged by its turn when both sides have a turn duration; a v2
     prompt's own response (it only acknowledges the prompt) is not judged then.
     """
     out: list[TimingRegression] = []
-    for tag, i1, i2, j1, _j2 in alignment.opcodes:
-        if tag != "equal":
+    for i, j in alignment.pairs:
+        method = a.signature(i)[2]
+        ta, tb = a.turn_ns.get(i), b.turn_ns.get(j)
+        what: Literal["exchange", "turn"] = "turn"
+        if ta is None or tb is None:
+            ta, tb, what = a.latency_ns.get(i), b.latency_ns.get(j), "exchange"
+        if ta is None or tb is None:
             continue
-        for k in range(i2 - i1):
-            i, j = i1 + k, j1 + k
-            method = a.signature(i)[2]
-            ta, tb = a.turn_ns.get(i), b.turn_ns.get(j)
-            if ta is not None and tb is not None:
-                if tb - ta > threshold_ns:
-                    out.append(TimingRegression(i, j, method, ta, tb, "turn"))
-                continue
-            la, lb = a.latency_ns.get(i), b.latency_ns.get(j)
-            if la is not None and lb is not None and lb - la > threshold_ns:
-                out.append(TimingRegression(i, j, method, la, lb))
+        fails = limit is not None and limit.fails(method, ta, tb)
+        if fails or tb - ta > threshold_ns:
+            out.append(TimingRegression(i, j, method, ta, tb, what, fails))
     return out

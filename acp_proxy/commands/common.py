@@ -204,6 +204,20 @@ disabled: ...; forwarding continues`` line from the recorder, and the agent runs
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
 
 
+@contextmanager
+def serving(host: str, port: int) -> Iterator[None]:
+    """Around a server that runs until Ctrl-C: a port it cannot listen on is one line, exit 1;
+    Ctrl-C ends it quietly."""
+    try:
+        yield
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    except KeyboardInterrupt:
+        pass
+
+
 def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> NoReturn:
     """Run a ``connect`` stdio bridge to its exit code (130 on Ctrl-C), close the recording,
     and exit with that code.

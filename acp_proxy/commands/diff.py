@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import orjson
 
-from acp_proxy.acp.diff import describe_signature
+from acp_proxy.acp.diff import SlowerLimit, describe_signature
 from acp_proxy.acp.jsonpaths import Difference, parse_path, short
 from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording
 from acp_proxy.record.compare import Comparison, compare_connections, pick_connection
@@ -20,11 +20,12 @@ from acp_proxy.record.schema import RecordingError
 
 
 def _member_text(d: Difference) -> str:
+    path = d.path if len(d.path) <= 60 else f"{d.path[:29]}…{d.path[-30:]}"  # 900 deep
     if d.missing == "recorded":
-        return f"{d.path}: added {short(d.live)}"
+        return f"{path}: added {short(d.live)}"
     if d.missing == "live":
-        return f"{d.path}: removed (was {short(d.recorded)})"
-    return f"{d.path}: {short(d.recorded)} → {short(d.live)}"
+        return f"{path}: removed (was {short(d.recorded)})"
+    return f"{path}: {short(d.recorded)} → {short(d.live)}"
 
 
 @click.command("diff")
@@ -55,7 +56,14 @@ def _member_text(d: Difference) -> str:
     show_default=True,
     metavar="MS",
     help="Report an aligned exchange (a turn for session/prompt) that got slower by more "
-    "than MS milliseconds.",
+    "than MS milliseconds (reported only: see --fail-slower).",
+)
+@click.option(
+    "--fail-slower",
+    "fail_slower",
+    metavar="PCT%|MS",
+    help="Also exit 1 when an exchange or turn got slower by more than PCT percent of A's "
+    "time (50%) or by more than MS milliseconds (500). initialize never counts.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def diff_command(
@@ -64,22 +72,26 @@ def diff_command(
     connections: tuple[int, ...],
     ignores: tuple[str, ...],
     timing_threshold: float,
+    fail_slower: str | None,
     as_json: bool,
 ) -> None:
     """Compare two recorded connections; exit 1 when they differ, 0 when equal.
 
     \b
     Equal frames are aligned first, then the rest by (direction, kind, method, update
-    variant), each with a longest common subsequence; JSON-RPC ids, sessionIds, entity
-    ids (messageId, toolCallId...) and timestamps are ignored. Prints the frames only B
-    has (added), only A has (removed), aligned frames whose JSON differs (changed,
-    member by member), and exchanges and turns (prompt to idle in v2, to the prompt's
-    response in v1) that got slower than --timing-threshold. A and B may be the same file
-    with two --connection values. Without --connection: the first connection of each.
-    Past 20k x 20k differing frames the alignment is greedy (linear) and says so.
+    variant), each with a longest common subsequence, the client's frames apart from the
+    agent's (how the two directions interleaved is not a difference); JSON-RPC ids,
+    sessionIds, entity ids (messageId, toolCallId...), timestamps and _meta trace context
+    are ignored. Prints the frames only B has (added), only A has (removed), aligned frames
+    whose JSON differs (changed, member by member), and exchanges and turns (prompt to
+    idle in v2, to the prompt's response in v1) that got slower than --timing-threshold:
+    those are a difference only past --fail-slower. A and B may be the same file with two
+    --connection values. Without --connection: the first connection of each. Past 20k x
+    20k differing frames the alignment is greedy (linear) and says so.
     Examples:
       acp-proxy diff yesterday.db today.db
       acp-proxy diff session.db session.db -c 1 -c 2 --ignore prompt.*.text
+      acp-proxy diff a.db b.db --fail-slower 50%
       acp-proxy diff a.db b.db --json | jq .summary
     """
     if len(connections) > 2:
@@ -88,6 +100,10 @@ def diff_command(
         paths = [parse_path(p) for p in ignores]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    try:
+        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
     wanted_a = connections[0] if connections else None
     wanted_b = connections[-1] if connections else None
     with recording(a_path) as db_a, recording(b_path) as db_b:
@@ -104,17 +120,18 @@ def diff_command(
             ids[1],
             ignores=paths,
             threshold_ns=int(timing_threshold * 1_000_000),
+            fail_slower=limit,
         )
     if as_json:
         doc = result.to_json(str(a_path), str(b_path))
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print_text(a_path, b_path, result)
+        _print_text(a_path, b_path, result, failing=limit is not None)
     if result.differ:
         sys.exit(1)
 
 
-def _print_text(a_path: Path, b_path: Path, result: Comparison) -> None:
+def _print_text(a_path: Path, b_path: Path, result: Comparison, *, failing: bool) -> None:
     a, b = result.a, result.b
     click.echo(
         f"--- {a_path} connection {result.a_connection} ({len(a)} frames)\n"
@@ -123,32 +140,32 @@ def _print_text(a_path: Path, b_path: Path, result: Comparison) -> None:
     if result.alignment.note:
         click.echo(f"note: {result.alignment.note}")
     by_a = {c.a: c for c in result.changes}
-    removed = added = 0
-    for tag, i1, i2, j1, j2 in result.alignment.opcodes:
-        if tag == "delete":
-            for i in range(i1, i2):
-                removed += 1
-                click.echo(f"- removed  #{a.seqs[i]}  {describe_signature(a.signature(i))}")
-        elif tag == "insert":
-            for j in range(j1, j2):
-                added += 1
-                click.echo(f"+ added    #{b.seqs[j]}  {describe_signature(b.signature(j))}")
-        else:
-            for i in range(i1, i2):
-                change = by_a.get(i)
-                if change is None:
-                    continue
-                what = describe_signature(a.signature(i))
-                click.echo(f"~ changed  #{a.seqs[i]} → #{b.seqs[change.b]}  {what}")
-                for d in change.members:
-                    click.echo(f"      {_member_text(d)}")
+    for i, j in result.alignment.rows:
+        if j is None:
+            assert i is not None
+            click.echo(f"- removed  #{a.seqs[i]}  {describe_signature(a.signature(i))}")
+        elif i is None:
+            click.echo(f"+ added    #{b.seqs[j]}  {describe_signature(b.signature(j))}")
+        elif (change := by_a.get(i)) is not None:
+            what = describe_signature(a.signature(i))
+            click.echo(f"~ changed  #{a.seqs[i]} → #{b.seqs[j]}  {what}")
+            for d in change.members:
+                click.echo(f"      {_member_text(d)}")
     for t in result.slower:
+        mark = "!" if t.fails else " "
         click.echo(
-            f"! slower   #{a.seqs[t.a]} → #{b.seqs[t.b]}  {t.what} {t.method}: "
+            f"{mark} slower   #{a.seqs[t.a]} → #{b.seqs[t.b]}  {t.what} {t.method}: "
             f"{fmt_duration(t.a_ns / 1e9)} → {fmt_duration(t.b_ns / 1e9)}"
+            + ("" if t.fails else " (reported, not a failure)")
         )
     verdict = "differ" if result.differ else "equal"
+    if not result.slower:
+        past = ""
+    elif failing:
+        past = f" ({len(result.failing_slower)} past --fail-slower)"
+    else:
+        past = " (reported only)"
     click.echo(
-        f"summary: {added} added, {removed} removed, {len(result.changes)} changed, "
-        f"{len(result.slower)} slower: {verdict}"
+        f"summary: {len(result.added)} added, {len(result.removed)} removed, "
+        f"{len(result.changes)} changed, {len(result.slower)} slower{past}: {verdict}"
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, parse_listen_option
+from acp_proxy.commands.common import RECORDING_ARG, parse_listen_option, serving
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 
@@ -67,11 +67,5 @@ def mcp_command(recording_path: Path, listen: tuple[str, int] | None, token: str
             f"acp-proxy: MCP server for {recording_path} on {url} (Ctrl-C to stop)", err=True
         )
 
-    try:
+    with serving(host, port):
         server.serve_http(recording_path, host, port, token=token, on_ready=ready)
-    except OSError as exc:
-        raise click.ClickException(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-        ) from None
-    except KeyboardInterrupt:
-        pass

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.commands.common import RECORDING_PATH, single_option
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.console import warn as warn_stderr
@@ -95,6 +96,14 @@ from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
     help="With --client: how long to wait for the agent to catch up at each step.",
 )
 @click.option(
+    "--fail-slower",
+    "fail_slower",
+    metavar="PCT%|MS",
+    help="With --client: also exit 1 when the agent answered a request more slowly than "
+    "recorded by more than PCT percent (50%) or MS milliseconds (500); initialize never "
+    "counts. Without it, slower answers (by 1 s or more) are reported only.",
+)
+@click.option(
     "--listen",
     metavar="HOST:PORT",
     help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
@@ -119,6 +128,7 @@ def replay_command(
     listen: str | None = None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    fail_slower: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -155,6 +165,12 @@ def replay_command(
         parsed = [parse_path(p) for p in paths]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--ignore") from None
+    try:
+        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
+    if fail_slower is not None and not client_mode:
+        raise click.UsageError("--fail-slower needs --client")
     if client_mode and not agent_command:
         raise click.UsageError("--client needs the agent command after --")
     if agent_command and not client_mode:
@@ -177,7 +193,13 @@ def replay_command(
                 frames = script.connection_frames(cid)
                 if any(f.direction == "c2a" and f.kind in ("request", "batch") for f in frames):
                     connections.append(frames)
-            code = run_check(connections, agent_command, ignores=parsed, step_timeout=step_timeout)
+            code = run_check(
+                connections,
+                agent_command,
+                ignores=parsed,
+                step_timeout=step_timeout,
+                fail_slower=limit,
+            )
         except RecordingError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import orjson
 
-from acp_proxy.commands.common import RECORDING_ARG, Progress
+from acp_proxy.commands.common import RECORDING_ARG, Progress, single_option
 from acp_proxy.console import warn
 from acp_proxy.record.reader import RecordingReader, location_name
 from acp_proxy.record.schema import RecordingError
@@ -22,8 +22,8 @@ from acp_proxy.record.search import QueryError, SearchIndex, open_search_index, 
 @click.command("search")
 @RECORDING_ARG
 @click.argument("text")
-@click.option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
-@click.option("--session", "-s", "session_id", help="Only this sessionId.")
+@single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
+@single_option("--session", "-s", "session_id", help="Only this sessionId.")
 @click.option(
     "--limit",
     type=click.IntRange(min=1),

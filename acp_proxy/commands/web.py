@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option
+from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option, serving
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.record.schema import RecordingError
 from acp_proxy.transport.address import check_listen
@@ -61,11 +61,5 @@ def web_command(
     def ready(url: str) -> None:
         click.echo(f"acp-proxy: inspector for {recording_path} on {url} (Ctrl-C to stop)")
 
-    try:
+    with serving(host, port):
         server.serve_forever(recording_path, host, port, token=token, on_ready=ready, tls=tls)
-    except OSError as exc:
-        raise click.ClickException(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-        ) from None
-    except KeyboardInterrupt:
-        pass

@@ -14,12 +14,13 @@ from typing import Any
 
 from acp_proxy.acp.diff import (
     LCS_CELLS,
-    Alignment,
     Change,
+    ConnectionAlignment,
     ConnectionSketch,
     Signatures,
+    SlowerLimit,
     TimingRegression,
-    align,
+    align_connections,
     compare_aligned,
     describe_signature,
     timing_regressions,
@@ -88,35 +89,30 @@ class Comparison:
     b_connection: int
     a: ConnectionSketch
     b: ConnectionSketch
-    alignment: Alignment
+    alignment: ConnectionAlignment
     changes: list[Change] = field(default_factory=list)
     slower: list[TimingRegression] = field(default_factory=list)
 
     @property
     def removed(self) -> list[int]:
         """Frame indexes of A that B does not have."""
-        return [
-            i
-            for tag, i1, i2, _, _ in self.alignment.opcodes
-            if tag == "delete"
-            for i in range(i1, i2)
-        ]
+        return self.alignment.removed
 
     @property
     def added(self) -> list[int]:
         """Frame indexes of B that A does not have."""
-        return [
-            j
-            for tag, _, _, j1, j2 in self.alignment.opcodes
-            if tag == "insert"
-            for j in range(j1, j2)
-        ]
+        return self.alignment.added
+
+    @property
+    def failing_slower(self) -> list[TimingRegression]:
+        """The slower exchanges and turns past the ``--fail-slower`` limit."""
+        return [t for t in self.slower if t.fails]
 
     @property
     def differ(self) -> bool:
-        return bool(self.changes or self.slower) or any(
-            tag != "equal" for tag, *_ in self.alignment.opcodes
-        )
+        """Anything added, removed or changed, or slower past the limit (timing alone,
+        without a limit, is reported but is not a difference)."""
+        return bool(self.changes or self.failing_slower or self.removed or self.added)
 
     def frame_json(self, side: ConnectionSketch, index: int) -> dict[str, Any]:
         return {
@@ -155,6 +151,7 @@ class Comparison:
                     "b": self.frame_json(b, t.b),
                     "a_ms": t.a_ns / 1e6,
                     "b_ms": t.b_ns / 1e6,
+                    "fails": t.fails,
                 }
                 for t in self.slower
             ],
@@ -163,6 +160,7 @@ class Comparison:
                 "added": len(added),
                 "changed": len(self.changes),
                 "slower": len(self.slower),
+                "slower_failing": len(self.failing_slower),
                 "equal": not self.differ,
             },
         }
@@ -176,12 +174,16 @@ def compare_connections(
     *,
     ignores: Sequence[tuple[str, ...]] = (),
     threshold_ns: int = 1_000_000_000,
+    fail_slower: SlowerLimit | None = None,
 ) -> Comparison:
-    """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b``."""
+    """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b``.
+
+    Exchanges and turns slower by more than ``threshold_ns`` are reported; only those past
+    ``fail_slower`` make the connections differ."""
     table = Signatures()
     a = sketch_connection(db_a, a_connection, table, ignores)
     b = sketch_connection(db_b, b_connection, table, ignores)
-    alignment = align(a.sigs, b.sigs, a_content=a.content, b_content=b.content)
+    alignment = align_connections(a, b)
     changes = list(
         compare_aligned(
             alignment,
@@ -190,5 +192,5 @@ def compare_connections(
             ignores,
         )
     )
-    slower = timing_regressions(alignment, a, b, threshold_ns)
+    slower = timing_regressions(alignment, a, b, threshold_ns, fail_slower)
     return Comparison(a_connection, b_connection, a, b, alignment, changes, slower)

@@ -6,9 +6,11 @@ agent must have produced what it had produced at that point of the recording (th
 recorded before it, the agent request it answers, and as many frames overall). Answers to
 agent requests are the recorded ones with the live request's id; recorded sessionIds in
 sent frames are mapped to the ones the live agent minted. The comparison ignores JSON-RPC
-ids, maps live sessionIds back to recorded ones and drops the ignore paths, then diffs the
-normalized agent→client message sequences line by line. No I/O: the process and the bytes
-are :mod:`acp_proxy.transport.agent_check`'s job.
+ids, maps live sessionIds back to recorded ones, drops the ignore paths and masks the
+volatile members (entity ids such as ``toolCallId``, timestamps such as ``updatedAt``,
+``_meta`` trace context: :mod:`acp_proxy.acp.volatile`, the definition ``acp-proxy diff``
+uses), then diffs the normalized agent→client message sequences line by line. No I/O: the
+process and the bytes are :mod:`acp_proxy.transport.agent_check`'s job.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path, remove_paths
+from acp_proxy.acp.diff import SlowerLimit
+from acp_proxy.acp.volatile import scrub
+from acp_proxy.replay.match import (
+    DEFAULT_IGNORES,
+    SessionMap,
+    parse_path,
+    remove_paths,
+    session_of,
+)
 from acp_proxy.replay.script import RecFrame, rec_frame
 from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
 from acp_proxy.wire.frame import A2C, C2A
@@ -31,10 +41,26 @@ class CheckResult:
     live: list[str]
     diff: list[str]
     notes: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    """Why the differences are expected, where it is known (a session from an earlier
+    connection the fresh agent does not have)."""
+    slower: list[SlowerExchange] = field(default_factory=list)
+    """Exchanges the live agent answered more slowly than recorded (reported; a failure
+    only where ``fails``)."""
 
     @property
     def ok(self) -> bool:
-        return not self.diff
+        return not self.diff and not any(t.fails for t in self.slower)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowerExchange:
+    """A client request the live agent answered more slowly than the recorded agent."""
+
+    request: RecFrame
+    recorded_ns: int
+    live_ns: int
+    fails: bool
 
 
 @dataclass
@@ -51,6 +77,16 @@ class ClientPlayer:
     _live_requests: list[RecFrame] = field(default_factory=list)
     _live_responses: dict[str, RecFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    earlier_sessions: dict[str, int] = field(default_factory=dict)
+    """Recorded sessionIds of the connections replayed before -> the last that named it."""
+    lost_session: bool = False
+    sent_ns: dict[str, int] = field(default_factory=dict)
+    """JSON-RPC id of each client request sent -> when (for the live latency)."""
+    threshold_ns: int = 1_000_000_000
+    """Report an exchange slower than recorded by more than this."""
+    fail_slower: SlowerLimit | None = None
+    """The live agent refused to load or resume a session of an earlier connection: the
+    rest of this connection cannot replay (the caller stops sending)."""
 
     def __post_init__(self) -> None:
         self._recorded_a2c = [f for f in self.frames if f.direction == A2C]
@@ -78,6 +114,22 @@ class ClientPlayer:
         self._responses_seen = 0
 
     @property
+    def _continuations(self) -> set[str]:
+        """JSON-RPC ids of the recorded loads/resumes of a session of an earlier connection."""
+        return {f.rpc_id for f in self._continuation_requests() if f.rpc_id is not None}
+
+    def _continuation_requests(self) -> list[RecFrame]:
+        out = []
+        for f in self.frames:
+            if f.direction != C2A or f.kind != "request" or f.rpc_id is None:
+                continue
+            if f.method in ("session/load", "session/resume"):
+                session = session_of(f.msg.payload)
+                if session is not None and session in self.earlier_sessions:
+                    out.append(f)
+        return out
+
+    @property
     def done(self) -> bool:
         return self._pos >= len(self.frames)
 
@@ -89,6 +141,8 @@ class ClientPlayer:
             self._live_requests.append(frame)
         elif frame.kind == "response" and frame.rpc_id is not None:
             self._live_responses[frame.rpc_id] = frame
+            if frame.rpc_id in self._continuations and isinstance(frame.msg.payload, dict):
+                self.lost_session = self.lost_session or "error" in frame.msg.payload
             recorded = self._recorded_responses.get(frame.rpc_id)
             if recorded is not None:
                 self._learn_sessions(recorded.msg.result, frame.msg.result)
@@ -126,10 +180,13 @@ class ClientPlayer:
                 return False
         return True
 
-    def take(self) -> bytes:
-        """The next frame to send, rewritten for the live agent; advances."""
+    def take(self, now_ns: int = 0) -> bytes:
+        """The next frame to send, rewritten for the live agent; advances. ``now_ns``: when
+        it is sent (a request's live latency is measured from it)."""
         frame = self.frames[self._pos]
         self._pos += 1
+        if frame.kind == "request" and frame.rpc_id is not None:
+            self.sent_ns[frame.rpc_id] = now_ns
         raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
         replacements: list[tuple[Span, bytes]] = []
         if frame.kind == "response" and frame.rpc_id in self._recorded_requests:
@@ -162,7 +219,7 @@ class ClientPlayer:
             return f"{msg.kind}: {text}"
         if live:
             payload = _map_strings(payload, self.sessions.live_to_rec)
-        payload = remove_paths(payload, self.ignores)
+        payload = scrub(remove_paths(payload, self.ignores))
         if msg.kind == "response":
             method = self._c2a_methods.get(msg.id or "", "?")
             body = {k: v for k, v in payload.items() if k in ("result", "error")}
@@ -180,7 +237,67 @@ class ClientPlayer:
         diff = list(
             difflib.unified_diff(recorded, live, "recorded agent", "live agent", lineterm="", n=2)
         )
-        return CheckResult(recorded, live, diff, list(self.notes))
+        causes = self.continuation_failures() if diff else []
+        return CheckResult(recorded, live, diff, list(self.notes), causes, self.slower_exchanges())
+
+    def slower_exchanges(self) -> list[SlowerExchange]:
+        """Client requests answered more slowly than recorded: past ``threshold_ns``, or
+        past ``fail_slower`` (those fail; ``initialize`` never does)."""
+        out = []
+        for f in self.frames:
+            if f.direction != C2A or f.kind != "request" or f.rpc_id is None:
+                continue
+            recorded = self._recorded_responses.get(f.rpc_id)
+            live = self._live_responses.get(f.rpc_id)
+            sent = self.sent_ns.get(f.rpc_id)
+            if recorded is None or live is None or sent is None:
+                continue
+            rec_ns, live_ns = recorded.mono_ns - f.mono_ns, live.mono_ns - sent
+            limit = self.fail_slower
+            fails = limit is not None and limit.fails(f.method, rec_ns, live_ns)
+            if fails or live_ns - rec_ns > self.threshold_ns:
+                out.append(SlowerExchange(f, rec_ns, live_ns, fails))
+        return out
+
+    def continuation_failures(self) -> list[str]:
+        """A ``session/load`` or ``session/resume`` of a session an earlier connection made
+        that the live agent refused or left unanswered: the fresh agent process does not
+        have it, and everything after it differs for that reason."""
+        out = []
+        for f in self._continuation_requests():
+            session = session_of(f.msg.payload)
+            assert f.rpc_id is not None and session is not None
+            answer = self._live_responses.get(f.rpc_id)
+            if answer is None:
+                got = "no answer"
+            elif isinstance(answer.msg.payload, dict) and "error" in answer.msg.payload:
+                error = answer.msg.payload["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                got = f"the error {message!r}"
+            else:
+                continue
+            made_in = self.earlier_sessions[session]
+            out.append(
+                f"{f.method} at {f.where} asks for session {session} of connection "
+                f"{made_in}, and this fresh agent process gave {got}: "
+                "it does not keep sessions across processes, so the rest of this connection "
+                f"was not replayed. Check connection {made_in} alone (-c {made_in}), or give "
+                "the agent saved state (the demo agent: --state FILE)."
+            )
+        return out
+
+    def sessions_seen(self) -> set[str]:
+        """The recorded sessionIds this connection named (for the connections after it)."""
+        seen = set()
+        for f in self.frames:
+            payload = f.msg.payload
+            sid = session_of(payload)
+            if sid is None and isinstance(payload, dict):
+                result = payload.get("result")
+                sid = result.get("sessionId") if isinstance(result, dict) else None
+            if isinstance(sid, str):
+                seen.add(sid)
+        return seen
 
 
 def _canon(value: Any) -> str:

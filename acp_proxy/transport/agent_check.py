@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import queue
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.console import warn as warn_stderr
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
@@ -32,11 +34,15 @@ def check_agent(
     step_timeout: float = 10.0,
     grace: float = 5.0,
     sessions: SessionMap | None = None,
+    earlier_sessions: dict[str, int] | None = None,
+    fail_slower: SlowerLimit | None = None,
 ) -> CheckResult:
     """Run ``argv`` and play ``frames`` (one recorded connection) against it.
 
     ``sessions`` carries the recorded→live sessionId mapping across connections (a later
-    connection loading a session created by an earlier one). Raises
+    connection loading a session created by an earlier one); ``earlier_sessions`` names the
+    recorded sessions of the connections before (recorded sessionId -> connection), and
+    grows by this connection's. Raises
     :class:`AgentStartError` if the agent cannot be started.
     """
     player = ClientPlayer(
@@ -44,6 +50,9 @@ def check_agent(
         ignores if ignores is not None else [parse_path(p) for p in DEFAULT_IGNORES],
         sessions if sessions is not None else SessionMap(),
     )
+    if earlier_sessions is not None:
+        player.earlier_sessions = earlier_sessions
+    player.fail_slower = fail_slower
     agent = spawn_agent(argv, stderr=None, grace=grace)
     proc = agent.popen
     assert proc.stdin is not None and proc.stdout is not None
@@ -89,15 +98,17 @@ def check_agent(
             if raw is None:
                 break
             deadline = time.monotonic() + step_timeout
-            while not ready and time.monotonic() < deadline:
+            while not ready and not player.lost_session and time.monotonic() < deadline:
                 if not pump(deadline):
                     break
                 raw, ready = player.next_send()
+            if player.lost_session:
+                break  # the agent lacks the session: the rest cannot replay (result.causes)
             if not ready:
                 player.notes.append(
                     f"the agent did not catch up before {player.frames[player._pos].where}"
                 )
-            data = player.take()
+            data = player.take(time.monotonic_ns())
             try:
                 write_all(proc.stdin.fileno(), data)
             except OSError:
@@ -113,7 +124,7 @@ def check_agent(
                     break
                 player.feed(item, time.monotonic_ns())
         deadline = time.monotonic() + step_timeout
-        while not player.settled() and time.monotonic() < deadline:
+        while not player.settled() and not player.lost_session and time.monotonic() < deadline:
             if not pump(deadline):
                 break
     finally:
@@ -126,7 +137,11 @@ def check_agent(
             if item is None:
                 break
             player.feed(item, time.monotonic_ns())
-    return player.result()
+    result = player.result()
+    if earlier_sessions is not None and frames:
+        for sid in player.sessions_seen():
+            earlier_sessions[sid] = frames[0].connection_id
+    return result
 
 
 def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
@@ -135,26 +150,45 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
     Exit code 0 (no differences), 1 (differences), or the agent start error's code.
     """
     sessions = SessionMap()
+    earlier: dict[str, int] = {}
     code = 0
     for frames in connections:
         if len(connections) > 1 and frames:
             sys.stdout.write(f"== connection {frames[0].connection_id}\n")
         try:
-            result = check_agent(frames, argv, sessions=sessions, **kwargs)
+            result = check_agent(
+                frames, argv, sessions=sessions, earlier_sessions=earlier, **kwargs
+            )
         except AgentStartError as exc:
             warn_stderr(str(exc))
             return exc.exit_code
         for note in result.notes:
             warn_stderr(note)
+        for t in result.slower:
+            verdict = "past --fail-slower" if t.fails else "reported, not a failure"
+            sys.stdout.write(
+                f"slower: {t.request.method} at {t.request.where}: {_ms(t.recorded_ns)} → "
+                f"{_ms(t.live_ns)} ({verdict})\n"
+            )
         if result.ok:
             sys.stdout.write(
                 f"no differences: the agent sent the {len(result.live)} recorded message(s)\n"
             )
             continue
         code = 1
+        if not result.diff:
+            failing = sum(t.fails for t in result.slower)
+            sys.stdout.write(f"slower than recorded past --fail-slower: {failing} exchange(s)\n")
+            continue
         sys.stdout.write("\n".join(result.diff) + "\n")
+        for cause in result.causes:
+            sys.stdout.write(textwrap.fill(f"why: {cause}", 100, subsequent_indent="  ") + "\n")
         sys.stdout.write(
             f"differences found: recorded {len(result.recorded)} agent message(s), "
             f"live {len(result.live)}\n"
         )
     return code
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.0f}ms" if ns < 1_000_000_000 else f"{ns / 1e9:.2f}s"

@@ -476,36 +476,32 @@ def diff(path: store.Location, reader: RecordingReader, a: int, b: int) -> dict[
     result = compare_connections(reader.db, a, reader.db, b)
     data = result.to_json(str(path), str(path))
     changed = {(c.a, c.b): [member_json(d) for d in c.members] for c in result.changes}
-    slower = {(t.a, t.b): (t.a_ns / 1e6, t.b_ns / 1e6) for t in result.slower}
+    slower = {
+        (t.a, t.b): {"a_ms": t.a_ns / 1e6, "b_ms": t.b_ns / 1e6, "what": t.what, "fails": t.fails}
+        for t in result.slower
+    }
     rows: list[dict[str, Any]] = []
     total = 0
-    for tag, i1, i2, j1, j2 in result.alignment.opcodes:
-        if tag == "delete":
-            pairs: list[tuple[int | None, int | None]] = [(i, None) for i in range(i1, i2)]
-        elif tag == "insert":
-            pairs = [(None, j) for j in range(j1, j2)]
+    for i, j in result.alignment.rows:
+        total += 1
+        if len(rows) >= DIFF_ROWS:
+            continue
+        row: dict[str, Any] = {
+            "a": None if i is None else result.frame_json(result.a, i),
+            "b": None if j is None else result.frame_json(result.b, j),
+        }
+        if i is None:
+            row["tag"] = "added"
+        elif j is None:
+            row["tag"] = "removed"
+        elif (i, j) in changed:
+            row["tag"] = "changed"
+            row["members"] = changed[(i, j)]
         else:
-            pairs = [(i1 + k, j1 + k) for k in range(i2 - i1)]
-        for i, j in pairs:
-            total += 1
-            if len(rows) >= DIFF_ROWS:
-                continue
-            row: dict[str, Any] = {
-                "a": None if i is None else result.frame_json(result.a, i),
-                "b": None if j is None else result.frame_json(result.b, j),
-            }
-            if i is None:
-                row["tag"] = "added"
-            elif j is None:
-                row["tag"] = "removed"
-            elif (i, j) in changed:
-                row["tag"] = "changed"
-                row["members"] = changed[(i, j)]
-            else:
-                row["tag"] = "equal"
-            if i is not None and j is not None and (i, j) in slower:
-                row["slower"] = slower[(i, j)]
-            rows.append(row)
+            row["tag"] = "equal"
+        if i is not None and j is not None and (i, j) in slower:
+            row["slower"] = slower[(i, j)]
+        rows.append(row)
     data["rows"] = rows
     data["rowsTotal"] = total
     return data

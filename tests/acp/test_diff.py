@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 from hypothesis import given, settings
@@ -11,8 +13,11 @@ from hypothesis import strategies as st
 from acp_proxy.acp.diff import (
     ConnectionSketch,
     Signatures,
+    SlowerLimit,
     align,
+    align_connections,
     changed_members,
+    content_key,
     greedy_pairs,
     lcs_pairs,
     normalise,
@@ -29,7 +34,7 @@ def lcs_length(a: list[int], b: list[int]) -> int:
     return rows[-1][-1]
 
 
-def covered(opcodes: list[tuple[str, int, int, int, int]], n: int, m: int) -> None:
+def covered(opcodes: Sequence[tuple[str, int, int, int, int]], n: int, m: int) -> None:
     """Opcodes cover both sequences exactly once, in order."""
     i = j = 0
     for _tag, i1, i2, j1, j2 in opcodes:
@@ -122,17 +127,15 @@ def test_members_added_and_removed_are_named() -> None:
     assert raw.path == "(bytes)"
 
 
-def sketch(
-    table: Signatures, frames: list[tuple[str, str, str | None, str | None, int]]
-) -> ConnectionSketch:
+def sketch(table: Signatures, frames: list[tuple[Any, ...]]) -> ConnectionSketch:
     s = ConnectionSketch(table)
     for seq, frame in enumerate(frames, 1):
         direction, kind, method, rpc_id, ns = frame[:5]
-        update_kind, raw = (frame[5], frame[6]) if len(frame) > 5 else (None, None)  # type: ignore[misc]
+        update_kind, raw = (frame[5], frame[6]) if len(frame) > 5 else (None, None)
         s.add(
             seq=seq,
             frame_id=seq,
-            direction=direction,  # type: ignore[arg-type]
+            direction=direction,
             kind=kind,
             method=method,
             update_kind=update_kind,
@@ -162,7 +165,7 @@ def test_a_turn_that_got_slower_is_a_timing_regression() -> None:
             ("a2c", "response", "session/prompt", "7", 2_500 * ms),
         ],
     )
-    alignment = align(a.sigs, b.sigs)
+    alignment = align_connections(a, b)
     (slow,) = timing_regressions(alignment, a, b, 1_000 * ms)
     assert slow.what == "turn" and slow.method == "session/prompt"
     assert (slow.a_ns, slow.b_ns) == (100 * ms, 2_500 * ms)
@@ -210,7 +213,7 @@ IDLE = orjson.dumps(
 RUNNING = IDLE.replace(b'"idle"', b'"running"')
 
 
-def v2_turn(idle_ms: int) -> list[tuple[object, ...]]:
+def v2_turn(idle_ms: int) -> list[tuple[Any, ...]]:
     ms = 1_000_000
     update = ("a2c", "notification", "session/update", None)
     return [
@@ -223,11 +226,95 @@ def v2_turn(idle_ms: int) -> list[tuple[object, ...]]:
 
 def test_a_v2_turn_ends_at_the_idle_state_update() -> None:
     table = Signatures()
-    a = sketch(table, v2_turn(100))  # type: ignore[arg-type]
-    b = sketch(table, v2_turn(4_000))  # type: ignore[arg-type]
+    a = sketch(table, v2_turn(100))
+    b = sketch(table, v2_turn(4_000))
     assert a.turn_ns == {0: 100_000_000} and a.latency_ns == {0: 5_000_000}
-    (slow,) = timing_regressions(align(a.sigs, b.sigs), a, b, 1_000_000_000)
+    (slow,) = timing_regressions(align_connections(a, b), a, b, 1_000_000_000)
     assert (slow.what, slow.a, slow.a_ns, slow.b_ns) == ("turn", 0, 100_000_000, 4_000_000_000)
     # a v2 turn that never reached idle has no duration (its quick response is not one)
-    cut = sketch(table, v2_turn(100)[:3])  # type: ignore[arg-type]
+    cut = sketch(table, v2_turn(100)[:3])
     assert cut.turn_ns == {}
+
+
+def frame(obj: dict[str, object]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", **obj})
+
+
+def update(text: str, variant: str = "agent_message_chunk") -> tuple[Any, ...]:
+    raw = frame(
+        {
+            "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": variant, "text": text}},
+        }
+    )
+    return ("a2c", "notification", "session/update", None, 0, variant, raw)
+
+
+def prompt(rpc_id: str, text: str) -> tuple[Any, ...]:
+    raw = frame({"id": int(rpc_id), "method": "session/prompt", "params": {"prompt": text}})
+    return ("c2a", "request", "session/prompt", rpc_id, 0, None, raw)
+
+
+def end_turn(rpc_id: str) -> tuple[Any, ...]:
+    raw = frame({"id": int(rpc_id), "result": {"stopReason": "end_turn"}})
+    return ("a2c", "response", "session/prompt", rpc_id, 0, None, raw)
+
+
+def test_how_the_two_directions_interleaved_is_not_a_difference() -> None:
+    # the agent's notification crossed the client's prompt in B, not in A
+    table = Signatures()
+    a = sketch(table, [update("cmds", "available_commands_update"), prompt("2", "hi")])
+    b = sketch(table, [prompt("5", "hi"), update("cmds", "available_commands_update")])
+    alignment = align_connections(a, b)
+    assert alignment.removed == [] and alignment.added == []
+    assert alignment.rows == [(0, 1), (1, 0)]
+
+
+def test_a_response_pairs_with_the_response_to_its_own_request() -> None:
+    # A: two turns; B: only the second. B's end_turn is turn 2's, and turn 1 is removed whole.
+    table = Signatures()
+    turn1 = [prompt("1", "first"), update("one"), end_turn("1")]
+    turn2 = [prompt("2", "second"), update("two"), end_turn("2")]
+    a = sketch(table, [*turn1, *turn2])
+    b = sketch(table, turn2)
+    alignment = align_connections(a, b)
+    assert alignment.removed == [0, 1, 2]
+    assert alignment.pairs == [(3, 0), (4, 1), (5, 2)]
+
+
+def test_rows_place_frames_only_b_has_after_their_predecessor() -> None:
+    table = Signatures()
+    a = sketch(table, [prompt("1", "x"), end_turn("1")])
+    b = sketch(table, [prompt("1", "x"), update("new"), end_turn("1")])
+    assert align_connections(a, b).rows == [(0, 0), (None, 1), (1, 2)]
+
+
+def test_slower_fails_only_past_the_limit_and_never_for_initialize() -> None:
+    assert SlowerLimit.parse("50%") == SlowerLimit(percent=50.0)
+    assert SlowerLimit.parse("500") == SlowerLimit.parse("500ms") == SlowerLimit(ms=500.0)
+    for bad in ("fast", "-5", "%"):
+        try:
+            SlowerLimit.parse(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
+    second = 1_000_000_000
+    half = SlowerLimit(percent=50)
+    assert half.fails("session/prompt", second, 2 * second)
+    assert not half.fails("session/prompt", second, second + second // 4)
+    assert not half.fails("initialize", second, 10 * second)
+    assert SlowerLimit(ms=100).fails("session/new", 0, second // 5)
+
+
+def test_lone_surrogates_and_deep_nesting_are_compared_not_raised() -> None:
+    lone = b'{"jsonrpc":"2.0","method":"x","params":{"t":"\\ud800"}}'
+    other = lone.replace(b"ud800", b"udc00")
+    assert content_key(1, lone) == content_key(1, lone) != content_key(1, other)
+    (d,) = changed_members(lone, other)
+    assert d.path == "params.t"
+    deep = b'{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":' + b"[" * 900
+    deep_a = deep + b"1" + b"]" * 900 + b"}}"
+    deep_b = deep + b"2" + b"]" * 900 + b"}}"
+    assert content_key(1, deep_a) != content_key(1, deep_b)
+    assert changed_members(deep_a, deep_b) != []
+    assert changed_members(deep_a, deep_a.replace(b'"id":1', b'"id":7')) == []

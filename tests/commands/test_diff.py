@@ -122,7 +122,14 @@ def today(tmp_path: Path) -> Path:
 def test_added_removed_changed_and_slower(yesterday: Path, today: Path) -> None:
     code, doc = diff_json(yesterday, today)
     assert code == 1
-    assert doc["summary"] == {"removed": 1, "added": 1, "changed": 1, "slower": 1, "equal": False}
+    assert doc["summary"] == {
+        "removed": 1,
+        "added": 1,
+        "changed": 1,
+        "slower": 1,
+        "slower_failing": 0,
+        "equal": False,
+    }
     (removed,) = doc["removed"]
     assert removed["seq"] == 13 and "[notice]" in removed["what"]
     (added,) = doc["added"]
@@ -141,6 +148,7 @@ def test_added_removed_changed_and_slower(yesterday: Path, today: Path) -> None:
     assert slow["what"] == "turn" and slow["method"] == "session/prompt"
     assert slow["a"]["seq"] == 5 and slow["b"]["seq"] == 5
     assert slow["b_ms"] - slow["a_ms"] == pytest.approx(5000)
+    assert slow["fails"] is False  # reported; a failure only with --fail-slower
     assert doc["alignment"]["exact"] is True
     assert doc["a"] == {"recording": str(yesterday), "connection": 1, "frames": 39}
 
@@ -156,8 +164,10 @@ def test_text_output_names_frames_and_members(yesterday: Path, today: Path) -> N
         'params.update.content.text: "Let me look at the project README first." → '
         '"I will look at the project README first."'
     ) in out
-    assert "! slower   #5 → #5  turn session/prompt:" in out
-    assert out.splitlines()[-1] == "summary: 1 added, 1 removed, 1 changed, 1 slower: differ"
+    assert "  slower   #5 → #5  turn session/prompt:" in out
+    assert out.splitlines()[-1] == (
+        "summary: 1 added, 1 removed, 1 changed, 1 slower (reported only): differ"
+    )
 
 
 def test_ignore_paths_and_the_timing_threshold(yesterday: Path, today: Path) -> None:
@@ -235,9 +245,64 @@ def test_a_v2_turn_is_timed_to_its_idle_state_update(tmp_path: Path) -> None:
     for r in frames:
         if r["seq"] >= 30:
             r["mono_ns"] += 5 * SECOND
-    code, doc = diff_json(a, imported(tmp_path, "v2b", rows))
-    assert code == 1
-    assert doc["summary"] == {"removed": 0, "added": 0, "changed": 0, "slower": 1, "equal": False}
+    b = imported(tmp_path, "v2b", rows)
+    code, doc = diff_json(a, b)
+    assert code == 0  # slower is reported, not a failure by default
+    assert doc["summary"] == {
+        "removed": 0,
+        "added": 0,
+        "changed": 0,
+        "slower": 1,
+        "slower_failing": 0,
+        "equal": True,
+    }
+    # --fail-slower: relative to A's time, or in milliseconds
+    for limit, fails in (("50%", True), ("2000%", False), ("4000", True), ("6000ms", False)):
+        code, doc = diff_json(a, b, "--fail-slower", limit)
+        assert (code, doc["summary"]["slower_failing"]) == ((1, 1) if fails else (0, 0)), limit
+    done = diff(a, b, "--fail-slower", "50%")
+    assert "! slower   #5 → #5  turn session/prompt: 260ms → 5.3s" in done.stdout.decode()
+    assert done.stdout.decode().splitlines()[-1] == (
+        "summary: 0 added, 0 removed, 0 changed, 1 slower (1 past --fail-slower): differ"
+    )
+    bad = diff(a, b, "--fail-slower", "soon")
+    assert bad.returncode == 2 and b"'soon' is not PCT% or MS" in bad.stderr
     (slow,) = doc["timing"]
     assert (slow["what"], slow["a"]["seq"], slow["method"]) == ("turn", 5, "session/prompt")
     assert slow["a_ms"] == pytest.approx(260) and slow["b_ms"] == pytest.approx(5260)
+
+
+def test_lone_surrogates_and_deep_error_data_are_diffed_not_crashed(tmp_path: Path) -> None:
+    """Valid JSON that UTF-8 cannot hold (a lone surrogate) and an error ``data`` nested 900
+    deep: both are frames a peer can send, and diff names them like any other change."""
+    deep = '{"jsonrpc":"2.0","id":99,"error":{"code":-32603,"message":"m","data":%s}}\n'
+
+    def variant(surrogate: str, leaf: str) -> list[dict[str, Any]]:
+        rows = export_lines()
+        by_seq = {r["seq"]: r for r in rows if r["type"] == "frame"}
+        by_seq[11]["text"] = by_seq[11]["text"].replace("Let me look", f"Let me \\{surrogate}")
+        error = dict(by_seq[23])
+        error["text"] = deep % ("[" * 900 + leaf + "]" * 900)
+        rows.insert(rows.index(by_seq[23]) + 1, error)
+        renumber(rows)
+        return rows
+
+    a = imported(tmp_path, "a", variant("ud800", "1"))
+    b = imported(tmp_path, "b", variant("udc00", "2"))
+    same = imported(tmp_path, "same", variant("ud800", "1"))
+    done = diff(a, same)
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr.decode()
+    done = diff(a, b)
+    assert (done.returncode, done.stderr) == (1, b""), done.stderr.decode()
+    out = done.stdout.decode()
+    # the lone surrogate is shown as its escape (JSON text, so its backslash doubled)
+    assert '"Let me \\\\ud800 at the project README first." → "Let me \\\\udc00' in out
+    assert "~ changed  #24 → #24  a2c response" in out
+    (deep_line,) = [line for line in out.splitlines() if line.startswith("      error.data[0]")]
+    assert "…" in deep_line and deep_line.endswith("[0][0]: 1 → 2") and len(deep_line) < 100
+    code, doc = diff_json(a, b)
+    assert code == 1 and doc["summary"]["changed"] == 2
+    (text,), (error,) = (c["members"] for c in doc["changed"])
+    assert text["old"] == "Let me \\ud800 at the project README first."
+    assert error["path"] == "error.data" + "[0]" * 900
+    assert (error["old"], error["new"]) == (1, 2)

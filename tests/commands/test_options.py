@@ -66,3 +66,16 @@ def test_stats_counts_a_connection_without_frames_as_ls_lists_it(tmp_path: Path)
     stats = run_proxy(["stats", str(db)])
     assert stats.stdout.splitlines()[0] == b"1 connection(s), 0 session(s), 0 frames, 0B"
     assert orjson.loads(run_proxy(["stats", str(db), "--json"]).stdout)["connections"] == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "values"),
+    [("--connection", ["-c", "1", "-c", "2"]), ("--session", ["-s", "a", "-s", "b"])],
+)
+def test_search_refuses_a_single_valued_option_given_twice(
+    two_connections: Path, option: str, values: list[str]
+) -> None:
+    done = run_proxy(["search", str(two_connections), "session", *values])
+    given = ", ".join(values[1::2])
+    assert one_line(done, code=2) == f"Error: {option} takes one value; it was given 2 ({given})"
+    assert done.stdout == b""

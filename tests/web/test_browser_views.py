@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.acp.stray import PROMPTS, make_stray_db
+from tests.helpers import NewFrame, insert_frames
 from tests.web.helpers import RICH_SESSION, make_diff_db, rows, web_server
 from tests.web.test_browser import CHROMIUM, TIMEOUT_MS, Page, browser  # noqa: F401
 
@@ -377,6 +378,66 @@ def test_diff_side_by_side(page: Page, tmp_path: Path) -> None:
             db, "SELECT id FROM frames WHERE connection_id = 2 AND instr(raw, 'checking') > 0"
         )[0][0]
         page.wait_js("id => document.querySelector(`#fr-${id}.selected`) !== null", fid)
+
+
+def test_diff_pairs_each_turn_with_its_own_and_shows_slower_figures(
+    page: Page, tmp_path: Path
+) -> None:
+    # A: two turns; B: turn 1 only, its reply reworded and its end_turn 2 s later
+    def msg(obj: dict[str, object]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n"
+
+    def turn(
+        rpc_id: int, text: str, reply: str, at: int, took: int
+    ) -> list[tuple[int, str, bytes]]:
+        prompt = {"sessionId": "s1", "prompt": [{"type": "text", "text": text}]}
+        update = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": reply},
+        }
+        return [
+            (at, "c2a", msg({"id": rpc_id, "method": "session/prompt", "params": prompt})),
+            (
+                at + 1,
+                "a2c",
+                msg({"method": "session/update", "params": {"sessionId": "s1", "update": update}}),
+            ),
+            (at + took, "a2c", msg({"id": rpc_id, "result": {"stopReason": "end_turn"}})),
+        ]
+
+    start = [
+        (0, "c2a", msg({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})),
+        (5, "a2c", msg({"id": 1, "result": {"protocolVersion": 1}})),
+        (6, "c2a", msg({"id": 2, "method": "session/new", "params": {"cwd": "/tmp"}})),
+        (9, "a2c", msg({"id": 2, "result": {"sessionId": "s1"}})),
+    ]
+    a = [*start, *turn(3, "one", "first answer", 10, 20), *turn(4, "two", "second", 40, 20)]
+    b = [*start, *turn(3, "one", "first answer, reworded", 10, 2020)]
+    db = tmp_path / "turns.db"
+    now = time.time()
+    for frames in (a, b):
+        insert_frames(
+            db,
+            [NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
+            connection={"started_at": now, "ended_at": now + 3, "protocol_version": 1},
+            index=True,
+        )
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url + "#view=diff")
+        p.wait_for_selector("#diff-table")
+        assert p.inner_text("#diff-summary").startswith(
+            "0 added · 3 removed · 1 changed · 1 slower"
+        )
+        removed = p.locator("tr.diff-row.removed td.diff-cell:first-child").all_inner_texts()
+        assert [t.split()[0] for t in removed] == ["#8", "#9", "#10"]  # turn 2, whole
+        end_turn = p.locator("tr.diff-row.equal", has_text="response").last
+        assert end_turn.locator("td.diff-cell").all_inner_texts()[0].startswith("#7 ")  # turn 1's
+        prompt = p.locator("tr.diff-row", has_text="c2a request session/prompt").first
+        assert "slower" in prompt.locator("td.diff-mark").inner_text()
+        assert p.inner_text("tr.diff-slower") == (
+            "slower turn: 20ms → 2.02s (+2.00s) · reported, not a failure"
+        )
 
 
 def test_text_filter_through_the_search_index(page: Page, rich_db: Path) -> None:

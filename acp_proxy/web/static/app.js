@@ -1401,7 +1401,7 @@
     catch (e) { if (gen === diffGen) body.replaceChildren(head, h("p", { class: "warnline", role: "alert" }, e.message)); return; }
     if (gen !== diffGen) return;
     const s = data.summary;
-    const summary = h("p", { id: "diff-summary" }, s.equal ? "The two connections are the same (ids, sessionIds and timestamps ignored)."
+    const summary = h("p", { id: "diff-summary" }, s.equal ? "The two connections are the same (ids, sessionIds and timestamps ignored)." + (s.slower ? ` ${s.slower} slower (reported, not a failure).` : "")
       : `${s.added} added · ${s.removed} removed · ${s.changed} changed · ${s.slower} slower`,
       data.alignment.note ? h("span", { class: "muted" }, ` · ${data.alignment.note}`) : null);
     const cell = (f, side) => {
@@ -1415,7 +1415,10 @@
           "old" in m ? h("span", { class: "diff-old" }, JSON.stringify(m.old)) : h("span", { class: "muted" }, "(missing)"), " → ",
           "new" in m ? h("span", { class: "diff-new" }, JSON.stringify(m.new)) : h("span", { class: "muted" }, "(missing)")))))) : null;
       const mark = { equal: "", changed: "~", removed: "−", added: "+" }[r.tag];
-      return [h("tr", { class: `diff-row ${r.tag}` }, cell(r.a, "a"), h("td", { class: "diff-mark", title: r.tag }, mark + (r.slower ? " slower" : "")), cell(r.b, "b")), members];
+      const t = r.slower;
+      const slower = t ? h("tr", { class: "diff-slower" }, h("td", { colspan: "3" },
+        `slower ${t.what}: ${ms(t.a_ms)} → ${ms(t.b_ms)} (+${ms(t.b_ms - t.a_ms)})` + (t.fails ? "" : " · reported, not a failure"))) : null;
+      return [h("tr", { class: `diff-row ${r.tag}` }, cell(r.a, "a"), h("td", { class: "diff-mark", title: r.tag }, mark + (t ? " slower" : "")), cell(r.b, "b")), members, slower];
     }).flat().filter(Boolean);
     const table = h("table", { class: "diff", id: "diff-table" },
       h("thead", {}, h("tr", {}, h("th", {}, `A · connection ${data.a.connection} (${data.a.frames} frames)`), h("th", {}, ""), h("th", {}, `B · connection ${data.b.connection} (${data.b.frames} frames)`))),

@@ -9,11 +9,10 @@ answer it put on the SSE stream, an SSE answer after the 202, a WebSocket peer, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from acp_proxy.wire.frame import Direction
 from tests.conftest import frames_of, proxy_exe
-from tests.helpers import listening_url
+from tests.helpers import listening_process
 from tests.transport.http.helpers import HERE, URL_RE, serving
 from tests.transport.http.peers import HttpPeer, Message, Peer, StdioPeer
 from tests.websocket.helpers import ws_server
@@ -90,15 +89,8 @@ async def scenario(peer: Peer) -> list[Message]:
     return [*peer.seen, end]
 
 
-@contextmanager
-def late_http(late: str) -> Iterator[str]:
-    proc = subprocess.Popen([*LATE, "http", late, DELAY], stderr=subprocess.PIPE)
-    try:
-        url, _ = listening_url(proc, URL_RE)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+def late_http(late: str) -> contextlib.AbstractContextManager[str]:
+    return listening_process([*LATE, "http", late, DELAY], URL_RE)
 
 
 def run(make: Callable[[], Awaitable[Peer]]) -> list[Message]:

@@ -8,18 +8,17 @@ without ``node`` and ``npm`` the tests are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import listening_url
+from tests.helpers import listening_process
 from tests.transport.http.helpers import DEMO, HERE, URL_RE, rows, serving
 
 SDK = "@agentclientprotocol/sdk@2.4.0"
@@ -41,17 +40,8 @@ class TsSdk:
         result: dict[str, Any] = json.loads(done.stdout)
         return result
 
-    @contextmanager
-    def agent(self) -> Iterator[str]:
-        proc = subprocess.Popen(
-            [self.node, str(self.folder / "ts_http_agent.mjs")], stderr=subprocess.PIPE
-        )
-        try:
-            url, _ = listening_url(proc, URL_RE)
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    def agent(self) -> contextlib.AbstractContextManager[str]:
+        return listening_process([self.node, str(self.folder / "ts_http_agent.mjs")], URL_RE)
 
 
 @pytest.fixture(scope="session")

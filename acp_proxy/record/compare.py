@@ -60,18 +60,7 @@ def sketch_connection(
     """One connection's signatures, content keys, frame numbers and latencies (streamed)."""
     sketch = ConnectionSketch(table, ignores)
     for f in _frames(db, connection_id):
-        sketch.add(
-            seq=f.seq,
-            frame_id=f.id,
-            direction=f.direction,
-            kind=f.kind,
-            method=f.method,
-            update_kind=f.update_kind,
-            rpc_id=f.rpc_id,
-            mono_ns=f.mono_ns,
-            raw=f.raw,
-            session_id=f.session_id,
-        )
+        sketch.add(f)
     sketch.finish()
     return sketch
 

@@ -10,6 +10,7 @@ import contextlib
 import difflib
 import importlib
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +47,19 @@ class ProxyByDefaultGroup(click.Group):
             sys.exit(1)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        named = args[0] if args else ""
+        if (
+            named in LAZY_COMMANDS
+            and named != "proxy"
+            and sys.stderr.isatty()
+            and shutil.which(named)
+        ):
+            # e.g. tail, diff, ls: the person may have meant the program of that name
+            click.echo(
+                f"acp-proxy: running the {named!r} subcommand (to run the program {named!r} "
+                f"as the agent: acp-proxy [OPTIONS] -- {named} ...)",
+                err=True,
+            )
         if args and args[0] not in LAZY_COMMANDS and args[0] not in ("--help", "-h", "--version"):
             if not args[0].startswith("-") and "--" not in args:
                 close = difflib.get_close_matches(args[0], list(LAZY_COMMANDS), n=1)

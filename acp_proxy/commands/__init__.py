@@ -25,5 +25,6 @@ LAZY_COMMANDS: dict[str, str] = {
     "connect": "acp_proxy.commands.ws:connect_command",
     "web": "acp_proxy.commands.web:web_command",
     "mcp": "acp_proxy.commands.mcp:mcp_command",
+    "tail": "acp_proxy.commands.tail:tail_command",
 }
 COMMAND_NAMES: tuple[str, ...] = tuple(LAZY_COMMANDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +24,7 @@ from acp_proxy.commands.stores import open_destination
 from acp_proxy.record.export import check_intact, export_recording, import_export
 from acp_proxy.record.reader import Database, location_name
 from acp_proxy.record.schema import RecordingError, create_private_file
+from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_html
 
 
 @click.command("export")
@@ -37,11 +39,19 @@ from acp_proxy.record.schema import RecordingError, create_private_file
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "otlp"]),
+    type=click.Choice(["jsonl", "otlp", "html"]),
     default="jsonl",
     show_default=True,
     help="Output format (one JSON object per line; see docs/export.md; otlp: OpenTelemetry "
-    "spans, one OTLP JSON request per line, see docs/otlp.md).",
+    "spans, one OTLP JSON request per line, see docs/otlp.md; html: one self-contained page "
+    "for a bug report, see docs/export.md).",
+)
+@click.option(
+    "--max-frames",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_FRAMES,
+    show_default=True,
+    help="html: embed at most this many frames' bytes (the page says how many were left out).",
 )
 @otlp_export_options
 @click.option(
@@ -57,6 +67,7 @@ def export_command(
     connection_id: int | None,
     fmt: str,
     redact: bool,
+    max_frames: int = DEFAULT_MAX_FRAMES,
     session_id: str | None = None,
     include_content: bool = False,
 ) -> None:
@@ -72,6 +83,7 @@ def export_command(
       acp-proxy export session.db --connection 2 -o conn2.jsonl
       acp-proxy export session.db --no-redact | acp-proxy import - copy.db
       acp-proxy export session.db --format otlp -o traces.jsonl
+      acp-proxy export session.db --format html -o report.html
     """
     if isinstance(recording_path, str) and fmt == "otlp":
         raise click.ClickException("--format otlp reads a SQLite file, not a PostgreSQL URL")
@@ -79,7 +91,11 @@ def export_command(
     if run_otlp_export(fmt, *args):
         return
     where = location_name(recording_path)
+    html = HtmlOptions(connection_id, redact, max_frames) if fmt == "html" else None
     with recording(recording_path) as db, reported(where, database=DAMAGED):
+        if html is not None and output is None:
+            html.write(recording_path, sys.stdout.buffer)
+            return
         if output is None:
             check_intact(db)
             _export_to_stdout(db, connection_id, redact)
@@ -90,13 +106,25 @@ def export_command(
         try:
             create_private_file(tmp)
             with tmp.open("wb") as out:
-                summary = export_recording(db, out, connection_id=connection_id, redact=redact)
+                if html is not None:
+                    report = html.write(recording_path, out)
+                else:
+                    summary = export_recording(db, out, connection_id=connection_id, redact=redact)
             os.replace(tmp, output)
         except OSError as exc:
             raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        if html is not None:
+            cut = f", {report.frames_cut} left out (--max-frames)" if report.frames_cut else ""
+            redacted = f", {report.redacted} redacted" if redact else ""
+            click.echo(
+                f"exported {report.connections} connection(s), {report.frames} frame(s){cut}"
+                f"{redacted} to {output}",
+                err=True,
+            )
+            return
         redacted = f", {summary.redacted} redacted" if redact else ""
         click.echo(
             f"exported {summary.connections} connection(s), {summary.frames} frame(s), "
@@ -104,6 +132,24 @@ def export_command(
             f"to {output}",
             err=True,
         )
+
+
+@dataclass(frozen=True)
+class HtmlOptions:
+    """``--format html``'s choices: which connection, redaction, how many frames."""
+
+    connection_id: int | None
+    redact: bool
+    max_frames: int
+
+    def write(self, path: Path, out: IO[bytes]) -> HtmlSummary:
+        ids = None if self.connection_id is None else [self.connection_id]
+        try:
+            return export_html(
+                path, out, connection_ids=ids, redact=self.redact, max_frames=self.max_frames
+            )
+        except BrokenPipeError:
+            sys.exit(1)
 
 
 def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:

@@ -176,7 +176,9 @@ def test_replay_client_reports_slower_answers_and_fails_only_past_the_limit(
     random_runs: tuple[Path, Path, Path],
 ) -> None:
     a = random_runs[0]  # recorded with a quick start-up and quick turns
-    slow_agent = [*RANDOM_AGENT, "--start-delay", "1.4", "--prompt-delay", "1.2"]
+    # 2.5 s a turn: past the 1 s report threshold and --fail-slower 1000 however slow the
+    # recorded turns were on a loaded machine
+    slow_agent = [*RANDOM_AGENT, "--start-delay", "1.4", "--prompt-delay", "2.5"]
     done = run_proxy(["replay", "--client", str(a), "--", *slow_agent], timeout=120)
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
     lines = done.stdout.decode().splitlines()

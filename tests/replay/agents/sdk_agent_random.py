@@ -23,6 +23,7 @@ from typing import Any
 
 import acp
 from acp import schema as s
+from tool_turn import permissioned_tool_call
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--start-delay", type=float, default=None)
@@ -97,32 +98,8 @@ class Agent:
                 },
             )
         tool_id = f"toolu_{uuid.uuid4()}"
-        await self.conn.session_update(
-            session_id,
-            s.ToolCallStart(
-                session_update="tool_call",
-                tool_call_id=tool_id,
-                title="write notes.txt",
-                kind="edit",
-                status="pending",
-            ),
-        )
-        answer = await self.conn.request_permission(
-            session_id=session_id,
-            tool_call=s.ToolCallUpdate(tool_call_id=tool_id),
-            options=[
-                s.PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
-                s.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-            ],
-        )
-        chosen = getattr(answer.outcome, "option_id", "cancelled")
-        await self.conn.session_update(
-            session_id,
-            s.ToolCallProgress(
-                session_update="tool_call_update",
-                tool_call_id=tool_id,
-                status="completed" if chosen == "allow" else "failed",
-            ),
+        await permissioned_tool_call(
+            self.conn, session_id, tool_id, "write notes.txt", "allow", "reject"
         )
         await raw.send_notification(
             "session/update",

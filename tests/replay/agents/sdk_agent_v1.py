@@ -14,6 +14,7 @@ from typing import Any
 
 import acp
 from acp import schema as s
+from tool_turn import permissioned_tool_call
 
 CHANGED = os.environ.get("AGENT_VARIANT") == "changed"
 
@@ -57,33 +58,7 @@ class Agent:
             },
         )
         tool_id = f"call-{len(text)}"
-        await self.conn.session_update(
-            session_id,
-            s.ToolCallStart(
-                session_update="tool_call",
-                tool_call_id=tool_id,
-                title="touch file",
-                kind="edit",
-                status="pending",
-            ),
-        )
-        answer = await self.conn.request_permission(
-            session_id=session_id,
-            tool_call=s.ToolCallUpdate(tool_call_id=tool_id),
-            options=[
-                s.PermissionOption(option_id="ok", name="Allow", kind="allow_once"),
-                s.PermissionOption(option_id="no", name="Reject", kind="reject_once"),
-            ],
-        )
-        chosen = getattr(answer.outcome, "option_id", "cancelled")
-        await self.conn.session_update(
-            session_id,
-            s.ToolCallProgress(
-                session_update="tool_call_update",
-                tool_call_id=tool_id,
-                status="completed" if chosen == "ok" else "failed",
-            ),
-        )
+        await permissioned_tool_call(self.conn, session_id, tool_id, "touch file", "ok", "no")
         await raw.send_notification(
             "session/update",
             {

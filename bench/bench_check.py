@@ -26,6 +26,7 @@ from pathlib import Path
 import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker
+from acp_proxy.wire.frame import Frame
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -187,7 +188,7 @@ def main() -> None:
         checker = ConnectionChecker(1, transport="stdio")
         t0 = time.perf_counter()
         for seq, (direction, raw) in enumerate(frames(args.frames), 1):
-            checker.feed(seq, direction, raw)  # type: ignore[arg-type]
+            checker.feed(Frame.wire(direction, raw, seq))  # type: ignore[arg-type]
         checker.finish()
         engine = time.perf_counter() - t0
         print(f"engine alone (frames generated in process): {count / engine:,.0f} frames/s")

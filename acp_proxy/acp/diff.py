@@ -37,8 +37,9 @@ from typing import Any, Literal
 
 from acp_proxy.acp.exchanges import Exchanges
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
+from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.acp.volatile import scrub
-from acp_proxy.wire.frame import A2C, C2A, Direction
+from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
 
@@ -86,32 +87,26 @@ class ConnectionSketch:
     """Frame index of a ``session/prompt`` -> nanoseconds until its turn ended: the
     ``state_update`` ``idle`` of its session (v2), else the prompt's response (v1)."""
     _exchanges: Exchanges[tuple[int, int], tuple[int, int]] = field(default_factory=Exchanges)
-    _open_turns: dict[str, tuple[int, int]] = field(default_factory=dict)
-    _prompts: list[int] = field(default_factory=list)
+    _turns: TurnTracker = field(default_factory=TurnTracker)
+    """The turns (:mod:`acp_proxy.acp.turns`), their prompts named by frame index."""
+    _prompt_ns: dict[int, int] = field(default_factory=dict)  # prompt index -> its clock
     _stateful: set[str] = field(default_factory=set)  # sessions that send state_update (v2)
 
-    def add(
-        self,
-        *,
-        seq: int,
-        frame_id: int,
-        direction: Direction,
-        kind: str | None,
-        method: str | None,
-        update_kind: str | None,
-        rpc_id: str | None,
-        mono_ns: int,
-        raw: bytes | None = None,
-        session_id: str | None = None,
-    ) -> None:
+    def add(self, frame: Frame, *, content: bool = True) -> None:
+        """The next frame (``content``: key its bytes too, for :attr:`content`)."""
+        direction, kind, method = frame.direction, frame.kind, frame.method
+        update_kind, mono_ns, session_id = frame.update_kind, frame.mono_ns, frame.session_id
+        raw = frame.raw if content else None
         index = len(self.sigs)
         sig = self.table.intern((direction, kind, method, update_kind))
         self.sigs.append(sig)
-        self.seqs.append(seq)
-        self.frame_ids.append(frame_id)
+        self.seqs.append(frame.seq)
+        self.frame_ids.append(frame.id)
         if session_id is not None:
-            self._turn(index, direction, kind, method, update_kind, session_id, mono_ns, raw)
-        request = self._pair(index, direction, kind, rpc_id, mono_ns)
+            self._turn(index, frame, raw)
+        request = self._pair(index, direction, kind, frame.rpc_id, mono_ns)
+        if request is not None and request in self._prompt_ns and raw is not None:
+            self._ended(self._turns.prompt_result(str(request), parse_json(raw)[0], index, mono_ns))
         if raw is not None:
             # A response is keyed with its request: turn 2's end_turn is not turn 1's.
             context = self.content[request] if request is not None else None
@@ -138,38 +133,38 @@ class ConnectionSketch:
             ex.hold_early(direction, rpc_id, (index, mono_ns))
         return None
 
-    def _turn(
-        self,
-        index: int,
-        direction: Direction,
-        kind: str | None,
-        method: str | None,
-        update_kind: str | None,
-        session_id: str,
-        mono_ns: int,
-        raw: bytes | None,
-    ) -> None:
-        if direction == "c2a" and kind == "request" and method == "session/prompt":
-            self._open_turns[session_id] = (index, mono_ns)
-            self._prompts.append(index)
-        elif direction == "a2c" and update_kind == "state_update":
+    def _turn(self, index: int, frame: Frame, raw: bytes | None) -> None:
+        session_id = frame.session_id
+        assert session_id is not None
+        if frame.direction == C2A and frame.kind == "request" and frame.method == "session/prompt":
+            self._turns.prompt(session_id, str(index), index, frame.mono_ns)
+            self._prompt_ns[index] = frame.mono_ns
+        elif frame.direction == A2C and frame.update_kind == "state_update":
             self._stateful.add(session_id)
-            start = self._open_turns.get(session_id)
-            if start is not None and raw is not None and _is_idle(raw):
-                del self._open_turns[session_id]
-                self.turn_ns[start[0]] = mono_ns - start[1]
+            if raw is not None:
+                update = _update_of(raw)
+                state = update.get("state")
+                self._ended(self._turns.state(session_id, state, update, index, frame.mono_ns))
+
+    def _ended(self, turn: Turn | None) -> None:
+        """A turn ended: its prompt's duration (measured from the prompt, as recorded)."""
+        if turn is not None and turn.prompt_id is not None and turn.end_ns is not None:
+            index = int(turn.prompt_id)
+            self.turn_ns[index] = turn.end_ns - self._prompt_ns[index]
 
     def finish(self) -> None:
-        """End of the connection: v1 turns end with the prompt's response."""
-        for index in self._prompts:
+        """End of the connection: a prompt whose turn end was not seen (no bytes given, or a
+        response that did not say) takes its response's latency, unless its v2 session is
+        still running."""
+        for index in self._prompt_ns:
             if index not in self.turn_ns and index in self.latency_ns:
                 self.turn_ns[index] = self.latency_ns[index]
-        for session_id, (index, _ns) in self._open_turns.items():
-            if session_id in self._stateful:  # a v2 turn never ended: no duration
-                self.turn_ns.pop(index, None)
+        for session_id, turn in self._turns.open.items():
+            if session_id in self._stateful and turn.prompt_id is not None:
+                self.turn_ns.pop(int(turn.prompt_id), None)  # a v2 turn never ended
         self._exchanges.clear()
-        self._open_turns.clear()
-        self._prompts.clear()
+        self._turns = TurnTracker()
+        self._prompt_ns.clear()
 
     def __len__(self) -> int:
         return len(self.sigs)
@@ -526,13 +521,12 @@ def compare_aligned(
             yield Change(i, j, members)
 
 
-def _is_idle(raw: bytes) -> bool:
+def _update_of(raw: bytes) -> dict[str, Any]:
+    """The ``params.update`` object of a ``session/update`` (``{}`` if there is none)."""
     value, problem = parse_json(raw)
-    if problem is not None or not isinstance(value, dict):
-        return False
-    params = value.get("params")
+    params = value.get("params") if problem is None and isinstance(value, dict) else None
     update = params.get("update") if isinstance(params, dict) else None
-    return isinstance(update, dict) and update.get("state") == "idle"
+    return update if isinstance(update, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ sequence number, monotonic nanoseconds) and maintains:
   response with an unusable id (``null``) answers nothing at once (each one is kept);
 - replay windows: updates between a ``session/load`` (or a v2 ``session/resume`` with
   ``replayFrom``) request and its response are marked ``replayed``;
-- turns (:class:`Turn`): from ``session/prompt`` (or an agent-initiated ``running``) to the
-  v1 prompt result or the v2 ``idle`` state update, with stop reason and duration.
+- turns (:class:`~acp_proxy.acp.turns.Turn`, by the table of :mod:`acp_proxy.acp.turns`): from
+  ``session/prompt`` (or an agent-initiated ``running``) to the v1 prompt result or the v2
+  ``idle`` state update, with stop reason and duration.
 
 :meth:`ConnectionModel.feed` returns the sessions that just reached a boundary (a turn
 ended, a replay window closed) so renderers can print and :meth:`drain` them as they go.
@@ -29,12 +30,13 @@ ended, a replay window closed) so renderers can print and :meth:`drain` them as 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.timeline import Event, Exchange, SessionTimeline
-from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.acp.turns import Turn, TurnTracker
+from acp_proxy.wire.frame import Direction, Frame, other_direction
 from acp_proxy.wire.jsonrpc import Message
 from acp_proxy.wire.surrogates import classify_encodable
 
@@ -49,131 +51,6 @@ def replays_history(method: str, params: Any, version: int | None) -> bool:
     if method == "session/resume" and version != 1 and isinstance(params, dict):
         return params.get("replayFrom") is not None
     return False
-
-
-@dataclass(slots=True)
-class Turn:
-    """One stretch of foreground work in a session.
-
-    ``origin`` is ``prompt`` (started by ``session/prompt``) or ``agent`` (started by a
-    ``running`` state update without a pending prompt). ``end_ns`` stays ``None`` for a turn
-    that never ended in the recording.
-    """
-
-    session_id: str
-    origin: str
-    start_seq: int | None
-    start_ns: int
-    prompt_id: str | None = None
-    message_id: str | None = None
-    end_seq: int | None = None
-    end_ns: int | None = None
-    stop_reason: Any = None
-    error: Any = None
-    cancelled: bool = False
-    running: bool = False
-    """Whether a ``running`` state update was seen for this turn."""
-
-    @property
-    def duration_ns(self) -> int | None:
-        return None if self.end_ns is None else self.end_ns - self.start_ns
-
-    def to_json(self) -> dict[str, Any]:
-        duration = self.duration_ns
-        return {
-            "sessionId": self.session_id,
-            "origin": self.origin,
-            "startSeq": self.start_seq,
-            "endSeq": self.end_seq,
-            "promptId": self.prompt_id,
-            "messageId": self.message_id,
-            "stopReason": self.stop_reason,
-            "error": self.error,
-            "cancelled": self.cancelled,
-            "durationMs": None if duration is None else round(duration / 1e6, 3),
-        }
-
-
-@dataclass(slots=True)
-class TurnTracker:
-    """Turn boundaries from prompts, prompt results and state updates (v1 and v2).
-
-    v1: a prompt's result (``stopReason``) ends its turn. v2: the prompt result only carries
-    the inserted ``messageId``; the ``idle`` state update ends the work. A ``running``
-    without an open turn starts an agent-initiated one.
-    """
-
-    version: int | None = None
-    open: dict[str, Turn] = field(default_factory=dict)
-    _by_prompt: dict[str, Turn] = field(default_factory=dict)
-
-    def prompt(self, session_id: str, prompt_id: str, seq: int | None, ns: int) -> None:
-        turn = self.open.get(session_id)
-        if turn is None or turn.prompt_id is not None:
-            turn = Turn(session_id, "prompt", seq, ns)
-            self.open[session_id] = turn
-        else:  # a running state preceded the prompt's insertion
-            turn.origin = "prompt"
-        turn.prompt_id = prompt_id
-        self._by_prompt[prompt_id] = turn
-
-    def prompt_result(self, prompt_id: str, response: Any, seq: int | None, ns: int) -> Turn | None:
-        """Handle the prompt's response; return the turn if it ended there (v1 or error)."""
-        turn = self._by_prompt.pop(prompt_id, None)
-        if turn is None:
-            return None
-        result = response.get("result") if isinstance(response, dict) else None
-        error = response.get("error") if isinstance(response, dict) else None
-        if isinstance(result, dict) and isinstance(result.get("messageId"), str):
-            turn.message_id = result["messageId"]
-        v1_end = self.version == 1 or (
-            self.version is None and isinstance(result, dict) and "stopReason" in result
-        )
-        if v1_end or (error is not None and self.version == 1):
-            turn.stop_reason = result.get("stopReason") if isinstance(result, dict) else None
-            turn.error = error
-            return self._end(turn, seq, ns)
-        if error is not None:
-            turn.error = error
-            turn.stop_reason = None
-            # v2: a prompt rejected before insertion; the turn ends unless work is running.
-            if not turn.running:
-                return self._end(turn, seq, ns)
-        return None
-
-    def state(
-        self, session_id: str, state: Any, update: dict[str, Any], seq: int | None, ns: int
-    ) -> Turn | None:
-        """Handle a state update; return the turn it ended, if any."""
-        turn = self.open.get(session_id)
-        if state == "running":
-            if turn is None:
-                turn = Turn(session_id, "agent", seq, ns)
-                self.open[session_id] = turn
-            turn.running = True
-            return None
-        if state == "idle" and turn is not None:
-            turn.stop_reason = update.get("stopReason")
-            turn.error = update.get("error")
-            return self._end(turn, seq, ns)
-        return None
-
-    def cancel(self, session_id: str) -> None:
-        turn = self.open.get(session_id)
-        if turn is not None:
-            turn.cancelled = True
-
-    def _end(self, turn: Turn, seq: int | None, ns: int) -> Turn:
-        turn.end_seq = seq
-        turn.end_ns = ns
-        if self.open.get(turn.session_id) is turn:
-            del self.open[turn.session_id]
-        if turn.prompt_id is not None:
-            self._by_prompt.pop(turn.prompt_id, None)
-        return turn
-
-    def unfinished(self) -> list[Turn]:
-        return list(self.open.values())
 
 
 @dataclass(slots=True)
@@ -228,10 +105,9 @@ class ConnectionModel:
             self.sessions[session_id] = tl
         return tl
 
-    def feed(
-        self, direction: Direction, raw: bytes, *, seq: int | None = None, mono_ns: int = 0
-    ) -> list[str | None]:
+    def feed(self, frame: Frame) -> list[str | None]:
         """Fold one frame; return the sessions (``None``: the connection) at a boundary."""
+        direction, raw, seq, mono_ns = frame.direction, frame.raw, frame.seq, frame.mono_ns
         self.frames += 1
         msg = classify_encodable(raw)
         if msg.kind == "batch":

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
-from acp_proxy.acp.model import SESSION_RESULT_METHODS, Turn, TurnTracker, replays_history
+from acp_proxy.acp.model import SESSION_RESULT_METHODS, replays_history
+from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.acp.updates import entity_key
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 from acp_proxy.wire.jsonrpc import Message
 from acp_proxy.wire.surrogates import classify_encodable
 
@@ -281,10 +282,15 @@ class SpanMapper:
 
     # -- feeding ---------------------------------------------------------------------------
 
-    def feed(
-        self, direction: Direction, raw: bytes, seq: int, ts: float, mono_ns: int
-    ) -> list[SpanRecord]:
+    def feed(self, frame: Frame) -> list[SpanRecord]:
         """Fold one frame; return the spans that ended with it."""
+        direction, raw, seq, ts, mono_ns = (
+            frame.direction,
+            frame.raw,
+            frame.seq,
+            frame.ts,
+            frame.mono_ns,
+        )
         if self._first is None:
             self._first = (round(ts * 1e9), mono_ns)
             self.connection_span.start_ns = self._first[0]

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
-from acp_proxy.acp.model import SESSION_RESULT_METHODS, Turn, TurnTracker
-from acp_proxy.wire.frame import Direction, other_direction
+from acp_proxy.acp.model import SESSION_RESULT_METHODS
+from acp_proxy.acp.turns import Turn, TurnTracker
+from acp_proxy.wire.frame import Direction, Frame, other_direction
 from acp_proxy.wire.jsonrpc import id_json_text
 from acp_proxy.wire.surrogates import encodable
 
@@ -137,20 +138,11 @@ class StatsAccumulator:
         self._conn_sessions[sid] = stats
         return stats
 
-    def feed(
-        self,
-        connection_id: int,
-        direction: Direction,
-        kind: str | None,
-        rpc_id: str | None,
-        method: str | None,
-        session_id: str | None,
-        update_kind: str | None,
-        mono_ns: int,
-        payload: Any = None,
-        size: int = 0,
-    ) -> None:
+    def feed(self, frame: Frame, payload: Any = None) -> None:
         """One frame's index columns (``payload``: parsed JSON for the frames that need it)."""
+        connection_id, direction, kind = frame.connection_id, frame.direction, frame.kind
+        rpc_id, method, session_id = frame.rpc_id, frame.method, frame.session_id
+        update_kind, mono_ns, size = frame.update_kind, frame.mono_ns, frame.size
         if connection_id != self._conn:
             self._end_connection()
             self._conn = connection_id

@@ -4,7 +4,7 @@
 index columns, monotonic clock and, for the few frames that need it, the parsed payload) and
 gives what the inspector's timeline draws: every request with its response (a bar from one
 to the other), turns from ``session/prompt`` to their end (v1: the prompt's response; v2:
-the ``idle`` state update, as :class:`~acp_proxy.acp.model.TurnTracker` decides) with the
+the ``idle`` state update, as :class:`~acp_proxy.acp.turns.TurnTracker` decides) with the
 time to the first chunk, agent requests (permission prompts, file reads...) nested in the
 turn they happened in, each turn's prompt text and ``session/cancel``, and a performance
 summary: per method count and p50/p95/p99/max,
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
-from acp_proxy.acp.model import Turn, TurnTracker
 from acp_proxy.acp.stats import percentile
-from acp_proxy.wire.frame import Direction
+from acp_proxy.acp.turns import Turn, TurnTracker
+from acp_proxy.wire.frame import Direction, Frame
 
 __all__ = ["Bar", "WaterfallBuilder", "needs_payload"]
 
@@ -98,19 +98,11 @@ class WaterfallBuilder:
     _marks: dict[int, _TurnMarks] = field(default_factory=dict)  # id(turn) -> marks
     _last_ns: int = 0
 
-    def feed(
-        self,
-        seq: int,
-        direction: Direction,
-        kind: str | None,
-        rpc_id: str | None,
-        method: str | None,
-        session_id: str | None,
-        update_kind: str | None,
-        mono_ns: int,
-        payload: Any = None,
-    ) -> None:
+    def feed(self, frame: Frame, payload: Any = None) -> None:
         """One frame (``payload``: the parsed message when :func:`needs_payload` says so)."""
+        seq, direction, kind, rpc_id = frame.seq, frame.direction, frame.kind, frame.rpc_id
+        method, session_id, update_kind = frame.method, frame.session_id, frame.update_kind
+        mono_ns = frame.mono_ns
         if self.origin_ns is None:
             self.origin_ns = mono_ns
         self._last_ns = max(self._last_ns, mono_ns)

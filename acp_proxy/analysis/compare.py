@@ -27,11 +27,12 @@ from acp_proxy.acp.diff import (
 )
 from acp_proxy.acp.jsonpaths import Difference
 from acp_proxy.store.engine import Database
-from acp_proxy.store.reader import FrameRow, RecordingReader
+from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
+from acp_proxy.wire.frame import Frame
 
 
-def _frames(db: Database, connection_id: int) -> Iterator[FrameRow]:
+def _frames(db: Database, connection_id: int) -> Iterator[Frame]:
     """The one place this module reads frames: one connection, in order, streamed."""
     return RecordingReader(db).frames(connection_id=connection_id)
 
@@ -55,18 +56,7 @@ def sketch_connection(
     """One connection's signatures, content keys, frame numbers and latencies (streamed)."""
     sketch = ConnectionSketch(table, ignores)
     for f in _frames(db, connection_id):
-        sketch.add(
-            seq=f.seq,
-            frame_id=f.id,
-            direction=f.direction,
-            kind=f.kind,
-            method=f.method,
-            update_kind=f.update_kind,
-            rpc_id=f.rpc_id,
-            mono_ns=f.mono_ns,
-            raw=f.raw,
-            session_id=f.session_id,
-        )
+        sketch.add(f)
     sketch.finish()
     return sketch
 

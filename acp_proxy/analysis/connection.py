@@ -72,7 +72,7 @@ class ConnectionCheck:
         """Feed the connection's frames after the last one fed; return the new findings."""
         new: list[Finding] = []
         for f in reader.wire_frames(self.connection_id, after_seq=self.last_seq):
-            new.extend(self.checker.feed(f.seq, f.direction, f.raw, f.mono_ns, binary=f.binary))
+            new.extend(self.checker.feed(f))
             self.last_seq = f.seq
         self.findings.extend(new)
         return new
@@ -130,19 +130,8 @@ def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> 
     updates = reader.update_counts(ids)
     acc = StatsAccumulator()
     for f in reader.indexed_frames(connection_id):
-        payload = parse_json(f.raw)[0] if f.raw is not None else None
-        acc.feed(
-            f.connection_id,
-            f.direction,
-            f.kind,
-            f.rpc_id,
-            f.method,
-            f.session_id,
-            f.update_kind,
-            f.mono_ns,
-            payload,
-            f.size,
-        )
+        payload = parse_json(f.raw)[0] if f.raw else None
+        acc.feed(f, payload)
     acc.finish()
     derived = acc.to_json()
     latency = {(x["method"], x["direction"]): x for x in derived["latency"]}

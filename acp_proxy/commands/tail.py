@@ -211,9 +211,7 @@ class Tail:
                 boundaries = feed_event(model, frame)
             else:
                 conn.fed_seq = frame.seq
-                boundaries = model.feed(
-                    frame.direction, frame.raw, seq=frame.seq, mono_ns=frame.mono_ns
-                )
+                boundaries = model.feed(frame)
             self.renderer.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)

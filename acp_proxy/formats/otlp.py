@@ -30,7 +30,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.span import TraceState
 
 from acp_proxy.acp.spans import AttrValue, SpanMapper, SpanRecord
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 
 SERVICE_NAME = "acp-proxy"
 SCOPE = InstrumentationScope("acp_proxy", "0.1.0")
@@ -166,6 +166,6 @@ def frames_to_spans(
     mapper = SpanMapper(identity, include_content=include_content, connection_attributes=attributes)
     out: list[SpanRecord] = []
     for direction, raw, seq, ts, mono_ns in frames:
-        out.extend(mapper.feed(direction, raw, seq, ts, mono_ns))
+        out.extend(mapper.feed(Frame(0, 0, seq, ts, mono_ns, direction, raw, len(raw))))
     out.extend(mapper.finish())
     return out

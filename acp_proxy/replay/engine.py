@@ -51,6 +51,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from acp_proxy.acp.conformance.capabilities import required_capability
 from acp_proxy.replay.history import history_frames, load_result
 from acp_proxy.replay.match import (
     DEFAULT_IGNORES,
@@ -596,26 +597,28 @@ def _asked(msg: Message) -> dict[str, Any]:
     return {"method": msg.method, "params": msg.params}
 
 
+def _load_flag() -> str:
+    """The agent capability ``session/load`` needs on v1, from the conformance table."""
+    path = required_capability("client", "session/load", 1)
+    assert path is not None and len(path) == 1, path
+    return path[0]
+
+
+LOAD_FLAG = _load_flag()
+"""``loadSession``: the member ``--advertise-load`` sets in ``agentCapabilities``."""
+
+
 def _advertise_load(raw: bytes) -> bytes:
     """Set ``result.agentCapabilities.loadSession`` to ``true`` by splicing."""
-    spans = {
-        s.path: s
-        for s in find_spans(
-            raw,
-            [
-                ("result",),
-                ("result", "agentCapabilities"),
-                ("result", "agentCapabilities", "loadSession"),
-            ],
-        )
-    }
-    flag = spans.get(("result", "agentCapabilities", "loadSession"))
+    caps_path = ("result", "agentCapabilities")
+    spans = {s.path: s for s in find_spans(raw, [("result",), caps_path, (*caps_path, LOAD_FLAG)])}
+    flag = spans.get((*caps_path, LOAD_FLAG))
     if flag is not None:
         return splice(raw, [(flag, b"true")])
-    caps = spans.get(("result", "agentCapabilities"))
+    caps = spans.get(caps_path)
     if caps is not None and caps.text(raw).lstrip().startswith(b"{"):
-        return insert_member(raw, caps, "loadSession", b"true")
+        return insert_member(raw, caps, LOAD_FLAG, b"true")
     result = spans.get(("result",))
     if result is not None and result.text(raw).lstrip().startswith(b"{"):
-        return insert_member(raw, result, "agentCapabilities", b'{"loadSession":true}')
+        return insert_member(raw, result, "agentCapabilities", json_bytes({LOAD_FLAG: True}))
     return raw

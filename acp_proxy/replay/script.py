@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_proxy.acp.exchanges import EARLY_WINDOW
-from acp_proxy.wire.frame import A2C, C2A, Direction
+from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import Message, classify
 
 
@@ -145,23 +145,6 @@ class ConnectionInfo:
     protocol_version: int | None = None
 
 
-class FrameRowLike(Protocol):
-    """A recorded frame as a store returns it (``FrameRow`` of the reader, or a RecFrame)."""
-
-    @property
-    def connection_id(self) -> int: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def mono_ns(self) -> int: ...
-    @property
-    def direction(self) -> Direction: ...
-    @property
-    def raw(self) -> bytes: ...
-    @property
-    def session_id(self) -> str | None: ...
-
-
 class FrameStore(Protocol):
     """The queries a :class:`Script` reads a recording with (each answered lazily)."""
 
@@ -176,7 +159,7 @@ class FrameStore(Protocol):
         after_seq: int = 0,
         client_method: str | None = None,
         client_only: bool = False,
-    ) -> Iterator[FrameRowLike]:
+    ) -> Iterator[Frame | RecFrame]:
         """The connection's frames after ``after_seq``, in order. ``client_only``: only
         client→agent frames; ``client_method``: only client→agent frames that may hold a
         call of that method (batches and frames without an indexed method included)."""
@@ -186,7 +169,7 @@ class FrameStore(Protocol):
         """The seq of the first agent→client response with id ``rpc_id`` after ``after_seq``."""
         ...
 
-    def session_frames(self, session_id: str) -> Iterator[FrameRowLike]:
+    def session_frames(self, session_id: str) -> Iterator[Frame | RecFrame]:
         """Every frame indexed with ``session_id``, by connection then seq."""
         ...
 
@@ -199,7 +182,7 @@ class FrameStore(Protocol):
         ...
 
 
-def _frame(row: FrameRowLike) -> RecFrame:
+def _frame(row: Frame | RecFrame) -> RecFrame:
     if isinstance(row, RecFrame):
         return row
     return rec_frame(

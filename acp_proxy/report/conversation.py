@@ -23,12 +23,11 @@ from acp_proxy.console import Terminal, arrow, cells, wrap
 from acp_proxy.report.text import fmt_frame_what, fmt_time
 from acp_proxy.store.reader import (
     ConnectionRow,
-    FrameRow,
     RecordingReader,
-    WireFrame,
     display_name,
 )
 from acp_proxy.store.transport_events import PlacedEvent, placed_events
+from acp_proxy.wire.frame import Frame
 
 MAX_BUFFERED_ITEMS = 2000
 """A session without turn boundaries is printed in slices of at most this many items."""
@@ -391,7 +390,7 @@ class Renderer:
         return [head + ev.kind + " " + _short(ev.payload)]
 
 
-F = TypeVar("F", WireFrame, FrameRow)
+F = TypeVar("F", bound=Frame)
 
 
 def with_events(frames: Iterable[F], events: list[PlacedEvent]) -> Iterator[F | PlacedEvent]:
@@ -455,14 +454,11 @@ class TextShow:
     def run(
         self,
         model: ConnectionModel,
-        frames: Iterable[WireFrame],
+        frames: Iterable[Frame],
         events: list[PlacedEvent] | None = None,
     ) -> None:
         for f in with_events(frames, events or []):
-            if isinstance(f, PlacedEvent):
-                boundaries = feed_event(model, f)
-            else:
-                boundaries = model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+            boundaries = feed_event(model, f) if isinstance(f, PlacedEvent) else model.feed(f)
             self.r.protocol_version = model.protocol_version
             for sid in boundaries:
                 tl = model.connection if sid is None else model.sessions.get(sid)
@@ -550,7 +546,7 @@ def print_json(reader: RecordingReader, rows: list[ConnectionRow], sid: str | No
             if isinstance(f, PlacedEvent):
                 feed_event(model, f)
             else:
-                model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+                model.feed(f)
         model.finish()
         data = model.to_json({sid} if sid is not None else None)
         data["transport"] = row.transport

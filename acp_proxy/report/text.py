@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from acp_proxy.store.reader import FrameRow
+from acp_proxy.wire.frame import Frame
 
 
 def fmt_time(ts: object) -> str:
@@ -23,7 +23,7 @@ def fmt_time(ts: object) -> str:
         return f"?{ts!r}"[:40]
 
 
-def fmt_frame_what(f: FrameRow, id_mark: str = "#") -> str:
+def fmt_frame_what(f: Frame, id_mark: str = "#") -> str:
     """One frame's kind, method, ``id_mark`` + id and [update kind], e.g. ``request prompt #3``."""
     what = f.kind or "?"
     if f.method:

@@ -43,7 +43,7 @@ from acp_proxy.store.engine import (
 from acp_proxy.store.live_tail import SETTLE_SECONDS, LiveTail
 from acp_proxy.store.liveness import ConnectionState, State, connection_state
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Frame
 from acp_proxy.wire.jsonrpc import parse_json
 
 
@@ -119,74 +119,6 @@ class ConnectionRow:
     @property
     def running(self) -> bool:
         return self.state == "running"
-
-
-class FrameRow(NamedTuple):
-    """A recorded frame with its derived index columns."""
-
-    id: int
-    connection_id: int
-    seq: int
-    ts: float
-    mono_ns: int
-    direction: Direction
-    raw: bytes
-    size: int
-    binary: bool
-    kind: str | None
-    rpc_id: str | None
-    method: str | None
-    session_id: str | None
-    update_kind: str | None
-    entity_type: str | None
-    entity_id: str | None
-
-
-class WireFrame(NamedTuple):
-    """A frame as the ACP models consume it: sequence number, direction, bytes, clock."""
-
-    seq: int
-    direction: Direction
-    raw: bytes
-    mono_ns: int
-    binary: bool
-
-
-class FrameSummary(NamedTuple):
-    """A frame's columns with only the first ``preview`` bytes of it (inspector lists)."""
-
-    id: int
-    connection_id: int
-    seq: int
-    ts: float
-    mono_ns: int
-    direction: Direction
-    size: int
-    binary: bool
-    kind: str | None
-    rpc_id: str | None
-    method: str | None
-    session_id: str | None
-    update_kind: str | None
-    entity_type: str | None
-    entity_id: str | None
-    head: bytes
-    """The frame's first bytes (all of it when ``len(head) == size``)."""
-
-
-class IndexedFrame(NamedTuple):
-    """A frame's index columns, and its raw bytes only where statistics need them."""
-
-    connection_id: int
-    direction: Direction
-    kind: str | None
-    rpc_id: str | None
-    method: str | None
-    session_id: str | None
-    update_kind: str | None
-    mono_ns: int
-    raw: bytes | None
-    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,9 +252,10 @@ def _filter_where(flt: FrameFilter) -> tuple[list[str], list[Any]]:
     return clauses, args
 
 
-def _frame_row(r: tuple[Any, ...]) -> FrameRow:
+def frame_of_row(r: tuple[Any, ...]) -> Frame:
+    """A :class:`Frame` from a row of :data:`FRAME_COLUMNS`."""
     # A tuple subclass built in one step: this runs once per frame of every analysis.
-    return FrameRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] != 0, *r[9:])
+    return Frame(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] != 0, *r[9:])
 
 
 def _number(value: Any) -> float | None:
@@ -586,7 +519,7 @@ class RecordingReader:
         after_id: int = 0,
         after_seq: int = 0,
         limit: int | None = None,
-    ) -> Iterator[FrameRow]:
+    ) -> Iterator[Frame]:
         """Frames with every column, in recording order (connection, then seq), streamed.
 
         ``connection_id`` (and ``after_seq``, to continue where a streaming consumer
@@ -602,7 +535,7 @@ class RecordingReader:
             after_seq=after_seq,
             limit=limit,
         )
-        yield from map(_frame_row, cur)
+        yield from map(frame_of_row, cur)
 
     def wire_frames(
         self,
@@ -611,9 +544,10 @@ class RecordingReader:
         session_id: str | None = None,
         with_connection_frames: bool = False,
         after_seq: int = 0,
-    ) -> Iterator[WireFrame]:
+    ) -> Iterator[Frame]:
         """What crossed the wire on one connection, in order: the input of the ACP models
-        and the checker (no index columns, so a long connection streams faster)."""
+        and the checker (no index columns, so a long connection streams faster; ``id`` and
+        ``ts`` are 0)."""
         cur = self._ordered(
             'seq, direction, raw, mono_ns, "binary"',
             connection_id=connection_id,
@@ -622,16 +556,35 @@ class RecordingReader:
             after_seq=after_seq,
         )
         for seq, direction, raw, mono_ns, binary in cur:
-            yield WireFrame(seq, direction, raw, mono_ns, binary != 0)
+            yield Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary != 0)
 
-    def indexed_frames(self, connection_id: int | None = None) -> Iterator[IndexedFrame]:
-        """Index columns of every frame in order; raw bytes only for :data:`NEEDS_PAYLOAD_SQL`."""
+    def indexed_frames(self, connection_id: int | None = None) -> Iterator[Frame]:
+        """Index columns of every frame in order; raw bytes only for :data:`NEEDS_PAYLOAD_SQL`
+        (``b""`` for the others), no ``id``, ``ts`` or entity columns."""
         cur = self._ordered(
-            "connection_id, direction, kind, rpc_id, method, session_id, update_kind, mono_ns, "
-            f"CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size",
+            "connection_id, seq, mono_ns, direction, "
+            f"CASE WHEN {NEEDS_PAYLOAD_SQL} THEN raw END, size, kind, rpc_id, method, "
+            "session_id, update_kind",
             connection_id=connection_id,
         )
-        yield from map(IndexedFrame._make, cur)  # BLOBs (bytea) come back as bytes already
+        for cid, seq, ns, direction, raw, size, kind, rpc_id, method, sid, uk in cur:
+            # BLOBs (bytea) come back as bytes already
+            yield Frame(
+                0,
+                cid,
+                seq,
+                0.0,
+                ns,
+                direction,
+                raw or b"",
+                size,
+                False,
+                kind,
+                rpc_id,
+                method,
+                sid,
+                uk,
+            )
 
     def max_seq(self, connection_id: int) -> int:
         """The connection's last sequence number (0 when it has no frame)."""
@@ -709,7 +662,7 @@ class RecordingReader:
         limit: int,
         preview: int,
         by_time: bool = False,
-    ) -> tuple[list[FrameSummary], bool]:
+    ) -> tuple[list[Frame], bool]:
         """Up to ``limit`` frames in id order after ``after_id`` (or before ``before_id``).
 
         With ``by_time`` the order is ``(ts, id)`` (frames of several connections in the
@@ -753,7 +706,7 @@ class RecordingReader:
 
     def live_frames(
         self, flt: FrameFilter, tail: LiveTail, *, limit: int, preview: int
-    ) -> tuple[list[FrameSummary], bool]:
+    ) -> tuple[list[Frame], bool]:
         """Up to ``limit`` frames above ``tail``'s horizon not delivered yet, in id order,
         and whether more exist."""
         clauses, args = _filter_where(flt)
@@ -800,27 +753,12 @@ class RecordingReader:
         )
 
     @staticmethod
-    def _summary(r: tuple[Any, ...]) -> FrameSummary:
-        return FrameSummary(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            r[7] != 0,
-            r[8],
-            r[9],
-            r[10],
-            r[11],
-            r[12],
-            r[13],
-            r[14],
-            r[15],
-        )
+    def _summary(r: tuple[Any, ...]) -> Frame:
+        """A frame of a list: ``raw`` is only its first ``preview`` bytes (all of it when
+        ``len(raw) == size``)."""
+        return Frame(r[0], r[1], r[2], r[3], r[4], r[5], r[15], r[6], r[7] != 0, *r[8:15])
 
-    def frame_summary(self, frame_id: int, *, head: int) -> FrameSummary | None:
+    def frame_summary(self, frame_id: int, *, head: int) -> Frame | None:
         """One frame with its first ``head`` bytes."""
         row = self.db.execute(
             f"SELECT {_SUMMARY_COLUMNS} FROM frames WHERE id = ?", (head, frame_id)
@@ -1020,16 +958,10 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _REPLAY_COLUMNS = "connection_id, seq, mono_ns, direction, raw, session_id"
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayRow:
-    """The columns of a frame that replay needs."""
-
-    connection_id: int
-    seq: int
-    mono_ns: int
-    direction: Direction
-    raw: bytes
-    session_id: str | None
+def _replay_frame(r: tuple[Any, ...]) -> Frame:
+    """A :class:`Frame` from a row of ``_REPLAY_COLUMNS`` (replay needs no other column)."""
+    raw = bytes(r[4])
+    return Frame(0, r[0], r[1], 0.0, r[2], r[3], raw, len(raw), False, None, None, None, r[5])
 
 
 class ReplayFrames:
@@ -1071,7 +1003,7 @@ class ReplayFrames:
         after_seq: int = 0,
         client_method: str | None = None,
         client_only: bool = False,
-    ) -> Iterator[ReplayRow]:
+    ) -> Iterator[Frame]:
         sql = f"SELECT {_REPLAY_COLUMNS}, method FROM frames WHERE connection_id = ? AND seq > ?"
         if client_method is not None and not _storable(
             client_method, nul=self._engine.text_holds_nul
@@ -1085,7 +1017,7 @@ class ReplayFrames:
             method = r[6]
             if client_method is not None and method is not None and method != client_method:
                 continue  # method is NULL for batches and frames the recorder did not index
-            yield ReplayRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5])
+            yield _replay_frame(r)
 
     def response_seq(self, connection_id: int, rpc_id: str, after_seq: int) -> int | None:
         # Through the (connection_id, rpc_id) index: a few rows per id. (Asked for min(seq)
@@ -1101,13 +1033,13 @@ class ReplayFrames:
         ]
         return min(seqs, default=None)
 
-    def session_frames(self, session_id: str) -> Iterator[ReplayRow]:
+    def session_frames(self, session_id: str) -> Iterator[Frame]:
         for r in self._query(
             f"SELECT {_REPLAY_COLUMNS} FROM frames WHERE session_id = ? "
             "ORDER BY connection_id, seq",
             (session_id,),
         ):
-            yield ReplayRow(r[0], r[1], r[2], r[3], bytes(r[4]), r[5])
+            yield _replay_frame(r)
 
     def session_connections(self, session_id: str) -> list[int]:
         found: list[int] = []

@@ -46,8 +46,14 @@ from acp_proxy.store.pg import (
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.store.reader import FRAME_COLUMNS, FrameRow, RecordingReader, settled_frame_id
+from acp_proxy.store.reader import (
+    FRAME_COLUMNS,
+    RecordingReader,
+    frame_of_row,
+    settled_frame_id,
+)
 from acp_proxy.store.schema import RecordingError, connect, open_readonly
+from acp_proxy.wire.frame import Frame
 from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
@@ -155,7 +161,7 @@ def _upper_bound(db: sqlite3.Connection | PgDatabase) -> int | None:
 
 def _frames_after(
     db: sqlite3.Connection | PgDatabase, after_id: int, upto: int | None
-) -> Iterator[FrameRow]:
+) -> Iterator[Frame]:
     """The one place this module reads frames: every frame with a larger id (up to
     ``upto``, from :func:`_upper_bound`), streamed."""
     if upto is not None:  # PostgreSQL: ids up to the settled one, streamed
@@ -165,7 +171,7 @@ def _frames_after(
             "ORDER BY connection_id, seq",
             (after_id, upto),
         )
-        return (FrameRow._make((*r[:8], r[8] != 0, *r[9:])) for r in rows)
+        return map(frame_of_row, rows)
     return RecordingReader(db).frames(after_id=after_id)
 
 
@@ -202,14 +208,14 @@ def strings_of(value: Any) -> str:
     return " ".join(out)[:TEXT_CAP]
 
 
-def document_of(frame: FrameRow) -> tuple[str, str]:
+def document_of(frame: Frame) -> tuple[str, str]:
     """(field, text) of one frame: what a person would search it for (at most
     :data:`TEXT_CAP` characters, :func:`storable`)."""
     field, text = _document_of(frame)
     return field, storable(text[:TEXT_CAP])
 
 
-def _document_of(frame: FrameRow) -> tuple[str, str]:
+def _document_of(frame: Frame) -> tuple[str, str]:
     if frame.binary:
         return "raw", frame.raw[:4096].decode("utf-8", "replace")
     value, problem = parse_json(frame.raw)
@@ -484,7 +490,7 @@ class SearchIndex:
             if run is not None:
                 self._flush(run)
 
-    def _index(self, frame: FrameRow) -> None:
+    def _index(self, frame: Frame) -> None:
         field, text = document_of(frame)
         key = (frame.connection_id, frame.session_id)
         variant = frame.update_kind

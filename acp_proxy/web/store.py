@@ -31,12 +31,12 @@ from acp_proxy.store.pool import ReadPool
 from acp_proxy.store.reader import (
     ConnectionRow,
     FrameFilter,
-    FrameSummary,
     RecordingReader,
     SessionSpan,
     display_name,
 )
 from acp_proxy.store.schema import RecordingError
+from acp_proxy.wire.frame import Frame
 
 __all__ = [
     "DIRECTIONS",
@@ -200,7 +200,7 @@ def _preview(raw: bytes, size: int) -> str:
     return text
 
 
-def _summary(reader: RecordingReader, f: FrameSummary) -> dict[str, Any]:
+def _summary(reader: RecordingReader, f: Frame) -> dict[str, Any]:
     item: dict[str, Any] = {
         "id": f.id,
         "connection_id": f.connection_id,
@@ -216,11 +216,11 @@ def _summary(reader: RecordingReader, f: FrameSummary) -> dict[str, Any]:
         "update_kind": f.update_kind,
         "entity_type": f.entity_type,
         "entity_id": f.entity_id,
-        "preview": _preview(f.head, f.size),
-        "truncated": len(f.head) < f.size,
+        "preview": _preview(f.raw, f.size),
+        "truncated": len(f.raw) < f.size,
         "pair": None,
     }
-    shown = frame_preview(f.head, f.size, kind=f.kind, method=f.method, update_kind=f.update_kind)
+    shown = frame_preview(f.raw, f.size, kind=f.kind, method=f.method, update_kind=f.update_kind)
     item["label"] = shown.label
     item["text"] = shown.text
     item["message_id"] = shown.message_id or (
@@ -232,7 +232,7 @@ def _summary(reader: RecordingReader, f: FrameSummary) -> dict[str, Any]:
     return item
 
 
-def pair_of(reader: RecordingReader, f: FrameSummary) -> dict[str, Any]:
+def pair_of(reader: RecordingReader, f: Frame) -> dict[str, Any]:
     """The other half of a request/response pair (paired per direction), with latency."""
     assert f.kind is not None and f.rpc_id is not None
     role = "request" if f.kind == "request" else "response"
@@ -315,7 +315,7 @@ def frame_detail(reader: RecordingReader, frame_id: int) -> dict[str, Any] | Non
         return None
     item = _summary(reader, f)
     del item["preview"]
-    raw = f.head
+    raw = f.raw
     item["truncated"] = len(raw) < f.size
     item["shown_bytes"] = len(raw)
     try:
@@ -366,9 +366,9 @@ def export_page(
         if f.binary:
             record["binary"] = True
         try:
-            record["text"] = f.head.decode("utf-8")
+            record["text"] = f.raw.decode("utf-8")
         except UnicodeDecodeError:
-            record["base64"] = base64.b64encode(f.head).decode("ascii")
+            record["base64"] = base64.b64encode(f.raw).decode("ascii")
         out += orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     return bytes(out), (rows[-1].id if more and rows else None)
 

@@ -137,7 +137,7 @@ def session_view(
         with_connection_frames=True,
         after_seq=entry.last_seq,
     ):
-        model.feed(f.direction, f.raw, seq=f.seq, mono_ns=f.mono_ns)
+        model.feed(f)
         entry.last_seq = f.seq
         if b'"plan' in f.raw:
             tl = model.sessions.get(session_id)
@@ -430,17 +430,7 @@ def timeline(path: store.Location, reader: RecordingReader, connection_id: int) 
         payload = None
         if needs_payload(f.kind, f.method, f.update_kind):
             payload, _ = parse_json(f.raw)
-        builder.feed(
-            f.seq,
-            f.direction,
-            f.kind,
-            f.rpc_id,
-            f.method,
-            f.session_id,
-            f.update_kind,
-            f.mono_ns,
-            payload,
-        )
+        builder.feed(f, payload)
     data = builder.to_json()
     seqs: set[int] = set()
     for bar in [*data["bars"], *data["performance"]["slowest"]]:

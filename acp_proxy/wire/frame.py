@@ -1,13 +1,14 @@
-"""Frame directions: which way a frame crossed (``c2a`` client to agent, ``a2c`` agent to client).
+"""A recorded frame (:class:`Frame`) and frame directions (``c2a`` client to agent, ``a2c``).
 
-A recorded frame is a row of the recording (``frames``: connection, seq, direction, raw
-bytes...); there is no frame class: every layer passes ``(direction, raw)`` with what it
-needs beside it.
+:class:`Frame` is the one frame value of the package: the readers of a recording yield it and
+every analysis (the model, the checker, statistics, the waterfall, spans) takes it. It is a
+:class:`~typing.NamedTuple` in the column order of the ``frames`` table, so a reader builds it
+from a SQL row in one step.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Direction = Literal["c2a", "a2c"]
 """``c2a``: client to agent; ``a2c``: agent to client."""
@@ -19,3 +20,44 @@ A2C: Direction = "a2c"
 def other_direction(direction: Direction) -> Direction:
     """The direction a response travels for a request sent in ``direction``."""
     return A2C if direction == C2A else C2A
+
+
+class Frame(NamedTuple):
+    """One recorded frame: which connection, where in it, when, which way, its bytes, and the
+    index columns the recorder derived from them.
+
+    ``raw`` is the frame as it crossed the wire. A reader that leaves columns out says so: a
+    list of frames may carry only their first bytes (``len(raw) < size``), statistics only the
+    bytes they parse (``b""`` for the others); ``id`` and ``ts`` are 0 where not read.
+    """
+
+    id: int
+    connection_id: int
+    seq: int
+    ts: float
+    mono_ns: int
+    direction: Direction
+    raw: bytes
+    size: int = 0
+    binary: bool = False
+    kind: str | None = None
+    rpc_id: str | None = None
+    method: str | None = None
+    session_id: str | None = None
+    update_kind: str | None = None
+    entity_type: str | None = None
+    entity_id: str | None = None
+
+    @classmethod
+    def wire(
+        cls,
+        direction: Direction,
+        raw: bytes,
+        seq: int = 0,
+        mono_ns: int = 0,
+        *,
+        binary: bool = False,
+        connection_id: int = 0,
+    ) -> Frame:
+        """A frame known only by what crossed the wire (tests, live feeds)."""
+        return cls(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary)

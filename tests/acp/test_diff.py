@@ -23,6 +23,7 @@ from acp_proxy.acp.diff import (
     normalise,
     timing_regressions,
 )
+from acp_proxy.wire.frame import Frame
 
 
 def lcs_length(a: list[int], b: list[int]) -> int:
@@ -132,18 +133,8 @@ def sketch(table: Signatures, frames: list[tuple[Any, ...]]) -> ConnectionSketch
     for seq, frame in enumerate(frames, 1):
         direction, kind, method, rpc_id, ns = frame[:5]
         update_kind, raw = (frame[5], frame[6]) if len(frame) > 5 else (None, None)
-        s.add(
-            seq=seq,
-            frame_id=seq,
-            direction=direction,
-            kind=kind,
-            method=method,
-            update_kind=update_kind,
-            rpc_id=rpc_id,
-            mono_ns=ns,
-            raw=raw,
-            session_id="s1",
-        )
+        f = Frame(seq, 1, seq, 0.0, ns, direction, raw or b"", 0, False, kind, rpc_id, method, "s1")
+        s.add(f._replace(update_kind=update_kind), content=raw is not None)
     s.finish()
     return s
 

@@ -20,11 +20,11 @@ from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.stats import StatsAccumulator
 from acp_proxy.store.reader import NEEDS_PAYLOAD_SQL
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 
 SID = "s1"
-Frame = tuple[Direction, bytes, int]  # direction, raw, mono_ns
+Line = tuple[Direction, bytes, int]  # direction, raw, mono_ns
 
 
 def _line(obj: Any) -> bytes:
@@ -76,7 +76,7 @@ def v2_turn(rid: int) -> list[tuple[Direction, bytes]]:
     ]
 
 
-def timed(frames: list[tuple[Direction, bytes]]) -> list[Frame]:
+def timed(frames: list[tuple[Direction, bytes]]) -> list[Line]:
     """Give frame i the monotonic time i² ms, so every latency and duration differs."""
     return [(d, raw, i * i * 1_000_000) for i, (d, raw) in enumerate(frames, 1)]
 
@@ -94,7 +94,7 @@ def _needs_payload(kind: str | None, method: str | None, update_kind: str | None
     return bool(row[0])
 
 
-def run_all(frames: list[Frame]) -> dict[str, Any]:
+def run_all(frames: list[Line]) -> dict[str, Any]:
     indexer = ConnectionIndexer()
     model = ConnectionModel(1)
     stats = StatsAccumulator()
@@ -104,20 +104,25 @@ def run_all(frames: list[Frame]) -> dict[str, Any]:
         payload = (
             parse_json(raw)[0] if _needs_payload(cols.kind, cols.method, cols.update_kind) else None
         )
-        stats.feed(
+        frame = Frame(
+            0,
             1,
+            seq,
+            0.0,
+            ns,
             direction,
+            raw,
+            len(raw),
+            False,
             cols.kind,
             cols.rpc_id,
             cols.method,
             cols.session_id,
             cols.update_kind,
-            ns,
-            payload,
-            len(raw),
         )
-        model.feed(direction, raw, seq=seq, mono_ns=ns)
-        checker.feed(seq, direction, raw, ns)
+        stats.feed(frame, payload)
+        model.feed(frame)
+        checker.feed(frame)
     model.finish()
     stats.finish()
     checker.finish()
@@ -157,7 +162,7 @@ def _assert_agree(got: dict[str, Any], version: int, turn_ends: list[tuple[int, 
     assert len(got["model_latency"]) >= 3  # initialize, session/new and the prompts
 
 
-def _ns(frames: list[Frame], seq: int) -> int:
+def _ns(frames: list[Line], seq: int) -> int:
     return frames[seq - 1][2]
 
 

@@ -9,6 +9,7 @@ import orjson
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange
+from acp_proxy.wire.frame import Frame
 
 
 def line(obj: Any) -> bytes:
@@ -35,7 +36,7 @@ def upd(sid: str, update: dict[str, Any]) -> bytes:
 
 def feed(model: ConnectionModel, frames: list[tuple[str, bytes]]) -> None:
     for seq, (direction, raw) in enumerate(frames, 1):
-        model.feed(direction, raw, seq=seq, mono_ns=seq * 1_000_000)  # type: ignore[arg-type]
+        model.feed(Frame.wire(direction, raw, seq, seq * 1_000_000))  # type: ignore[arg-type]
     model.finish()
 
 

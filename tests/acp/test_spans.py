@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from acp_proxy.acp.spans import SpanMapper, SpanRecord, parse_traceparent
+from acp_proxy.wire.frame import Frame
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -34,7 +35,7 @@ def run(frames: list[tuple[str, bytes]], **kw: Any) -> list[SpanRecord]:
     mapper = SpanMapper("1700000000.5", **kw)
     out: list[SpanRecord] = []
     for seq, (direction, raw) in enumerate(frames, 1):
-        out += mapper.feed(direction, raw, seq, 1700000000.5, 1_000_000 * seq)  # type: ignore[arg-type]
+        out += mapper.feed(Frame(0, 1, seq, 1700000000.5, 1_000_000 * seq, direction, raw))  # type: ignore[arg-type]
     return out + mapper.finish()
 
 
@@ -120,7 +121,7 @@ def test_ids_are_deterministic_and_depend_on_the_connection() -> None:
     assert key(run(v1_session())) == key(run(v1_session()))
     other = SpanMapper("1700000001.0")
     for seq, (d, raw) in enumerate(v1_session(), 1):
-        other.feed(d, raw, seq, 1.0, seq)  # type: ignore[arg-type]
+        other.feed(Frame(0, 1, seq, 1.0, seq, d, raw))  # type: ignore[arg-type]
     assert {s.span_id for s in other.finish()}.isdisjoint({s.span_id for s in run(v1_session())})
 
 

@@ -6,6 +6,7 @@ import json
 
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
+from acp_proxy.wire.frame import Frame
 from acp_proxy.wire.jsonrpc import parse_json
 from tests.web.helpers import rich_frames
 
@@ -17,17 +18,23 @@ def feed_all(frames: list[tuple[int, str, bytes]]) -> dict:  # type: ignore[type
     for seq, (ms, direction, raw) in enumerate(frames, start=1):
         cols = indexer.index(direction, raw)  # type: ignore[arg-type]
         wanted = needs_payload(cols.kind, cols.method, cols.update_kind)
-        builder.feed(
+        frame = Frame(
+            0,
+            1,
             seq,
+            0.0,
+            ms * 1_000_000,
             direction,  # type: ignore[arg-type]
+            raw,
+            len(raw),
+            False,
             cols.kind,
             cols.rpc_id,
             cols.method,
             cols.session_id,
             cols.update_kind,
-            ms * 1_000_000,
-            parse_json(raw)[0] if wanted else None,
         )
+        builder.feed(frame, parse_json(raw)[0] if wanted else None)
     return builder.to_json()
 
 

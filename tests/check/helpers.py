@@ -13,11 +13,11 @@ import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.store.schema import connect
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 from tests.conftest import proxy_exe
 from tests.helpers import NewFrame, insert_frames
 
-Frame = tuple[Direction, bytes]
+Line = tuple[Direction, bytes]
 SID = "s1"
 
 
@@ -25,11 +25,11 @@ def line(obj: Any) -> bytes:
     return obj if isinstance(obj, bytes) else orjson.dumps(obj) + b"\n"
 
 
-def C(obj: Any) -> Frame:
+def C(obj: Any) -> Line:
     return ("c2a", line(obj))
 
 
-def A(obj: Any) -> Frame:
+def A(obj: Any) -> Line:
     return ("a2c", line(obj))
 
 
@@ -65,7 +65,7 @@ V2_CLIENT_CAPS = {"elicitation": {"form": {}}}
 V2_AGENT_CAPS = {"session": {"prompt": {"image": {}}}}
 
 
-def v1_prelude(client_caps: Any = None, agent_caps: Any = None) -> list[Frame]:
+def v1_prelude(client_caps: Any = None, agent_caps: Any = None) -> list[Line]:
     return [
         C(
             rq(
@@ -88,7 +88,7 @@ def v1_prelude(client_caps: Any = None, agent_caps: Any = None) -> list[Frame]:
     ]
 
 
-def v2_prelude(client_caps: Any = None, agent_caps: Any = None, auth: Any = None) -> list[Frame]:
+def v2_prelude(client_caps: Any = None, agent_caps: Any = None, auth: Any = None) -> list[Line]:
     return [
         C(
             rq(
@@ -111,7 +111,7 @@ def v2_prelude(client_caps: Any = None, agent_caps: Any = None, auth: Any = None
     ]
 
 
-def v1_turn(rid: int = 2, stop: str = "end_turn") -> list[Frame]:
+def v1_turn(rid: int = 2, stop: str = "end_turn") -> list[Line]:
     return [
         C(rq(rid, "session/prompt", sessionId=SID, prompt=[TEXT])),
         A(up("user_message_chunk", content=TEXT)),
@@ -122,7 +122,7 @@ def v1_turn(rid: int = 2, stop: str = "end_turn") -> list[Frame]:
     ]
 
 
-def v2_turn(rid: int = 2, mid: str | None = None, stop: str = "end_turn") -> list[Frame]:
+def v2_turn(rid: int = 2, mid: str | None = None, stop: str = "end_turn") -> list[Line]:
     mid = mid or f"u{rid}"
     return [
         C(rq(rid, "session/prompt", sessionId=SID, prompt=[TEXT])),
@@ -158,7 +158,7 @@ def check(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_engine(
-    frames: Sequence[Frame],
+    frames: Sequence[Line],
     *,
     transport: str | None = "stdio",
     frames_dropped: int = 0,
@@ -169,7 +169,7 @@ def run_engine(
     checker = ConnectionChecker(1, transport=transport, frames_dropped=frames_dropped)
     out = checker.drain()
     for seq, (direction, raw) in enumerate(frames, 1):
-        out += checker.feed(seq, direction, raw, seq * 1000, binary=seq in binary)
+        out += checker.feed(Frame.wire(direction, raw, seq, seq * 1000, binary=seq in binary))
     out += checker.finish()
     return out
 
@@ -180,7 +180,7 @@ def rules_of(findings: Iterable[Finding]) -> set[str]:
 
 def write_recording(
     path: Path,
-    connections: Sequence[Sequence[Frame]],
+    connections: Sequence[Sequence[Line]],
     *,
     transport: str = "stdio",
     protocol_version: int | None = None,
@@ -209,7 +209,7 @@ def write_recording(
 
 def generated_frames(
     turns: int, chunks: int, chunk_bytes: int, bad_every: int = 0
-) -> Iterator[Frame]:
+) -> Iterator[Line]:
     """A v2 connection of ``turns`` clean turns with ``chunks`` padded message chunks each.
 
     Every ``bad_every``-th turn has one chunk without a messageId (a ``v2.message-id``
@@ -230,12 +230,12 @@ def generated_frames(
         yield from turn[6:]
 
 
-def write_generated(path: Path, frames: Iterable[Frame]) -> int:
+def write_generated(path: Path, frames: Iterable[Line]) -> int:
     """Stream generated frames into a one-connection recording; return the frame count."""
     count = 0
     now = time.time()
 
-    def counted() -> Iterator[Frame]:
+    def counted() -> Iterator[Line]:
         nonlocal count
         for frame in frames:
             count += 1

@@ -23,7 +23,7 @@ from tests.check.helpers import (
     TEXT,
     A,
     C,
-    Frame,
+    Line,
     check,
     er,
     nt,
@@ -48,7 +48,7 @@ def _wait_for(db: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.005)
 
 
-def record(tmp_path: Path, frames: list[Frame], name: str = "rec.db") -> Path:
+def record(tmp_path: Path, frames: list[Line], name: str = "rec.db") -> Path:
     """Record ``frames`` through the real proxy: the test is the client, canned agent the rest."""
     db = tmp_path / name
     script = tmp_path / f"{name}.json"

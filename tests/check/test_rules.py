@@ -15,12 +15,13 @@ import pytest
 
 from acp_proxy.acp.conformance import MAX_LINE_BYTES, ConnectionChecker
 from acp_proxy.acp.rules import RULE_BY_ID, RULES
+from acp_proxy.wire.frame import Frame
 from tests.check.helpers import (
     SID,
     TEXT,
     A,
     C,
-    Frame,
+    Line,
     er,
     nt,
     ok,
@@ -37,7 +38,7 @@ from tests.check.helpers import (
 
 @dataclass
 class Run:
-    frames: list[Frame]
+    frames: list[Line]
     transport: str | None = "stdio"
     frames_dropped: int = 0
     binary_at: tuple[int, ...] = ()
@@ -52,8 +53,8 @@ class Case:
     keeps: list[Run] = field(default_factory=list)
 
 
-def R(*parts: list[Frame], **kw: Any) -> Run:
-    frames: list[Frame] = []
+def R(*parts: list[Line], **kw: Any) -> Run:
+    frames: list[Line] = []
     for p in parts:
         frames += p
     return Run(frames, **kw)
@@ -1058,9 +1059,9 @@ def test_framing_size_flags_a_line_over_64_mib_and_not_one_at_the_limit() -> Non
         return head + b"x" * (size - len(head) - len(tail)) + tail
 
     checker = ConnectionChecker(1, transport="stdio")
-    at_limit = checker.feed(1, "c2a", frame_of(MAX_LINE_BYTES))
+    at_limit = checker.feed(Frame.wire("c2a", frame_of(MAX_LINE_BYTES), 1))
     assert "framing.size" not in rules_of(at_limit)
-    over = checker.feed(2, "c2a", frame_of(MAX_LINE_BYTES + 1)) + checker.finish()
+    over = checker.feed(Frame.wire("c2a", frame_of(MAX_LINE_BYTES + 1), 2)) + checker.finish()
     assert [f.seqs for f in over if f.rule == "framing.size"] == [(2,)]
     assert RULE_BY_ID["framing.size"].tier == "info"
 
@@ -1094,7 +1095,7 @@ def test_findings_are_capped_per_rule_but_counted() -> None:
     checker = ConnectionChecker(1, transport="stdio", max_per_rule=5)
     out = []
     for seq in range(1, 101):  # both sides in turn: not one repeated finding
-        out += checker.feed(seq, "a2c" if seq % 2 else "c2a", b"not json\n")
+        out += checker.feed(Frame.wire("a2c" if seq % 2 else "c2a", b"not json\n", seq))
     out += checker.finish()
     assert len([f for f in out if f.rule == "framing.json"]) == 5
     assert checker.suppressed["framing.json"] == 95
@@ -1106,7 +1107,7 @@ def test_repeats_of_one_finding_are_one_finding_naming_each_frame() -> None:
     checker = ConnectionChecker(1, transport="stdio")
     out = []
     for seq in range(1, 251):
-        out += checker.feed(seq, "a2c", b"not json\n")
+        out += checker.feed(Frame.wire("a2c", b"not json\n", seq))
     out += checker.finish()
     runs = [f for f in out if f.rule == "framing.json"]
     assert [f.seqs for f in runs] == [
@@ -1125,7 +1126,7 @@ def test_open_state_is_released() -> None:
     for i in range(2, 2002):
         frames += v2_turn(i)
     for seq, (d, raw) in enumerate(frames, 1):
-        assert not checker.feed(seq, d, raw)
+        assert not checker.feed(Frame.wire(d, raw, seq))
     assert not checker._exchanges.pending
     session = checker._sessions[SID]
     assert not session.awaiting_user and not session.work_entities and not session.tool_status

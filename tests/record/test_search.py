@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.store.reader import FrameRow
 from acp_proxy.store.search import (
     QueryError,
     document_of,
@@ -15,12 +14,13 @@ from acp_proxy.store.search import (
     query_phrases,
     storable,
 )
+from acp_proxy.wire.frame import Frame
 from tests.check.helpers import write_recording
 from tests.commands.test_search import connection_one, connection_two
 from tests.conftest import run_proxy
 
 
-def frame(raw: bytes, **columns: object) -> FrameRow:
+def frame(raw: bytes, **columns: object) -> Frame:
     base: dict[str, object] = {
         "id": 1,
         "connection_id": 1,
@@ -40,7 +40,7 @@ def frame(raw: bytes, **columns: object) -> FrameRow:
         "entity_id": None,
     }
     base.update(columns)
-    return FrameRow(**base)  # type: ignore[arg-type]
+    return Frame(**base)  # type: ignore[arg-type]
 
 
 def test_documents_say_what_a_person_searches_for() -> None:

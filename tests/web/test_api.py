@@ -607,13 +607,14 @@ async def test_findings_follow_a_growing_connection(aiohttp_client: Any, tmp_pat
     )
     # Same as checking the finished recording from scratch with the checker itself.
     from acp_proxy.acp.conformance import ConnectionChecker
+    from acp_proxy.wire.frame import Frame
 
     checker = ConnectionChecker(1, transport="stdio")
     whole = []
     for seq, direction, raw, mono_ns in rows(
         db, "SELECT seq, direction, raw, mono_ns FROM frames WHERE connection_id = 1 ORDER BY seq"
     ):
-        whole += checker.feed(seq, direction, bytes(raw), mono_ns)
+        whole += checker.feed(Frame.wire(direction, bytes(raw), seq, mono_ns))
     whole += checker.finish()
     assert [(f["rule"], f["seqs"]) for f in final["findings"]] == [
         (f.rule, list(f.seqs)) for f in whole

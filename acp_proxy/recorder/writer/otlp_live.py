@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from acp_proxy.console import warn
-from acp_proxy.wire.frame import Direction
+from acp_proxy.wire.frame import Direction, Frame
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -204,7 +204,7 @@ class LiveExporter:
             self.open(connection_id, ts)
             conn = self._connections[connection_id]
         assert conn.mapper is not None
-        ended = conn.mapper.feed(direction, raw, seq, ts, mono_ns)
+        ended = conn.mapper.feed(Frame(0, 0, seq, ts, mono_ns, direction, raw, len(raw)))
         if ended:
             self._emit(connection_id, ended)
 

@@ -1,0 +1,10 @@
+"""The conformance engine behind ``acp-proxy check``: :class:`ConnectionChecker`, findings."""
+
+from acp_proxy.acp.conformance.checker import (
+    MAX_LINE_BYTES,
+    ConnectionChecker,
+    Finding,
+    frames_text,
+)
+
+__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]

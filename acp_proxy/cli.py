@@ -44,6 +44,8 @@ class UsageLine(click.ClickException):
 def _usage_line(exc: click.ClickException, ctx: click.Context | None) -> UsageLine:
     where = getattr(exc, "ctx", None) or ctx
     path = where.command_path if where is not None else "acp-proxy"
+    if getattr(exc, "ctx", None) is None and ctx is not None and ctx.invoked_subcommand:
+        path = f"{ctx.command_path} {ctx.invoked_subcommand}"  # raised by the command itself
     message = exc.format_message().rstrip(".")
     if message[1:2].islower():  # click's "No such option" / "Missing argument": lower case
         message = message[:1].lower() + message[1:]

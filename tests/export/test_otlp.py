@@ -79,4 +79,6 @@ def test_errors_are_one_line(demo_db: Path, tmp_path: Path) -> None:
         [str(tmp_path / "missing.db"), "--format", "otlp"],
     ):
         run = export(*args)
-        assert run.returncode != 0 and "Error:" in run.stderr and "Traceback" not in run.stderr
+        # a usage mistake reads "acp-proxy export: ..." (exit 2), a failure "Error: ..." (1)
+        said = run.stderr.startswith(("Error: ", "acp-proxy export: "))
+        assert run.returncode != 0 and said and run.stderr.count("\n") == 1, run.stderr

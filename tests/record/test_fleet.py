@@ -262,7 +262,10 @@ def test_two_hosts_record_into_one_database_through_a_restart(fleet: Fleet, tmp_
         assert PASSWORD not in proxy.stderr_text
         assert "Traceback" not in proxy.stderr_text
         # The outage is reported, once per incident (gone, back), never once per frame.
-        assert 1 <= len(incidents(proxy)) <= 4, proxy.stderr_text
+        assert len(incidents(proxy)) <= 4, proxy.stderr_text
+    # hostB's writer meets the cut whatever the timing; a writer whose batches all fell
+    # outside the restart has nothing to report (seen once in a fresh-clone run)
+    assert sum(len(incidents(p)) for p in (proxy_a, proxy_b)) >= 1
     print(f"database down {gap:.1f} s")
 
     stored = stored_connections(fleet, url)

@@ -20,6 +20,11 @@ from acp_proxy.commands.common import (
     queue_option,
     run_stdio_bridge,
 )
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
@@ -127,6 +132,7 @@ TOKEN_OPTION = click.option(
 @queue_option(256)
 @otlp_live_options
 @ui_options
+@metrics_options
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
@@ -149,6 +155,8 @@ def ws_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -187,6 +195,8 @@ def ws_command(
             label=label,
             tls=tls,
             upstream_tls=upstream_tls,
+            metrics=metrics,
+            metrics_token=metrics_token,
         )
     finally:
         if inspector is not None:
@@ -284,6 +294,8 @@ def serve_replay_listen(
     answer_timeout: float,
     record: Path | str | None = None,
     tls: ssl.SSLContext | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
 
@@ -304,8 +316,11 @@ def serve_replay_listen(
         )
     from acp_proxy.transport.http_replay import serve_replay_both  # both halves of /acp
 
+    check_metrics_option(metrics, metrics_token)
     recorder = Recorder(record, backend="process")
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         serve_replay_both(
             new_engine,
             host,
@@ -321,6 +336,8 @@ def serve_replay_listen(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()
 
 
 def check_server_options(
@@ -368,12 +385,17 @@ def run_recording_server(
     label: str | None,
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
+    ``--metrics`` is served (with the server's TLS) for as long as the recording is open.
     """
     from acp_proxy.transport.ws_server import WsSettings  # aiohttp: lazily
+
+    check_metrics_option(metrics, metrics_token)
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
@@ -392,7 +414,9 @@ def run_recording_server(
         tls=tls,
         upstream_tls=upstream_tls,
     )
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         asyncio.run(serve_with(settings))
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
@@ -400,3 +424,5 @@ def run_recording_server(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()

@@ -58,14 +58,21 @@ def serve(pipeline: WriterPipeline, fd: int, report: IO[str]) -> None:
     stop = threading.Event()
 
     def progress() -> None:
+        import json
+
         last = None
+        timed = 0
         while True:
             done = stop.wait(PROGRESS_SECONDS)
             line = (
                 f"p {pipeline.frames_written} {pipeline.batches_committed} "
                 f"{pipeline.index_cpu:.3f} {pipeline.sqlite_cpu:.3f} {pipeline.dropped()} "
-                f"{journal.queued_bytes()} {int(pipeline.unsaved)} {pipeline.in_doubt}\n"
+                f"{journal.queued_bytes()} {int(pipeline.unsaved)} {pipeline.in_doubt} "
+                f"{int(pipeline.store_away)} {pipeline.outages}\n"
             )
+            if pipeline.timings.changes != timed:  # the histograms, for --metrics
+                timed = pipeline.timings.changes
+                line = f"h {json.dumps(pipeline.timings.snapshot(), separators=(',', ':'))}\n{line}"
             if line != last or done:
                 with contextlib.suppress(OSError, ValueError):
                     report.write(line)

@@ -37,6 +37,7 @@ from acp_proxy.record.pg import is_pg_url
 from acp_proxy.record.priority import lower_priority
 from acp_proxy.record.rows import ControlOp, Op, Rows, RowsOp, sanitized
 from acp_proxy.record.sink import Sink, SinkFailed, SqliteSink
+from acp_proxy.record.timings import Timings
 
 DRAIN_LOCK_SECONDS = 3.0
 """Once the proxy exits, how long in all the writer waits for a database another process
@@ -93,6 +94,8 @@ class WriterPipeline:
         self._stopped_at: float | None = None
         self._outage: float | None = None  # when the database server went away (monotonic)
         self._outage_gave_up = False  # it stayed away through the exit drain
+        self.outages = 0  # times the database server went away (metrics: outages total)
+        self.timings = Timings()  # request, turn and first-chunk durations (metrics)
         self._backoff = 0.0
         self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
@@ -125,6 +128,7 @@ class WriterPipeline:
                     break
                 cpu = time.thread_time()
                 ops = self._build(items)
+                self.timings.observe_ops(ops)
                 self.index_cpu += time.thread_time() - cpu
                 if self.observer is not None:
                     ops.extend(self._observe(self.observer.observe, ops))
@@ -313,10 +317,16 @@ class WriterPipeline:
                 "that waited are being written"
             )
 
+    @property
+    def store_away(self) -> bool:
+        """The database server is away now (an outage is being waited out)."""
+        return self._outage is not None
+
     def _outage_began(self, reason: str) -> None:
         """The database server is away: say so once, then keep the batches for it."""
         if self._outage is None:
             self._outage = time.monotonic()
+            self.outages += 1
             self._backoff = 0.05
             self.warn(f"recording: database unreachable ({reason}); frames wait in the spool")
 

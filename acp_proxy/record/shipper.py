@@ -10,7 +10,8 @@ is a :class:`~acp_proxy.record.ipc.Fin` batch, then end of input; ``SIGUSR1`` fi
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
 On its stdout the writer reports progress lines
-(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved in_doubt``); its warnings go
+(``p frames batches index_cpu sqlite_cpu dropped queued_bytes unsaved in_doubt store_away
+outages``); its warnings go
 straight to the shared stderr. If it dies, what it never wrote is counted here and put on
 the connection rows (:meth:`Shipper.settle_lost`).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import signal
 import sqlite3
@@ -123,6 +125,10 @@ class WriterProcess:
         self.queued_bytes = 0
         self.unsaved = False
         self.in_doubt = 0  # frames whose COMMIT the server never answered (maybe stored)
+        self.store_away = False  # the database server is away now
+        self.outages = 0
+        self.progressed_at = time.monotonic()  # when frames_written last grew
+        self.timings: dict[str, Any] | None = None  # Timings.snapshot(), as last reported
         self._ready = False  # it reported once: its SIGUSR1 handler is installed
         self._drain_wanted = False
         self._lock = threading.Lock()
@@ -179,8 +185,14 @@ class WriterProcess:
                 if drain:
                     with contextlib.suppress(OSError):
                         self.proc.send_signal(signal.SIGUSR1)
+            if line.startswith(b"h "):  # the writer's histograms (record/timings.py)
+                with contextlib.suppress(ValueError):
+                    self.timings = json.loads(line[2:])
+                continue
             parts = line.split()
-            if len(parts) == 9 and parts[0] == b"p":
+            if len(parts) == 11 and parts[0] == b"p":
+                if int(parts[1]) != self.frames_written:
+                    self.progressed_at = time.monotonic()
                 self.frames_written = int(parts[1])
                 self.batches = int(parts[2])
                 self.index_cpu = float(parts[3])
@@ -189,6 +201,8 @@ class WriterProcess:
                 self.queued_bytes = int(parts[6])
                 self.unsaved = parts[7] == b"1"
                 self.in_doubt = int(parts[8])
+                self.store_away = parts[9] == b"1"
+                self.outages = int(parts[10])
         with contextlib.suppress(OSError):
             self._stdout.close()
         self._on_exit()  # its output ended: it exited (or is about to)

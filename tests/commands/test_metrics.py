@@ -451,3 +451,112 @@ def test_request_turn_and_first_chunk_histograms_by_spec_method(tmp_path: Path) 
     finally:
         con.close()
     assert stored == {"initialize": 1, "session/new": 1, "session/prompt": 1}
+
+
+def findings_of(samples: dict[str, float]) -> dict[tuple[str, str, str], float]:
+    """``acp_proxy_findings_total`` by (rule, tier, side)."""
+    found = {}
+    for key, value in samples.items():
+        match = re.fullmatch(r"acp_proxy_findings_total\{rule=(.+),side=(.+),tier=(.+)\}", key)
+        if match:
+            found[(match.group(1), match.group(3), match.group(2))] = value
+    return found
+
+
+def checked_findings(db: Path) -> dict[tuple[str, str, str], float]:
+    """What ``acp-proxy check --json`` finds on the stored recording, by (rule, tier, side)."""
+    from tests.conftest import proxy_exe
+
+    done = subprocess.run(
+        [*proxy_exe(), "check", str(db), "--json", "--max-per-rule", "100000"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    counts: dict[tuple[str, str, str], float] = {}
+    for connection in json.loads(done.stdout)["connections"]:
+        assert connection["suppressed"] == {}, connection  # every finding is listed
+        for f in connection["findings"]:
+            key = (f["rule"], f["tier"], f["side"] or "recorder")
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_live_findings_equal_what_check_finds_on_the_recording(tmp_path: Path) -> None:
+    """An agent that breaks the protocol behind ``ws --metrics``: the writer checks each
+    connection live, and ``acp_proxy_findings_total`` by rule, tier and side is what
+    ``acp-proxy check`` later finds on the stored frames (end-of-connection rules included)."""
+    import asyncio
+
+    import websockets
+
+    from tests.conftest import ECHO_AGENT
+
+    db = tmp_path / "findings.db"
+    # the echo agent sends the client's requests back to it: requests the agent may not
+    # send, ids it reuses, and the client's requests never answered
+    with ws_server(["--record", str(db), "--metrics", "127.0.0.1:0", "--", *ECHO_AGENT]) as server:
+        url = metrics_url(server.stderr)
+        deadline = time.monotonic() + WAIT_SECONDS  # once the writer has reported (0.1 s)
+        while "# TYPE acp_proxy_findings_total counter" not in get(url)[1].decode():
+            assert time.monotonic() < deadline, get(url)[1]
+            time.sleep(0.05)
+        assert findings_of(scrape(url)) == {}  # the family is there, with no sample yet
+
+        async def talk(lines: list[bytes]) -> None:
+            async with websockets.connect(server.url) as ws:
+                for raw in lines:
+                    await ws.send(raw.decode())
+                    await ws.recv()
+
+        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+        first = [json.dumps(initialize).encode(), *lines_of(12).splitlines()]
+        asyncio.run(talk(first))
+        asyncio.run(talk(lines_of(3, "session/new").splitlines()))
+        samples = wait_for(
+            url,
+            lambda s: (
+                s["acp_proxy_frames_recorded_total"] >= 2 * (13 + 3)
+                and s["acp_proxy_connections_open{transport=websocket}"] == 0
+                and bool(findings_of(s))
+            ),
+        )
+        expected = checked_findings(db)
+        assert expected, "the echo agent breaks rules"
+        # the connections' end is checked once the writer saw their close: poll for it
+        deadline = time.monotonic() + WAIT_SECONDS
+        while findings_of(samples) != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+            samples = scrape(url)
+        assert findings_of(samples) == expected
+        sides = {side for _rule, _tier, side in expected}
+        assert "agent" in sides
+        from acp_proxy.acp.rules import RULE_BY_ID
+
+        assert all(rule in RULE_BY_ID for rule, _tier, _side in expected)
+
+
+def test_live_check_is_off_without_metrics_and_can_be_turned_off(tmp_path: Path) -> None:
+    """``ACP_PROXY_LIVE_CHECK=0``: --metrics without the findings family (the writer does
+    not check)."""
+    import asyncio
+
+    import websockets
+
+    from tests.conftest import ECHO_AGENT
+
+    async def talk_once(ws_url: str) -> None:
+        async with websockets.connect(ws_url) as ws:
+            await ws.send(lines_of(1).decode().strip())
+            await ws.recv()
+
+    db = tmp_path / "off.db"
+    args = ["--record", str(db), "--metrics", "127.0.0.1:0", "--", *ECHO_AGENT]
+    with ws_server(args, env={"ACP_PROXY_LIVE_CHECK": "0"}) as server:
+        url = metrics_url(server.stderr)
+        wait_for(url, lambda s: "acp_proxy_store_up" in s)
+        asyncio.run(talk_once(server.url))
+        wait_for(url, lambda s: s["acp_proxy_frames_recorded_total"] >= 2)
+        body = get(url)[1].decode()
+        assert "acp_proxy_request_duration_seconds" in body  # the writer did report
+        assert "acp_proxy_findings" not in body

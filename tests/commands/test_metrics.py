@@ -560,3 +560,75 @@ def test_live_check_is_off_without_metrics_and_can_be_turned_off(tmp_path: Path)
         body = get(url)[1].decode()
         assert "acp_proxy_request_duration_seconds" in body  # the writer did report
         assert "acp_proxy_findings" not in body
+
+
+@pytest.mark.parametrize("collector", ["working", "refused"])
+def test_otlp_spans_exported_and_dropped_are_counted(tmp_path: Path, collector: str) -> None:
+    """``--otlp-endpoint`` with ``--metrics``: every span the recording makes (``export
+    --format otlp`` maps it the same way) is counted once, as exported (what the collector
+    received) or dropped (a collector that refuses connections)."""
+    import asyncio
+    import contextlib
+
+    import websockets
+
+    from tests.conftest import ECHO_AGENT
+    from tests.record.otlp_collector import otlp_collector, refused_url
+    from tests.record.test_otlp_live import exported_spans
+
+    pytest.importorskip("opentelemetry.sdk", reason="needs pip install 'acp-proxy[otlp]'")
+    db = tmp_path / "otlp.db"
+    with contextlib.ExitStack() as stack:
+        if collector == "working":
+            endpoint, got = stack.enter_context(otlp_collector())
+        else:
+            endpoint, got = refused_url(), None
+        args = ["--record", str(db), "--otlp-endpoint", endpoint, "--metrics", "127.0.0.1:0"]
+        server = stack.enter_context(ws_server([*args, "--", *ECHO_AGENT]))
+        url = metrics_url(server.stderr)
+
+        async def talk() -> None:
+            async with websockets.connect(server.url) as ws:
+                for raw in lines_of(20, "session/list").splitlines():
+                    await ws.send(raw.decode())
+                    await ws.recv()
+
+        asyncio.run(talk())
+        wait_for(
+            url,
+            lambda s: (
+                s["acp_proxy_frames_recorded_total"] >= 40
+                and s["acp_proxy_connections_open{transport=websocket}"] == 0
+            ),
+        )
+        produced = len(exported_spans(db))
+        assert produced > 0
+        samples = wait_for(
+            url,
+            lambda s: (
+                s.get("acp_proxy_otlp_spans_exported_total", 0)
+                + s.get("acp_proxy_otlp_spans_dropped_total", 0)
+                >= produced
+            ),
+        )
+        exported = samples["acp_proxy_otlp_spans_exported_total"]
+        dropped = samples["acp_proxy_otlp_spans_dropped_total"]
+        assert exported + dropped == produced
+        if got is not None:
+            assert (exported, dropped) == (len(got.spans()), 0)
+        else:
+            assert (exported, dropped) == (0, produced)
+
+
+def test_no_otlp_counters_without_otlp(db_path: Path) -> None:
+    proc = echo_proxy(db_path, "--metrics", "127.0.0.1:0")
+    try:
+        assert proc.stderr is not None
+        url = metrics_url([proc.stderr.readline()])
+        echo_through(proc, lines_of(2))
+        samples = wait_for(url, lambda s: s["acp_proxy_frames_recorded_total"] >= 4)
+        assert not any(name.startswith("acp_proxy_otlp") for name in samples)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(60)

@@ -24,7 +24,9 @@ For each target it measures, through real pipes and processes:
   for the private server recorded / its CPU time, the most one server process could;
 - ``proxy-record-metrics``: ``acp-proxy --record`` again with ``--metrics`` served and
   scraped once a second by a thread of the benchmark (Prometheus scrapes every 15-60 s),
-  to compare with ``proxy-record`` in the same run;
+  to compare with ``proxy-record`` in the same run; its writer runs the live conformance
+  check (``acp_proxy_findings_total``), which ``proxy-record-metrics-nocheck`` turns off
+  (``ACP_PROXY_LIVE_CHECK=0``), so the two show what the check costs;
 - a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
   steady rate through ``acp-proxy --record`` (into SQLite, and into PostgreSQL when that is
   measured too), while a reader polls the database. It reports
@@ -67,6 +69,7 @@ HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting
 AGENT = [sys.executable, str(HERE / "bench_agent.py")]
 RELAY = [sys.executable, str(HERE / "relay.py")]
+NO_CHECK = ["env", "ACP_PROXY_LIVE_CHECK=0"]  # env execs the proxy: the pid sampled is the proxy's
 
 
 @dataclass
@@ -421,8 +424,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="keep the recording in this directory")
     ap.add_argument(
         "--only",
-        default="agent,relay,proxy,proxy-record,proxy-record-metrics,proxy-record-pg,"
-        "proxy-record-pg-bare",
+        default="agent,relay,proxy,proxy-record,proxy-record-metrics-nocheck,"
+        "proxy-record-metrics,proxy-record-pg,proxy-record-pg-bare",
         help="comma-separated targets",
     )
     ap.add_argument(
@@ -454,6 +457,7 @@ def main() -> int:
         "relay",
         "proxy",
         "proxy-record",
+        "proxy-record-metrics-nocheck",
         "proxy-record-metrics",
         "proxy-record-pg",
         "proxy-record-pg-bare",
@@ -483,8 +487,13 @@ def main() -> int:
             [exe, *extra, "--record", str(db), "--", *AGENT],
             db,
         ),
+        "proxy-record-metrics-nocheck": (
+            "acp-proxy --record --metrics, no live check",
+            [*NO_CHECK, exe, *extra, "--record", str(db), "--metrics", metrics_at, "--", *AGENT],
+            db,
+        ),
         "proxy-record-metrics": (
-            "acp-proxy --record --metrics (scraped every second)",
+            "acp-proxy --record --metrics (scraped every second, live check)",
             [exe, *extra, "--record", str(db), "--metrics", metrics_at, "--", *AGENT],
             db,
         ),

@@ -122,6 +122,12 @@ class RecorderFigures:
         measures = measures or {}
         yield from timing_families(measures.get("timings") or {})
         yield from finding_families(measures.get("findings"))
+        if "check_cpu" in measures:
+            yield _counter(
+                "live_check_cpu_seconds",
+                "CPU seconds the recorder's writer spent on the live conformance check.",
+                measures["check_cpu"],
+            )
         otlp = measures.get("otlp")
         if otlp is not None:
             yield _counter(

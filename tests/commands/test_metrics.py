@@ -529,6 +529,7 @@ def test_live_findings_equal_what_check_finds_on_the_recording(tmp_path: Path) -
             time.sleep(0.1)
             samples = scrape(url)
         assert findings_of(samples) == expected
+        assert samples["acp_proxy_live_check_cpu_seconds_total"] > 0  # what checking cost
         sides = {side for _rule, _tier, side in expected}
         assert "agent" in sides
         from acp_proxy.acp.rules import RULE_BY_ID
@@ -560,6 +561,7 @@ def test_live_check_is_off_without_metrics_and_can_be_turned_off(tmp_path: Path)
         body = get(url)[1].decode()
         assert "acp_proxy_request_duration_seconds" in body  # the writer did report
         assert "acp_proxy_findings" not in body
+        assert "acp_proxy_live_check_cpu_seconds" not in body
 
 
 @pytest.mark.parametrize("collector", ["working", "refused"])

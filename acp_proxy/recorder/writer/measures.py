@@ -13,6 +13,7 @@ proxy on its progress channel (:func:`~acp_proxy.recorder.ipc.measures_line`).
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
@@ -50,6 +51,7 @@ class LiveFindings:
         self._transports: dict[RowState, str | None] = {}
         self.counts: dict[tuple[str, str, str], int] = {}  # (rule, tier, side) -> findings
         self.changes = 0
+        self.cpu = 0.0  # CPU seconds spent checking (the rows thread's)
 
     def _count(self, findings: list[Finding]) -> None:
         for f in findings:
@@ -110,6 +112,7 @@ class Measures:
         findings = self.findings
         if findings is None:
             return
+        cpu = time.thread_time()
         for op in ops:
             if type(op) is RowsOp:
                 if op.frames:
@@ -119,6 +122,8 @@ class Measures:
                     findings.opened(op.conn, op.fields)
                 elif op.op == "close":
                     findings.closed(op.conn)
+        findings.cpu += time.thread_time() - cpu
+        findings.changes += 1  # its CPU time grew
 
     @property
     def changes(self) -> int:
@@ -136,6 +141,7 @@ class Measures:
         out: dict[str, Any] = {"timings": self.timings.snapshot()}
         if self.findings is not None:
             out["findings"] = self.findings.snapshot()
+            out["check_cpu"] = round(self.findings.cpu, 3)
         otlp = self.otlp
         if otlp is not None:
             out["otlp"] = {"exported": otlp.sent, "dropped": otlp.dropped}

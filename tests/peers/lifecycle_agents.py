@@ -1,4 +1,4 @@
-"""Small misbehaving agents for lifecycle tests: ``python agents.py MODE``.
+"""Small misbehaving agents for lifecycle tests: ``python lifecycle_agents.py MODE``.
 
 Every mode first prints ``pid N`` on stdout so the test can watch the process.
 """

@@ -1,4 +1,4 @@
-"""An SDK client over stdio for the bridge chain: ``sdk_client.py -- AGENT...`` (run by tests).
+"""An SDK client over stdio for the bridge chain: ``sdk_stdio_client.py -- AGENT...``.
 
 Launches AGENT (here: ``acp-proxy connect ...``) with the SDK's ``spawn_agent_process``,
 runs initialize, session/new and one prompt, and prints one JSON line with what it got.

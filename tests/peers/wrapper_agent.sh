@@ -4,4 +4,4 @@
 # The child ignores SIGTERM, keeps running after its stdin closes and starts a child of
 # its own; every process of the tree appends its pid to PIDFILE.
 echo $$ >> "$1"
-"$2" "$(dirname "$0")/agents.py" tree-child "$1"
+"$2" "$(dirname "$0")/lifecycle_agents.py" tree-child "$1"

@@ -21,7 +21,7 @@ TIMEOUT = 60.0
 
 
 class Proxy:
-    """``acp-proxy [OPTS] -- lifecycle_agents.py MODE`` with line-reading helpers that never hang."""
+    """``acp-proxy [OPTS] -- lifecycle_agents.py MODE``: line-reading helpers that never hang."""
 
     def __init__(self, mode: str, *opts: str) -> None:
         self.proc = subprocess.Popen(

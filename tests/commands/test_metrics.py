@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from acp_proxy.recorder.writer.timings import SPEC_METHODS
 from tests.conftest import echo_proxy, echo_through, run_proxy
 from tests.transport.test_tls import Pki, pki  # noqa: F401  (the test CA fixture)
-from tests.websocket.helpers import ws_server
+from tests.transport.ws.helpers import ws_server
 
 METRICS_RE = re.compile(rb"metrics on (https?://\S+)")
 WAIT_SECONDS = 60.0  # the longest a figure may take to show up on a loaded machine
@@ -575,8 +575,8 @@ def test_otlp_spans_exported_and_dropped_are_counted(tmp_path: Path, collector: 
     import websockets
 
     from tests.conftest import ECHO_AGENT
-    from tests.record.otlp_collector import otlp_collector, refused_url
-    from tests.record.test_otlp_live import exported_spans
+    from tests.peers.otlp_collector import otlp_collector, refused_url
+    from tests.recorder.writer.test_otlp_live import exported_spans
 
     pytest.importorskip("opentelemetry.sdk", reason="needs pip install 'acp-proxy[otlp]'")
     db = tmp_path / "otlp.db"

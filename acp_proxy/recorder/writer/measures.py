@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
@@ -100,14 +101,33 @@ class LiveFindings:
 class Measures:
     """The writer's figures for ``--metrics``, fed each batch's operations."""
 
-    def __init__(self, *, live_check: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        live_check: bool | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         self.timings = Timings()
         wanted = live_check_wanted() if live_check is None else live_check
         self.findings = LiveFindings() if wanted else None
         self.otlp: Any = None  # the live OTLP exporter (its sent and dropped counts), if any
+        self.stopped = False  # a failure stopped measuring (the figures so far stay)
+        self._warn = warn
 
     def observe_ops(self, ops: list[Op]) -> None:
-        """Take one batch of the writer's operations (frame rows and connection changes)."""
+        """Take one batch of the writer's operations (frame rows and connection changes).
+
+        A failure here stops measuring, with one line; it never stops the recording."""
+        if self.stopped:
+            return
+        try:
+            self._observe_ops(ops)
+        except Exception as exc:
+            self.stopped = True
+            if self._warn is not None:
+                self._warn(f"metrics: live measures stopped ({type(exc).__name__}: {exc})")
+
+    def _observe_ops(self, ops: list[Op]) -> None:
         self.timings.observe_ops(ops)
         findings = self.findings
         if findings is None:

@@ -97,7 +97,7 @@ class Pipeline:
         self._outage_gave_up = False  # it stayed away through the exit drain
         self._call_since: float | None = None  # when the database call under way began
         self.outages = 0  # times the database server went away (metrics: outages total)
-        self.measures = Measures()  # durations and live findings, for --metrics
+        self.measures = Measures(warn=warn)  # durations and live findings, for --metrics
         self.measures.otlp = getattr(observer, "live", None)  # its spans sent and dropped
         self._backoff = 0.0
         self._woken = threading.Event()  # drain() cuts an outage's wait short

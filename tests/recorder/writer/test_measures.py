@@ -60,3 +60,21 @@ def test_no_live_check_unless_asked() -> None:
     assert not live_check_wanted({})
     assert not live_check_wanted({"ACP_PROXY_LIVE_CHECK": "0"})
     assert live_check_wanted({"ACP_PROXY_LIVE_CHECK": "1"})
+
+
+def test_a_failing_measure_stops_measuring_never_the_recording() -> None:
+    """A bug in the live check (here: a row it cannot read) is one line; what was counted
+    stays, and the writer goes on (observe_ops returns)."""
+    said: list[str] = []
+    measures = Measures(live_check=True, warn=said.append)
+    conn = object()
+    rows = Rows()
+    ops = rows.build([ipc.Control(conn, "open", {}), ipc.Frame(conn, "a2c", 0.0, 1, b"{", False)])
+    measures.observe_ops(ops)
+    counted = measures.snapshot()["findings"]
+    assert counted  # framing.json
+    broken = [RowsOp(op.conn, [(None,)], []) if isinstance(op, RowsOp) else op for op in ops]
+    measures.observe_ops(broken)
+    measures.observe_ops(ops)  # stopped: nothing more is counted
+    assert measures.stopped and len(said) == 1 and said[0].startswith("metrics: live measures")
+    assert measures.snapshot()["findings"] == counted

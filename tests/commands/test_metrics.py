@@ -138,7 +138,12 @@ def test_stdio_proxy_metrics_during_and_after_a_run_equal_the_store(
     # after the run (the client is done, the proxy still up): the same, and still the store's
     more = lines_of(50)
     echo_through(proc, more)
-    samples = wait_for(url, lambda s: s["acp_proxy_frames_recorded_total"] >= 500)
+    samples = wait_for(  # recorded, and the backlog the writer reports in the same line gone
+        url,
+        lambda s: (
+            s["acp_proxy_frames_recorded_total"] >= 500 and s["acp_proxy_recorder_queue_bytes"] == 0
+        ),
+    )
     assert samples["acp_proxy_frames_forwarded_total{direction=c2a}"] == 250
     assert samples["acp_proxy_frames_recorded_total"] == store_counts(db_path)[0] == 500
     assert samples["acp_proxy_recorder_queue_bytes"] == 0

@@ -43,7 +43,9 @@ def metrics_options(func: F) -> F:
         callback=parse_listen_option,
         metavar="HOST:PORT",
         help="Serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT "
-        "(e.g. 127.0.0.1:9464; port 0 picks a free one).",
+        "(e.g. 127.0.0.1:9464; port 0 picks a free one). With --record, the writer "
+        "also checks the protocol live (acp_proxy_findings_total; off with "
+        "ACP_PROXY_LIVE_CHECK=0).",
     )(func)
 
 

@@ -43,7 +43,7 @@ from acp_proxy.store.engine import (
     stream_rows,
     table_columns,
 )
-from acp_proxy.store.reader import json_column
+from acp_proxy.store.rows import json_column
 from acp_proxy.store.schema import RecordingError
 
 FORMAT_NAME = "acp-proxy-recording"

@@ -1,7 +1,7 @@
 """The replay script: a recording cut into client-triggered steps, read lazily (no I/O here).
 
 A :class:`Script` reads frames through a :class:`FrameStore` (the SQLite one is
-:class:`acp_proxy.store.reader.ReplayFrames`; :class:`MemoryFrames` holds a list, for tests
+:class:`acp_proxy.store.replay_frames.ReplayFrames`; :class:`MemoryFrames` holds a list, for tests
 and :func:`build_script`) and cuts them into steps **as the engine asks for them**
 (:meth:`Script.steps`), so serving a recording costs memory for the steps in play, not for
 the recording. Each connection's frames are cut at every client→agent request or

@@ -46,12 +46,8 @@ from acp_proxy.store.pg import (
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.store.reader import (
-    FRAME_COLUMNS,
-    RecordingReader,
-    frame_of_row,
-    settled_frame_id,
-)
+from acp_proxy.store.reader import RecordingReader, settled_frame_id
+from acp_proxy.store.rows import FRAME_COLUMNS, frame_of_row
 from acp_proxy.store.schema import RecordingError, connect, open_readonly
 from acp_proxy.wire.frame import Frame
 from acp_proxy.wire.jsonrpc import parse_json

@@ -31,7 +31,8 @@ from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
 from acp_proxy.store.engine import database_errors, memory_database
 from acp_proxy.store.pg import connect_pg, describe_error
-from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, SessionSpan
 from acp_proxy.store.schema import RecordingError, connect
 from acp_proxy.store.search import SearchIndex, has_saved_index
 from acp_proxy.store.transport_events import placed_events

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acp_proxy.formats.jsonl import import_export
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.store.engine import (
     SQLITE,
+    SQLITE_MAGIC,
     Database,
     RecordingUrl,
     location_name,
@@ -21,7 +22,7 @@ from acp_proxy.store.engine import (
     open_database,
     parse_location,
 )
-from acp_proxy.store.replay_frames import SQLITE_MAGIC, ReplayFrames
+from acp_proxy.store.replay_frames import ReplayFrames
 from acp_proxy.store.schema import RecordingError
 
 _UNREADABLE: tuple[type[BaseException], ...] = (*SQLITE.damaged_errors, OSError, ValueError)

@@ -15,8 +15,6 @@ from acp_proxy.store.engine import Database, database_errors, engine_of, locatio
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Frame
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first bytes of every SQLite database file."""
 _REPLAY_COLUMNS = "connection_id, seq, mono_ns, direction, raw, session_id"
 
 

@@ -166,7 +166,7 @@ def _remove_db(path: Path) -> None:
 
 
 def _import_jsonl(jsonl: Path, db_path: Path) -> None:
-    from acp_proxy.formats.jsonl import import_export
+    from acp_proxy.formats.jsonl_import import import_export
     from acp_proxy.store.schema import connect
 
     db = connect(db_path, create=True)

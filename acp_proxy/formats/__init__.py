@@ -5,7 +5,8 @@ As mitmproxy's ``formats`` dict: a name maps to a :class:`Format` that says what
 needs installed, so a command asks the registry instead of branching on the name. The code of
 each format is its module: :mod:`.jsonl` (export and reading; with :mod:`.jsonl_import`,
 :mod:`.copy` and :mod:`.redact`), :mod:`.otlp`, and the HTML page
-:mod:`acp_proxy.web.export_html` (it renders with the inspector's views); :mod:`.source` opens whatever a replay is given.
+:mod:`acp_proxy.web.export_html` (it renders with the inspector's views); :mod:`.source`
+opens whatever a replay is given.
 """
 
 from __future__ import annotations

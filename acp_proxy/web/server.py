@@ -42,7 +42,7 @@ from acp_proxy.console import warn
 from acp_proxy.store.live_tail import LiveTail
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.store.search import query_phrases
+from acp_proxy.store.search_text import query_phrases
 from acp_proxy.transport.address import check_listen, is_loopback
 from acp_proxy.transport.server_limits import MAX_LINE_BYTES, app_runner
 from acp_proxy.transport.tls import scheme_for

@@ -1,24 +1,9 @@
-"""The inspector's aiohttp server: static page, read-only JSON API and live WebSocket push.
+"""The inspector's read-only JSON API and its live WebSocket push: one handler a route.
 
-Endpoints (all GET): ``/`` the page, ``/static/*`` its assets (shipped in the package, no
-CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (keyset pages),
-``/api/frames/{id}`` (one frame, exact bytes), ``/api/frames/{id}/raw`` (download),
-``/api/connections/{id}/findings``, ``/api/connections/{id}/sessions/{sid}`` (the
-reconstructed conversation), ``/api/connections/{id}/timeline`` (waterfall, turns and
-per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON lines),
-``/api/diff?a=&b=`` (two connections aligned side by side), ``/api/search?q=`` (the search
-index) and ``/api/live`` (WebSocket: the server polls the database every
-``poll_interval`` seconds and pushes the frames committed since, also those several writers
-commit out of id order: :mod:`acp_proxy.store.live_tail`).
-
-Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the
-cookie it sets) is checked in constant time on every request when one is configured, and is
-required to listen on anything but loopback. Without a token the ``Host`` header must name
-a loopback address (against DNS rebinding). WebSocket upgrades must come from the page's own
-origin. Every response carries a strict Content-Security-Policy (no inline script).
-
-:func:`start_in_thread` runs the server on its own asyncio loop in a daemon thread, for the
-proxy commands' ``--ui`` option.
+Every handler reads the recording through :mod:`acp_proxy.web.store` and
+:mod:`acp_proxy.web.views` off the event loop (:func:`_blocking`); :func:`api_live` polls
+the database every ``poll_interval`` seconds and pushes the frames committed since
+(:mod:`acp_proxy.store.live_tail`). :mod:`acp_proxy.web.server` routes them.
 """
 
 from __future__ import annotations
@@ -26,178 +11,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hmac
-import ssl
-import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import orjson
 from aiohttp import WSMsgType, web
 
-from acp_proxy.console import warn
 from acp_proxy.store.live_tail import LiveTail
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.store.search_text import query_phrases
-from acp_proxy.transport.address import check_listen, is_loopback
-from acp_proxy.transport.server_limits import MAX_LINE_BYTES, app_runner
-from acp_proxy.transport.tls import scheme_for
 from acp_proxy.web import store, views
+from acp_proxy.web.guard import SECURITY_HEADERS, _error, _json
 
 T = TypeVar("T")
 
-__all__ = [
-    "InspectorHandle",
-    "make_app",
-    "serve_forever",
-    "start_in_thread",
-]
-
-TOKEN_COOKIE = "acp_proxy_token"
 POLL_INTERVAL = 0.2
 LIVE_BATCH = 500
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'"
-)
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
-STATIC_TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".svg": "image/svg+xml",
-}
-
 DB_KEY: web.AppKey[store.Location] = web.AppKey("db_path")
-TOKEN_KEY = web.AppKey("token", str)
 POLL_KEY = web.AppKey("poll_interval", float)
 SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("sockets")
 """Open live WebSockets, closed on shutdown so stopping never waits for a browser."""
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
-
-
-def _error(status: int, message: str) -> web.Response:
-    return _json({"error": message}, status)
-
-
 async def _blocking(fn: Callable[[], T]) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn)
-
-
-def _supplied_token(request: web.Request) -> str | None:
-    auth = request.headers.get("Authorization", "")
-    if auth.startswith("Bearer "):
-        return auth[len("Bearer ") :].strip()
-    if "token" in request.query:
-        return request.query["token"]
-    return request.cookies.get(TOKEN_COOKIE)
-
-
-def _host_is_loopback(request: web.Request) -> bool:
-    host = request.host
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host
-    else:
-        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    return is_loopback(host)
-
-
-READ_LINE_BYTES = 1 << 20
-"""The longest request line the inspector reads: one over ``MAX_LINE_BYTES`` is refused by
-:func:`_guard` with the API's JSON error (aiohttp's own refusal is plain text)."""
-
-
-@web.middleware
-async def _guard(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    token = request.app[TOKEN_KEY]
-    response: web.StreamResponse
-    if len(request.raw_path) > MAX_LINE_BYTES:  # read whole (READ_LINE_BYTES): JSON, not text
-        why = f"the request target is over {MAX_LINE_BYTES} bytes"
-        warn(f"bad HTTP request from {request.remote}: {why}")
-        response = _error(400, why)
-        response.force_close()
-    elif request.method not in ("GET", "HEAD"):
-        response = _error(405, "the inspector is read-only")
-    elif token:
-        supplied = _supplied_token(request)
-        if supplied is None or not hmac.compare_digest(
-            supplied.encode("utf-8", "surrogateescape"), token.encode("utf-8")
-        ):
-            response = _error(401, "a valid token is required (?token=... or Authorization)")
-        else:
-            response = await _handle(request, handler)
-            if request.query.get("token") and not isinstance(response, web.WebSocketResponse):
-                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
-    elif not _host_is_loopback(request):
-        response = _error(403, "Host header is not a loopback address")
-    else:
-        response = await _handle(request, handler)
-    if not isinstance(response, web.WebSocketResponse) and not response.prepared:
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-    return response
-
-
-async def _handle(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status >= 400:
-            return _error(exc.status, exc.reason)
-        raise
-    except RecordingError as exc:
-        return _error(503, str(exc))
-    except ValueError as exc:
-        return _error(400, str(exc))
-
-
-# -- static assets ---------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=32)
-def _asset(name: str) -> bytes | None:
-    base = resources.files("acp_proxy.web").joinpath("static")
-    item = base.joinpath(name)
-    try:
-        return item.read_bytes() if item.is_file() else None
-    except OSError:  # a name too long for the file system, say: no such asset
-        return None
-
-
-async def index(request: web.Request) -> web.StreamResponse:
-    body = _asset("index.html")
-    assert body is not None, "acp_proxy/web/static/index.html is missing from the package"
-    return web.Response(body=body, content_type="text/html", charset="utf-8")
-
-
-async def static(request: web.Request) -> web.StreamResponse:
-    name = request.match_info["name"]
-    suffix = Path(name).suffix
-    if "/" in name or name.startswith(".") or suffix not in STATIC_TYPES:
-        raise web.HTTPNotFound(reason="no such asset")
-    body = _asset(name)
-    if body is None:
-        raise web.HTTPNotFound(reason="no such asset")
-    return web.Response(body=body, headers={"Content-Type": STATIC_TYPES[suffix]})
 
 
 # -- JSON API --------------------------------------------------------------------------
@@ -572,180 +411,3 @@ async def api_live(request: web.Request) -> web.StreamResponse:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await read_task
     return ws
-
-
-# -- assembly --------------------------------------------------------------------------
-
-
-async def _close_sockets(app: web.Application) -> None:
-    sockets: set[web.WebSocketResponse] = app[SOCKETS_KEY]
-    for ws in tuple(sockets):
-        await ws.close(code=1001, message=b"inspector shutting down")
-
-
-def make_app(
-    db_path: str | Path, *, token: str | None = None, poll_interval: float = POLL_INTERVAL
-) -> web.Application:
-    """The inspector application for the recording at ``db_path``."""
-    app = web.Application(middlewares=[_guard])
-    app[DB_KEY] = store.location(db_path)
-    app[TOKEN_KEY] = token or ""
-    app[POLL_KEY] = poll_interval
-    app[SOCKETS_KEY] = set()
-    app.on_shutdown.append(_close_sockets)
-    app.router.add_get("/", index)
-    app.router.add_get("/static/{name}", static)
-    app.router.add_get("/api/info", api_info)
-    app.router.add_get("/api/connections", api_connections)
-    app.router.add_get("/api/values", api_values)
-    app.router.add_get("/api/frames", api_frames)
-    app.router.add_get("/api/frames/{frame_id}", api_frame)
-    app.router.add_get("/api/frames/{frame_id}/raw", api_frame_raw)
-    app.router.add_get("/api/connections/{connection_id}/findings", api_findings)
-    app.router.add_get("/api/connections/{connection_id}/sessions/{session_id}", api_session)
-    app.router.add_get("/api/connections/{connection_id}/timeline", api_timeline)
-    app.router.add_get("/api/connections/{connection_id}/events", api_events)
-    app.router.add_get("/api/export.jsonl", api_export)
-    app.router.add_get("/api/diff", api_diff)
-    app.router.add_get("/api/search", api_search)
-    app.router.add_get("/api/live", api_live)
-    return app
-
-
-def page_url(host: str, port: int, token: str | None, scheme: str = "http") -> str:
-    shown = f"[{host}]" if ":" in host else host
-    if host in ("0.0.0.0", "::"):
-        shown = "127.0.0.1"
-    url = f"{scheme}://{shown}:{port}/"
-    return url + (f"?token={token}" if token else "")
-
-
-@dataclass
-class InspectorHandle:
-    """A running inspector (see :func:`start_in_thread`): its address and a way to stop it."""
-
-    host: str
-    port: int
-    url: str
-    _loop: asyncio.AbstractEventLoop
-    _thread: threading.Thread
-    _stop: asyncio.Event
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving and join the thread."""
-        if self._loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout)
-
-
-async def _serve(
-    app: web.Application,
-    host: str,
-    port: int,
-    stop: asyncio.Event,
-    tls: ssl.SSLContext | None = None,
-) -> tuple[web.AppRunner, int]:
-    # the shared limits, header timeout and one-line errors; longer request lines are read
-    runner = app_runner(app, max_line_size=READ_LINE_BYTES)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    addresses = runner.addresses
-    bound = int(addresses[0][1]) if addresses else port
-    return runner, bound
-
-
-def start_in_thread(
-    db_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    token: str | None = None,
-    poll_interval: float = POLL_INTERVAL,
-) -> InspectorHandle:
-    """Serve the inspector for ``db_path`` from a daemon thread with its own event loop.
-
-    Returns once the socket is bound (``port=0`` picks a free port; see ``handle.port``).
-    Raises ``OSError`` when the address cannot be bound and ``ValueError`` for a non-loopback
-    host without a token. The database may not exist yet: the page says so and recovers once
-    the recorder has created it.
-    """
-    check_listen(host, token)
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-    ready: dict[str, Any] = {}
-    started = threading.Event()
-
-    async def main() -> None:
-        try:
-            runner, bound = await _serve(
-                make_app(db_path, token=token, poll_interval=poll_interval), host, port, stop
-            )
-        except BaseException as exc:
-            ready["error"] = exc
-            started.set()
-            return
-        ready["port"] = bound
-        started.set()
-        try:
-            await stop.wait()
-        finally:
-            await runner.shutdown()
-            await runner.cleanup()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(main())
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=run, name="acp-proxy-inspector", daemon=True)
-    thread.start()
-    started.wait()
-    if "error" in ready:
-        thread.join()
-        error = ready["error"]
-        if isinstance(error, Exception):
-            raise error
-        raise RuntimeError(str(error))
-    bound = int(ready["port"])
-    return InspectorHandle(host, bound, page_url(host, bound, token), loop, thread, stop)
-
-
-def serve_forever(
-    db_path: str | Path,
-    host: str,
-    port: int,
-    *,
-    token: str | None = None,
-    on_ready: Callable[[str], None] | None = None,
-    tls: ssl.SSLContext | None = None,
-) -> None:
-    """Serve until interrupted (Ctrl-C / SIGTERM); used by ``acp-proxy web``; https with ``tls``."""
-    check_listen(host, token)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        import signal
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        runner, bound = await _serve(make_app(db_path, token=token), host, port, stop, tls)
-        if on_ready is not None:
-            on_ready(page_url(host, bound, token, scheme_for("http", tls)))
-        try:
-            await stop.wait()
-        finally:
-            await runner.shutdown()
-            await runner.cleanup()
-
-    asyncio.run(main())

@@ -29,7 +29,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from acp_proxy.acp.spans import AttrValue, SpanMapper, SpanRecord
+from acp_proxy.acp.span_records import AttrValue, SpanRecord
+from acp_proxy.acp.spans import SpanMapper
 from acp_proxy.wire.frame import Direction, Frame
 
 SERVICE_NAME = "acp-proxy"

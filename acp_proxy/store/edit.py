@@ -57,8 +57,13 @@ def _json(value: Any) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class NewFrame:
-    """A frame to insert: its bytes and, optionally, times and index columns.
+class Capture:
+    """What :func:`insert_frames` makes a frame of: its bytes and, optionally, times and index
+    columns.
+
+    Not a :class:`~acp_proxy.wire.frame.Frame` (and not named one): it has no id, connection
+    or sequence number yet (:func:`insert_frames` assigns them), and a time left out (None,
+    not 0) is filled in from the sequence number.
 
     ``columns`` None: derived by :class:`ConnectionIndexer` when :func:`insert_frames` is
     asked to index, else left NULL (as an old recording before ``reindex``).
@@ -114,7 +119,7 @@ def insert_connection(db: WritableDatabase, **columns: Any) -> int:
 def insert_frames(
     db: WritableDatabase,
     connection_id: int,
-    frames: Iterable[NewFrame | tuple[Direction, bytes]],
+    frames: Iterable[Capture | tuple[Direction, bytes]],
     *,
     index: bool = False,
     first_seq: int = 1,
@@ -132,7 +137,7 @@ def insert_frames(
     def rows() -> Iterator[tuple[Any, ...]]:
         nonlocal count
         for seq, item in enumerate(frames, first_seq):
-            f = item if isinstance(item, NewFrame) else NewFrame(item[0], item[1])
+            f = item if isinstance(item, Capture) else Capture(item[0], item[1])
             cols = f.columns
             if cols is None and indexer is not None:
                 cols = indexer.index(f.direction, f.raw)

@@ -12,8 +12,8 @@ from typing import Any
 
 from acp_proxy.store.engine import frame_writers
 from acp_proxy.store.live_tail import LiveTail
-from acp_proxy.store.rows import FrameFilter, FramePair, ReaderBase
-from acp_proxy.wire.frame import Frame
+from acp_proxy.store.rows import FrameFilter, ReaderBase
+from acp_proxy.wire.frame import Direction, Frame
 
 _SUMMARY_COLUMNS = (
     'id, connection_id, seq, ts, mono_ns, direction, size, "binary", kind, rpc_id, method, '
@@ -165,13 +165,14 @@ class FramePages(ReaderBase):
 
     def pair_of(
         self, connection_id: int, seq: int, direction: str, kind: str, rpc_id: str
-    ) -> FramePair | None:
-        """The other half of a request/response pair, paired per direction.
+    ) -> Frame | None:
+        """The other half of a request/response pair, paired per direction: its ``id``,
+        ``seq`` and ``mono_ns`` (no bytes, ``ts`` 0).
 
         A request travelling ``c2a`` is answered by the first later ``a2c`` response with
         the same exact id text on the same connection (and the other way round).
         """
-        other = "a2c" if direction == "c2a" else "c2a"
+        other: Direction = "a2c" if direction == "c2a" else "c2a"
         if kind == "request":
             query = (
                 "SELECT id, seq, mono_ns FROM frames WHERE connection_id = ? AND rpc_id = ? "
@@ -183,4 +184,6 @@ class FramePages(ReaderBase):
                 "AND direction = ? AND kind = 'request' AND seq < ? ORDER BY seq DESC LIMIT 1"
             )
         row = self.db.execute(query, (connection_id, rpc_id, other, seq)).fetchone()
-        return None if row is None else FramePair(row[0], row[1], row[2])
+        return (
+            None if row is None else Frame(row[0], connection_id, row[1], 0.0, row[2], other, b"")
+        )

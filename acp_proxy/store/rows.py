@@ -89,15 +89,6 @@ class SessionSpan:
 
 
 @dataclass(frozen=True, slots=True)
-class FramePair:
-    """The other half of a request/response pair (see :meth:`RecordingReader.pair_of`)."""
-
-    id: int
-    seq: int
-    mono_ns: int
-
-
-@dataclass(frozen=True, slots=True)
 class StderrLine:
     """One line the agent wrote on stderr."""
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.store.engine import database_url, engine_of, stream_rows
+from acp_proxy.store.engine import database_url, engine_of, memory_database, stream_rows
 from acp_proxy.store.pg import (
     SEARCH_LOCK,
     PgDatabase,
@@ -592,3 +592,26 @@ def open_search_index(path: str | Path, progress: IndexProgress | None = None) -
         index.close()
         raise
     return index
+
+
+def open_unwritten_index(location: str | Path, *, application_name: str) -> SearchIndex:
+    """The index of a recording for a reader that never writes it (the inspector).
+
+    An up-to-date index saved in a SQLite recording (by ``acp-proxy search``) is used as it
+    is; otherwise the same index is kept in memory, fed from a read-only connection of its own
+    (PostgreSQL: always), and brought up to date by each search: only frames recorded since
+    are indexed.
+    """
+    url = database_url(location)
+    if url is not None:
+        pg_source = connect_pg(url, create=False, readonly=True, application_name=application_name)
+        memory = sqlite_utils.Database(memory_database(autocommit=False))
+        return SearchIndex(pg_source, memory, in_file=False)
+    source = connect(Path(location), create=False, readonly=True)
+    saved = sqlite_utils.Database(source)
+    if has_saved_index(saved):
+        index = SearchIndex(source, saved, in_file=True)
+        if index.up_to_date():
+            return index
+    memory = sqlite_utils.Database(memory_database(autocommit=False))
+    return SearchIndex(source, memory, in_file=False)

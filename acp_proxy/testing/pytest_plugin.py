@@ -148,10 +148,11 @@ def acp_recording_path(request: pytest.FixtureRequest) -> Path:
     marker = request.node.get_closest_marker("acp_agent")
     if marker is not None and marker.kwargs.get("recording"):
         wanted = os.path.expandvars(str(marker.kwargs["recording"]))
-        if wanted.startswith(("postgresql://", "postgres://")):
-            from acp_proxy.store.engine import RecordingUrl
+        from acp_proxy.store.engine import RecordingUrl, parse_location
 
-            return RecordingUrl(wanted)  # type: ignore[return-value]  # a str, not a Path
+        location = parse_location(wanted)
+        if isinstance(location, RecordingUrl):
+            return location  # type: ignore[return-value]  # a str, not a Path
         return base / wanted
     directory = request.config.getini("acp_recordings_dir")
     module = _slug(Path(str(request.node.path)).stem)

@@ -29,6 +29,7 @@ import orjson
 from acp_proxy import __version__
 from acp_proxy.formats.redact import redact_argv, redact_bytes, redact_frame
 from acp_proxy.formats.redact import redact_value as _redact_value
+from acp_proxy.store.columns import JSON_CONNECTION_COLUMNS
 from acp_proxy.store.engine import (
     SQLITE_MAGIC,
     Database,
@@ -42,7 +43,7 @@ FORMAT_NAME = "acp-proxy-recording"
 FORMAT_VERSION = 1
 CREATED_BY = f"acp-proxy {__version__}"
 
-JSON_COLUMNS = frozenset({"agent_command", "client_info", "agent_info", "headers", "meta"})
+JSON_COLUMNS = JSON_CONNECTION_COLUMNS
 """Connection columns that hold JSON text; exported as JSON values."""
 
 

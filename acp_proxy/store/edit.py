@@ -21,35 +21,12 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
+from acp_proxy.store.columns import CONNECTION_COLUMN_NAMES, JSON_CONNECTION_COLUMNS
 from acp_proxy.store.engine import engine_of
 from acp_proxy.store.pg import PgDatabase
 from acp_proxy.wire.frame import Direction
 
-_CONNECTION_WRITABLE = {
-    "id",
-    "started_at",
-    "ended_at",
-    "transport",
-    "agent_command",
-    "cwd",
-    "pid",
-    "proxy_pid",
-    "exit_status",
-    "protocol_version",
-    "client_info",
-    "agent_info",
-    "label",
-    "peer",
-    "headers",
-    "frames_dropped",
-    "bytes_dropped",
-    "meta",
-    "last_seen_at",
-    "end_reason",
-    "host",
-    "digest",
-}
-_JSON_COLUMNS = {"agent_command", "client_info", "agent_info", "headers", "meta"}
+_CONNECTION_WRITABLE = frozenset(CONNECTION_COLUMN_NAMES)
 
 
 def _json(value: Any) -> str | None:
@@ -101,7 +78,7 @@ def insert_connection(db: WritableDatabase, **columns: Any) -> int:
     if unknown:
         raise ValueError(f"not connection columns: {sorted(unknown)}")
     values = {"started_at": 0.0, "transport": "stdio", **columns}
-    for name in _JSON_COLUMNS & set(values):
+    for name in JSON_CONNECTION_COLUMNS & set(values):
         if not isinstance(values[name], str) and values[name] is not None:
             values[name] = _json(values[name])
     names = list(values)

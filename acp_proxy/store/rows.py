@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from acp_proxy.store.columns import CONNECTION_COLUMN_NAMES
 from acp_proxy.store.engine import Database
 from acp_proxy.store.liveness import State
 from acp_proxy.wire.frame import Frame
@@ -125,27 +126,10 @@ FRAME_COLUMNS = (
     'id, connection_id, seq, ts, mono_ns, direction, raw, size, "binary", kind, rpc_id, method, '
     "session_id, update_kind, entity_type, entity_id"
 )
-CONNECTION_COLUMNS = (
-    "id",
-    "started_at",
-    "ended_at",
-    "transport",
-    "agent_command",
-    "cwd",
-    "pid",
-    "exit_status",
-    "protocol_version",
-    "client_info",
-    "agent_info",
-    "label",
-    "peer",
-    "headers",
-    "frames_dropped",
-    "bytes_dropped",
-    "last_seen_at",
-    "end_reason",
-    "host",
+CONNECTION_COLUMNS = tuple(
+    c for c in CONNECTION_COLUMN_NAMES if c not in ("proxy_pid", "meta", "digest")
 )
+"""The connection columns a :class:`ConnectionRow` is read from, in its order."""
 NEEDS_PAYLOAD_SQL = (
     "kind IN ('response', 'batch') OR update_kind = 'state_update' "
     "OR method IN ('session/prompt', 'initialize')"

@@ -550,12 +550,7 @@ def open_pg_search_index(url: str, progress: IndexProgress | None = None) -> Sea
         source.close()
         raise RecordingError(f"{source.source}: {describe_error(exc)}") from None
     index = SearchIndex(source, sqlite_utils.Database(memory=True), in_file=False)
-    try:
-        index.update(progress)
-    except BaseException:
-        index.close()
-        raise
-    return index
+    return _brought_up_to_date(index, progress)
 
 
 def open_search_index(path: str | Path, progress: IndexProgress | None = None) -> SearchIndex:
@@ -579,19 +574,32 @@ def open_search_index(path: str | Path, progress: IndexProgress | None = None) -
             conn.close()
             if "readonly" not in str(exc):
                 raise
-    conn = open_readonly(p)
-    saved = sqlite_utils.Database(conn)
-    if has_saved_index(saved):
-        index = SearchIndex(conn, saved, in_file=True)
-        if index.up_to_date():  # an index saved before the file became read-only
-            return index
-    index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
+    # an index saved before the file became read-only, else one in memory
+    index = _saved_or_in_memory(open_readonly(p), lambda: sqlite_utils.Database(memory=True))
+    return index if index.in_file else _brought_up_to_date(index, progress)
+
+
+def _brought_up_to_date(index: SearchIndex, progress: IndexProgress | None) -> SearchIndex:
+    """``index`` after an update (closed if the update fails)."""
     try:
         index.update(progress)
     except BaseException:
         index.close()
         raise
     return index
+
+
+def _saved_or_in_memory(
+    source: sqlite3.Connection, memory: Callable[[], sqlite_utils.Database]
+) -> SearchIndex:
+    """The up-to-date index saved in the SQLite recording ``source``, else a new one in the
+    ``memory`` database (to be brought up to date)."""
+    saved = sqlite_utils.Database(source)
+    if has_saved_index(saved):
+        index = SearchIndex(source, saved, in_file=True)
+        if index.up_to_date():
+            return index
+    return SearchIndex(source, memory(), in_file=False)
 
 
 def open_unwritten_index(location: str | Path, *, application_name: str) -> SearchIndex:
@@ -605,13 +613,11 @@ def open_unwritten_index(location: str | Path, *, application_name: str) -> Sear
     url = database_url(location)
     if url is not None:
         pg_source = connect_pg(url, create=False, readonly=True, application_name=application_name)
-        memory = sqlite_utils.Database(memory_database(autocommit=False))
-        return SearchIndex(pg_source, memory, in_file=False)
+        return SearchIndex(pg_source, _memory_index_database(), in_file=False)
     source = connect(Path(location), create=False, readonly=True)
-    saved = sqlite_utils.Database(source)
-    if has_saved_index(saved):
-        index = SearchIndex(source, saved, in_file=True)
-        if index.up_to_date():
-            return index
-    memory = sqlite_utils.Database(memory_database(autocommit=False))
-    return SearchIndex(source, memory, in_file=False)
+    return _saved_or_in_memory(source, _memory_index_database)
+
+
+def _memory_index_database() -> sqlite_utils.Database:
+    """An in-memory database for an index, usable from any thread (the inspector's)."""
+    return sqlite_utils.Database(memory_database(autocommit=False))

@@ -111,9 +111,9 @@ class RecordingReader(FramePages, Aggregates):
         """Whether frames of several connections are paged in ``(ts, id)`` order (SQLite),
         or in id order (PostgreSQL).
 
-        Time order needs every page to sort the whole table, since no index has ``ts``
-        (measured on PostgreSQL, 3M frames: 1.3 s a page, growing with the store; an index
-        on ``ts`` would cost every recorded frame). On a team's database pages are keyset
+        Time order needs every page to sort the whole table, since no index has ``ts``, and
+        an index on ``ts`` would cost every recorded frame (the figures:
+        docs/performance.md, "The store's and readers' choices"). On a team's database pages are keyset
         queries on the primary key instead: the order the database stored the frames in,
         which is their time order for one host, and across hosts off by at most the
         batches being written at once (a batch that waited out an outage comes where it was

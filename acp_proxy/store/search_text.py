@@ -159,9 +159,9 @@ def snippet(text: str, phrases: list[list[str]], size: int = _SNIPPET_TOKENS) ->
     centred on the first match of any of the (lower-cased) ``phrases``, each match in
     brackets, cuts marked ``…``.
 
-    Linear in the document's words (FTS5's own snippet took 52 s for 100 repeats of a word
-    over a document holding it 800 times): each phrase is looked for only where its first
-    word is, up to its first match, then matches only inside the window shown.
+    Linear in the document's words (FTS5's own snippet is not: docs/performance.md, "The
+    store's and readers' choices"): each phrase is looked for only where its first word is,
+    up to its first match, then matches only inside the window shown.
     """
     spans = [m.span() for m in re.finditer(r"[^\W_]+", text)]
     if not spans:

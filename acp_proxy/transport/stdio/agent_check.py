@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_proxy.acp.diff import SlowerLimit
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.console import warn
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
 from acp_proxy.replay.script import Classified
@@ -160,10 +160,10 @@ def run_check(connections: list[list[Classified]], argv: Sequence[str], **kwargs
                 frames, argv, sessions=sessions, earlier_sessions=earlier, **kwargs
             )
         except AgentStartError as exc:
-            warn_stderr(str(exc))
+            warn(str(exc))
             return exc.exit_code
         for note in result.notes:
-            warn_stderr(note)
+            warn(note)
         for t in result.slower:
             verdict = "past --fail-slower" if t.fails else "reported, not a failure"
             sys.stdout.write(

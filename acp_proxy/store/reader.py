@@ -113,11 +113,11 @@ class RecordingReader(FramePages, Aggregates):
 
         Time order needs every page to sort the whole table, since no index has ``ts``, and
         an index on ``ts`` would cost every recorded frame (the figures:
-        docs/performance.md, "The store's and readers' choices"). On a team's database pages are keyset
-        queries on the primary key instead: the order the database stored the frames in,
-        which is their time order for one host, and across hosts off by at most the
-        batches being written at once (a batch that waited out an outage comes where it was
-        stored).
+        docs/performance.md, "The store's and readers' choices"). On a team's database pages
+        are keyset queries on the primary key instead: the order the database stored the
+        frames in, which is their time order for one host, and across hosts off by at most
+        the batches being written at once (a batch that waited out an outage comes where it
+        was stored).
         """
         return engine_of(self.db).ids_in_commit_order
 

@@ -1,7 +1,7 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < store < formats | analysis < recorder < replay < transport | report < web < demo |
+acp < store | replay < formats | analysis < recorder < transport | report < web < demo |
 testing | mcp < commands < cli, and inside transport/ process < stdio < ws < http, nothing
 imports upward (transport and report not each other either); wire, acp and replay import no
 I/O library; click only in commands/ and cli.py; sqlite3 and psycopg only in store/ (one

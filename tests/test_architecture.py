@@ -226,3 +226,40 @@ def test_the_engine_check_finds_a_module_that_picks_an_engine(tmp_path: Path) ->
         "    return connect_pg(url, create=False) if url.startswith('postgresql://') else None\n"
     )
     assert _engine_picks(module) == ["1: connect_pg", "4: 'postgresql://'"]
+
+
+NOT_FRAMES = {
+    "store/edit.py:Capture": "what insert_frames makes a frame of: no id, connection or seq yet",
+    "testing/client.py:LogEntry": "the test client's own log (public API of acp_proxy.testing): "
+    "sent or received from its side, with the parsed message; never stored",
+}
+"""Records with a frame's ``direction`` and ``raw`` that are not frames, each with its reason."""
+
+
+def _records(path: Path) -> list[tuple[str, set[str]]]:
+    """(class name, field names) of every dataclass and NamedTuple in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        named_tuple = any(ast.unparse(b) == "NamedTuple" for b in node.bases)
+        if named_tuple or any(d.startswith("dataclass") for d in decorators):
+            fields = {
+                s.target.id
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+            }
+            out.append((node.name, fields))
+    return out
+
+
+def test_the_package_has_one_frame_value() -> None:
+    """wire/frame.py's Frame is the one frame shape: readers yield it, analyses take it."""
+    shapes = sorted(
+        f"{path.relative_to(PACKAGE)}:{name}"
+        for path in _modules()
+        for name, fields in _records(path)
+        if {"direction", "raw"} <= fields
+    )
+    assert shapes == sorted(["wire/frame.py:Frame", *NOT_FRAMES]), shapes

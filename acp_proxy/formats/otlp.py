@@ -1,6 +1,6 @@
 """Span records as OpenTelemetry objects: SDK spans, OTLP protobuf requests and OTLP JSON.
 
-:mod:`acp_proxy.acp.spans` maps frames to plain :class:`~acp_proxy.acp.spans.SpanRecord`
+:mod:`acp_proxy.acp.spans` maps frames to plain :class:`~acp_proxy.acp.span_records.SpanRecord`
 items; this module turns them into the official SDK's ``ReadableSpan`` (what the live
 exporter's ``BatchSpanProcessor``/``OTLPSpanExporter`` take) and, through the official
 encoder, into ``opentelemetry-proto`` ``ExportTraceServiceRequest`` messages. The OTLP JSON

@@ -20,14 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.diff import SlowerLimit
+from acp_proxy.acp.jsonpaths import parse_path, remove_paths
 from acp_proxy.acp.volatile import scrub
-from acp_proxy.replay.match import (
-    DEFAULT_IGNORES,
-    SessionMap,
-    parse_path,
-    remove_paths,
-    session_of,
-)
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, session_of
 from acp_proxy.replay.script import Classified, classified_bytes
 from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
 from acp_proxy.wire.frame import A2C, C2A

@@ -52,16 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from acp_proxy.acp.conformance.capabilities import required_capability
+from acp_proxy.acp.jsonpaths import Difference, parse_path, short
 from acp_proxy.replay.history import history_frames, load_result
-from acp_proxy.replay.match import (
-    DEFAULT_IGNORES,
-    Difference,
-    SessionMap,
-    compare_call,
-    parse_path,
-    session_of,
-    short,
-)
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, compare_call, session_of
 from acp_proxy.replay.script import AwaitAnswer, Classified, Emit, Item, Script, Step, Trigger
 from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
 from acp_proxy.wire.jsonrpc import Message, classify

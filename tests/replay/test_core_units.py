@@ -9,9 +9,10 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_proxy.acp.jsonpaths import parse_path
 from acp_proxy.replay.engine import Note, ReplayEngine, ReplayOptions, Send, Wait
 from acp_proxy.replay.history import history_frames
-from acp_proxy.replay.match import SessionMap, compare_call, parse_path
+from acp_proxy.replay.match import SessionMap, compare_call
 from acp_proxy.replay.script import Classified, ConnectionInfo, build_script, classified_bytes
 from acp_proxy.replay.splice import find_spans, splice
 

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_proxy.acp.diff import SlowerLimit
+from acp_proxy.acp.jsonpaths import parse_path
 from acp_proxy.console import warn
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
-from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap
 from acp_proxy.replay.script import Classified
 from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process.agent import AgentStartError, spawn_agent

@@ -15,8 +15,6 @@ import click
 
 from acp_proxy.console import Terminal, pager
 from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
-from acp_proxy.report.text import fmt_frame_what as fmt_frame_what  # (for the commands)
-from acp_proxy.report.text import fmt_time as fmt_time
 from acp_proxy.store.engine import (
     SQLITE,
     Database,

@@ -24,8 +24,9 @@ from acp_proxy.acp.jsonpaths import parse_path, remove_paths
 from acp_proxy.acp.volatile import scrub
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, session_of
 from acp_proxy.replay.script import Classified, classified_bytes
-from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
+from acp_proxy.replay.splice import Span, find_spans, splice
 from acp_proxy.wire.frame import A2C, C2A
+from acp_proxy.wire.surrogates import json_bytes
 
 
 @dataclass(slots=True)

@@ -56,8 +56,9 @@ from acp_proxy.acp.jsonpaths import Difference, parse_path, short
 from acp_proxy.replay.history import history_frames, load_result
 from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, compare_call, session_of
 from acp_proxy.replay.script import AwaitAnswer, Classified, Emit, Item, Script, Step, Trigger
-from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
+from acp_proxy.replay.splice import Span, find_spans, insert_member, splice
 from acp_proxy.wire.jsonrpc import Message, classify
+from acp_proxy.wire.surrogates import json_bytes
 
 MatchMode = Literal["loose", "sequential", "strict"]
 Pace = Literal["fast", "recorded"]

@@ -61,8 +61,8 @@ from typing import Any
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, LIVE_ONLY_VARIANTS, entity_key
 from acp_proxy.acp.updates import MESSAGE_TYPES as _MESSAGES
 from acp_proxy.replay.script import Classified
-from acp_proxy.replay.splice import json_bytes
 from acp_proxy.wire.frame import A2C, C2A
+from acp_proxy.wire.surrogates import json_bytes
 
 MESSAGE_TYPES = {
     variant: etype for variant, (etype, _f) in ENTITY_OF_UPDATE.items() if etype in _MESSAGES

@@ -187,8 +187,6 @@ ONE_ENGINE_MODULES = {
     "pipeline.py's table of sinks",
     "recorder/writer/sink_pg.py": "the PostgreSQL sink (the same table)",
     "recorder/writer/settle_pg.py": "settles the PostgreSQL sink's commits left in doubt",
-    "commands/stores.py": "opens a destination with each engine's own connect timeout "
-    "(engine.open has one for both)",
 }
 """Modules outside store/ that are about one engine by design, each with its reason."""
 

@@ -474,6 +474,14 @@ def unknown_scheme(value: str) -> str | None:
     return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
 
 
+def create_database(location: str | Path) -> Database:
+    """Open the recording at ``location`` for writing, created (and given the schema) when it
+    is not there: a file path or a ``postgresql://`` URL, each with its engine's own
+    connect timeout (``import``, ``copy``'s destination)."""
+    url = database_url(location)
+    return connect_pg(url, create=True) if url else connect(Path(location), create=True)
+
+
 def open_database(
     location: str | Path, *, writable: bool = False, timeout: float = 30.0
 ) -> Database:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from acp_proxy.recorder.ipc import Control, Frame
+from acp_proxy.recorder.ipc import Control, Whole
 from acp_proxy.recorder.journal import ProxyJournal
 
 
@@ -16,7 +16,7 @@ def test_an_event_lingers_with_the_frames_and_a_change_is_taken_at_once() -> Non
     journal = ProxyJournal(queue_bytes=1 << 20, batch_bytes=1 << 20, linger=3600, warn=print)
     journal.open("c", {"transport": "http"})
     assert journal.take() == [Control("c", "open", {"transport": "http"})]  # at once
-    frame = Frame("c", "c2a", 1.0, 1, b"{}", False)
+    frame = Whole("c", "c2a", 1.0, 1, b"{}", False)
     journal.frames("c", [frame])
     journal.note("c", "event", {"kind": "http"})
     taken: list[Any] = []

@@ -190,11 +190,10 @@ class ConnectionRecorder:
             self._journal.control(self, "update", fields)
 
     def event(self, kind: str, detail: Any = None) -> None:
-        """Record a connection-level event (a signal, a close code...)."""
+        """Record a connection-level event (a signal, a close code...): it lingers with the
+        frames (the connection's end, which follows the last ones, is written at once)."""
         if self._journal is not None:
-            self._journal.control(
-                self, "event", {"kind": kind, "detail": detail, "ts": time.time()}
-            )
+            self._journal.note(self, "event", {"kind": kind, "detail": detail, "ts": time.time()})
 
     def close(self, **fields: Any) -> None:
         """The connection ended: record ``ended_at``, ``end_reason`` and any final fields."""

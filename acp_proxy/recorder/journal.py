@@ -395,6 +395,16 @@ class ProxyJournal(Journal):
             self._urgent = True
             self._cond.notify()
 
+    def note(self, conn: Any, op: str, fields: dict[str, Any]) -> None:
+        """Queue a connection-level fact (an event) that may linger with the frames.
+
+        An HTTP connection records an ``http`` event per request: taken without lingering,
+        each request cost a batch (and a commit) of its own (docs/http.md#benchmark).
+        """
+        with self._cond:
+            self._queue.append(Control(conn, op, fields))
+            self._wake()
+
     def chunk(self, conn: Any, stream: str, data: bytes) -> None:
         """Queue a stream chunk, or drop (and count) what the budget does not allow.
 

@@ -37,7 +37,11 @@ from acp_proxy.store.pg import (
     safe_url,
     translate,
 )
-from acp_proxy.store.pg_partitions import PARTITIONED, droppable_partitions_pg
+from acp_proxy.store.pg_partitions import (
+    PARTITIONED,
+    droppable_partitions_pg,
+    ensure_partitions_pg,
+)
 from acp_proxy.store.schema import RecordingError, connect, migrate
 
 SqliteConnection = sqlite3.Connection
@@ -231,6 +235,9 @@ class SqliteEngine(Engine):
     def drop_partitions(self, db: Database, names: list[str]) -> None:
         """Nothing to drop (no partitions)."""
 
+    def tidy_partitions(self, db: Database) -> None:
+        """Nothing to tidy (no partitions)."""
+
     @contextmanager
     def import_transaction(self, db: Database) -> Iterator[None]:
         """One transaction for an import (a savepoint inside the caller's), schema migrated."""
@@ -370,6 +377,12 @@ class PostgresEngine(Engine):
         """Drop these partitions (in the caller's transaction)."""
         for name in names:
             db.execute(f"DROP TABLE {name}")
+
+    def tidy_partitions(self, db: Database) -> None:
+        """The coming days' partitions created, and every row the default partition holds
+        moved into its day's (so that it too can be dropped by day)."""
+        assert isinstance(db, PgDatabase)
+        ensure_partitions_pg(db)
 
     @contextmanager
     def import_transaction(self, db: Database) -> Iterator[None]:

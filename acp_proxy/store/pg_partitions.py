@@ -18,7 +18,8 @@ reader's plan is the same index scan under a ``Merge Append``.
   after it, as the recorder's writer does when it connects and once a day after. A
   ``DEFAULT`` partition takes any row outside them (a clock far off, an import of old
   frames), so no insert ever fails for lack of a partition; the same call moves the rows the
-  default holds into partitions of their own days, so they too can be dropped by day.
+  default holds into partitions of their own days, so they too can be dropped by day (a
+  writer only while they are few, :data:`WRITER_MOVE_LIMIT`; ``prune`` all of them).
 - :func:`droppable_partitions_pg` names the partitions whose every row belongs to a
   connection being pruned (or that are empty and end before the cut).
 """
@@ -41,6 +42,9 @@ DAYS_AHEAD = 2
 
 PARTITIONED = ("frames", "stderr_lines")
 """The tables kept in daily partitions."""
+
+WRITER_MOVE_LIMIT = 10_000
+"""The most default-partition rows a writer moves into their days' partitions (milliseconds)."""
 
 PARTITION_LOCK = 0x61637070  # pg_advisory_xact_lock key: "acpp"
 
@@ -164,12 +168,18 @@ def partitions_pg(db: PgDatabase, table: str) -> list[Partition]:
 
 
 def ensure_partitions_pg(
-    db: PgDatabase, now: float | None = None, *, locked: bool = False
+    db: PgDatabase,
+    now: float | None = None,
+    *,
+    locked: bool = False,
+    move_limit: int | None = None,
 ) -> float:
     """Create the partitions of today and :data:`DAYS_AHEAD` days after it where missing, and
     move what the default partition holds into partitions of its days; return when it should
     run again (the start of tomorrow). ``locked``: inside the caller's transaction (the
     migration's), else in transactions of its own, none waiting long on a lock.
+    ``move_limit``: leave the default partition as it is when it holds more rows than this
+    (a writer must not stall on a big import's rows: ``prune`` moves them, unlimited).
 
     A day that cannot be created now (a lock not granted in time) is left to the next call:
     its rows go to the default partition meanwhile.
@@ -183,6 +193,12 @@ def ensure_partitions_pg(
         covered = [(p.lower, p.upper) for p in have if not p.default]
         wanted = [today + n * DAY for n in range(DAYS_AHEAD + 1)]
         default = next((p.name for p in have if p.default), None)
+        if default is not None and move_limit is not None:
+            (held,) = db.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {default} LIMIT {move_limit + 1}) AS d"
+            ).fetchone() or (0,)
+            if held > move_limit:
+                default = None
         if default is not None:
             stray = db.execute(f"SELECT DISTINCT floor(ts / {DAY}) FROM {default}").fetchall()
             wanted += [int(r[0]) * DAY for r in stray]

@@ -11,7 +11,9 @@ row was never closed (a killed proxy) ends at its last heartbeat, as every view 
 :func:`prune` deletes, in one transaction, the connections' frames, stderr lines, events,
 search documents (``search_docs``, whose FTS5 table SQLite's triggers keep in step) and
 rows; on PostgreSQL a daily partition whose every row is prunable is dropped whole instead
-(:mod:`~acp_proxy.store.pg_partitions`). ``dry_run`` counts the same and changes nothing.
+(:mod:`~acp_proxy.store.pg_partitions`), and afterwards the rows left in the default
+partition are moved into partitions of their days. ``dry_run`` counts the same and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = 
                 _delete(db, has_search)
         finally:
             db.execute(f"DROP TABLE {DOOMED}")
+    if not dry_run:
+        engine.tidy_partitions(db)  # what is left in the default partition, by day
     return done
 
 

@@ -50,7 +50,7 @@ from acp_proxy.store.pg import (
     is_unavailable,
     safe_url,
 )
-from acp_proxy.store.pg_partitions import ensure_partitions_pg
+from acp_proxy.store.pg_partitions import WRITER_MOVE_LIMIT, ensure_partitions_pg
 from acp_proxy.store.schema import RecordingError
 
 CONNECT_SECONDS = 5.0
@@ -123,7 +123,7 @@ class PostgresSink(SqlSink):
         time) only means the rows go to the default partition until the next try."""
         assert self._db is not None
         try:
-            self._partitions_at = ensure_partitions_pg(self._db)
+            self._partitions_at = ensure_partitions_pg(self._db, move_limit=WRITER_MOVE_LIMIT)
         except POSTGRES.errors:
             if self._db.conn.broken:
                 raise

@@ -28,11 +28,19 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from acp_proxy.store.pg import PgDatabase
+
+class PgDatabase(Protocol):
+    """What this module needs of :class:`~acp_proxy.store.pg.PgDatabase` (which imports
+    this module: no import back)."""
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
+
+    def transaction(self) -> Any: ...
+
 
 DAY = 86400
 """Seconds in one partition."""

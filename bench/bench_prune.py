@@ -2,7 +2,7 @@
 
 Each case is a fresh store of ``--frames`` frames (default 1M, 200 bytes each) in 500
 connections that ended 40 days ago, beside one connection still recording (1000 frames);
-``acp-proxy prune STORE --older-than 30d`` (the real CLI) removes the 500. Cases:
+``prune --older-than 30d`` (timed in process: open, prune, close) removes the 500. Cases:
 
 - ``sqlite``: a SQLite file (rows deleted: the baseline of the ratios);
 - ``pg rows``: PostgreSQL, the live connection's frames in the same day's partition as the old
@@ -11,7 +11,9 @@ connections that ended 40 days ago, beside one connection still recording (1000 
   dropped whole.
 
 Also the conversion of a store of the layout before partitions holding ``--frames`` frames
-(the migration the first writable open runs), timed in process. PostgreSQL is a private
+(the migration the first writable open runs), timed in process, and what partitions cost the
+recorder: a binary ``COPY`` of a quarter of ``--frames`` frames (as the sink writes them) into
+either layout, alternated, best of two each. PostgreSQL is a private
 server (as the tests start one) unless ``--pg-url`` names a database to empty and use.
 
 Usage::
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,8 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_pg import BenchPostgres
 
+from acp_proxy.commands.prune import summary
+from acp_proxy.store.engine import open_database
 from acp_proxy.store.pg import PG_MIGRATIONS, connect_pg
 from acp_proxy.store.pg_partitions import DAY, ensure_partitions_pg
+from acp_proxy.store.retention import prune
 from acp_proxy.store.schema import connect
 
 CONNECTIONS = 500
@@ -129,14 +133,45 @@ def _old_layout(url: str, frames: int) -> None:
         pg.execute("VACUUM ANALYZE frames")
 
 
+def _copy_into(url: str, frames: int, *, partitioned: bool) -> float:
+    """Seconds to ``COPY`` frames in as the recorder's sink does, into either layout."""
+    import psycopg
+
+    if partitioned:
+        connect_pg(url, create=True).close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute("CREATE TABLE acp_proxy_schema (version INTEGER NOT NULL)")
+            for migration in PG_MIGRATIONS:
+                pg.execute(migration)
+    raw = b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"' + b"y" * 150 + b'"}}\n'
+    now = time.time()
+    rows = [(1, i, now, i, "a2c", len(raw), raw, "session/update") for i in range(frames)]
+    with psycopg.connect(url, autocommit=True) as pg:
+        started = time.perf_counter()
+        with pg.transaction(), pg.cursor() as cur:
+            sql = (
+                "COPY frames (connection_id, seq, ts, mono_ns, direction, size, raw, method) "
+                "FROM STDIN (FORMAT BINARY)"
+            )
+            with cur.copy(sql) as copy:
+                copy.set_types(["int8", "int8", "float8", "int8", "text", "int8", "bytea", "text"])
+                for row in rows:
+                    copy.write_row(row)
+        return time.perf_counter() - started
+
+
 def _prune(store: str) -> tuple[float, str]:
+    """Prune, timed in process (open, prune, close: no interpreter start-up counted)."""
+    cut = time.time() - 30 * DAY
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "prune", store, "--older-than", "30d"],
-        capture_output=True,
-        check=True,
-    )
-    return time.perf_counter() - started, done.stdout.decode().strip()
+    db = open_database(store, writable=True)
+    try:
+        done = prune(db, cut)
+    finally:
+        db.close()
+    took = time.perf_counter() - started
+    return took, "\n  ".join(summary(done, cut, dry_run=False, host=None))
 
 
 def main() -> None:
@@ -165,6 +200,15 @@ def main() -> None:
         connect_pg(url, create=False).close()  # the writable open: migrated
         results["convert"] = time.perf_counter() - started
         print(f"convert  {results['convert']:7.2f}s  (a store of {args.frames} frames)")
+        for name in ("copy plain", "copy partitioned", "copy plain", "copy partitioned"):
+            url = pg.server.database() if pg.server is not None else pg.fresh()
+            took = _copy_into(url, args.frames // 4, partitioned=name.endswith("partitioned"))
+            results[name] = min(results.get(name, took), took)
+        print(
+            f"recorder COPY of {args.frames // 4} frames: unpartitioned "
+            f"{results['copy plain']:.2f}s, partitioned {results['copy partitioned']:.2f}s "
+            "(best of 2)"
+        )
     finally:
         pg.close()
     base_time = results["sqlite"]

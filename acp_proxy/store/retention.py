@@ -8,17 +8,18 @@ row was never closed (a killed proxy) ends at its last heartbeat, as every view 
 :data:`MIN_AGE_SECONDS` ago (far more than
 :data:`~acp_proxy.store.liveness.STALE_SECONDS`), so it is never prunable.
 
-:func:`prune` deletes, in one transaction, the connections' frames, stderr lines, events,
-search documents (``search_docs``, whose FTS5 table SQLite's triggers keep in step) and
-rows; on PostgreSQL a daily partition whose every row is prunable is dropped whole instead
-(:mod:`~acp_proxy.store.pg_partitions`), and afterwards the rows left in the default
-partition are moved into partitions of their days. ``dry_run`` counts the same and changes
-nothing.
+:func:`prune` deletes the connections' frames, stderr lines, events, search documents
+(``search_docs``, whose FTS5 table SQLite's triggers keep in step) and rows, each connection
+with all of its rows in one transaction; on PostgreSQL a daily partition whose every row is
+prunable is dropped whole instead (:mod:`~acp_proxy.store.pg_partitions`), and afterwards
+the rows left in the default partition are moved into partitions of their days.
+``dry_run`` counts the same and changes nothing.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,14 @@ class Pruned:
 
 def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = False) -> Pruned:
     """Delete the connections (of ``host``, else all) that ended before ``cut``, with all
-    their rows, in one transaction; ``dry_run``: only count them."""
+    their rows; ``dry_run``: only count them.
+
+    Each connection goes with all its rows in one transaction. On PostgreSQL that is one
+    transaction for all (its writers never wait on row deletes); SQLite has one writer at a
+    time, so there the deletes go in slices of about :data:`SLICE_FRAMES` frames, each its
+    own short transaction, and a proxy recording meanwhile waits far less than its lock
+    retry window (30 s) however much is pruned.
+    """
     engine = engine_of(db)
     has_search = bool(table_columns(db, "search_docs"))
     where = PRUNABLE
@@ -76,6 +84,7 @@ def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = 
     if host is not None:
         where = f"{where} AND host = ?"
         args.append(host)
+    slices: list[list[int]] = []
     with engine.write_transaction(db):
         db.execute(f"CREATE TEMP TABLE {DOOMED} (id BIGINT PRIMARY KEY)")
         try:
@@ -84,13 +93,50 @@ def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = 
             if done.connections:
                 done.partitions = engine.prunable_partitions(db, DOOMED, cut)
             if not dry_run and done.connections:
-                engine.drop_partitions(db, done.partitions)  # first: fewer rows to delete
-                _delete(db, has_search)
+                if engine.ids_in_commit_order:  # one writer at a time: slices
+                    slices = _slices(db)
+                else:
+                    engine.drop_partitions(db, done.partitions)  # first: fewer rows to delete
+                    _delete(db, f"SELECT id FROM {DOOMED}", [], has_search)
         finally:
             db.execute(f"DROP TABLE {DOOMED}")
+    for ids in slices:
+        time.sleep(SLICE_PAUSE_SECONDS)  # a waiting writer's turn
+        with engine.write_transaction(db):
+            _delete(db, ", ".join("?" for _ in ids), ids, has_search)
     if not dry_run:
         engine.tidy_partitions(db)  # what is left in the default partition, by day
     return done
+
+
+SLICE_FRAMES = 50_000
+"""About how many frames one slice of a SQLite prune deletes (a connection is never split)."""
+
+SLICE_CONNECTIONS = 500
+"""The most connections in one slice (parameters of one statement)."""
+
+SLICE_PAUSE_SECONDS = 0.02
+"""The pause before each slice, for a writer waiting on the lock to take it."""
+
+
+def _slices(db: Database) -> list[list[int]]:
+    """The doomed connections in slices of about :data:`SLICE_FRAMES` frames each."""
+    sizes = dict(
+        db.execute(
+            f"SELECT connection_id, count(*) FROM frames WHERE connection_id IN "
+            f"(SELECT id FROM {DOOMED}) GROUP BY connection_id"
+        ).fetchall()
+    )
+    slices: list[list[int]] = [[]]
+    held = 0
+    for (cid,) in db.execute(f"SELECT id FROM {DOOMED} ORDER BY id").fetchall():
+        frames = int(sizes.get(cid, 0))
+        if slices[-1] and (held + frames > SLICE_FRAMES or len(slices[-1]) >= SLICE_CONNECTIONS):
+            slices.append([])
+            held = 0
+        slices[-1].append(int(cid))
+        held += frames
+    return [s for s in slices if s]
 
 
 def _count(db: Database, has_search: bool) -> Pruned:
@@ -103,8 +149,8 @@ def _count(db: Database, has_search: bool) -> Pruned:
     return Pruned(int(connections), int(frames), int(nbytes), int(lines), int(events), int(docs))
 
 
-def _delete(db: Database, has_search: bool) -> None:
-    ids = f"connection_id IN (SELECT id FROM {DOOMED})"
+def _delete(db: Database, ids: str, args: list[int], has_search: bool) -> None:
+    """Delete the connections ``ids`` (a subquery or ``?`` marks of ``args``) and their rows."""
     for table in ("frames", "stderr_lines", "events", *(["search_docs"] if has_search else [])):
-        db.execute(f"DELETE FROM {table} WHERE {ids}")
-    db.execute(f"DELETE FROM connections WHERE id IN (SELECT id FROM {DOOMED})")
+        db.execute(f"DELETE FROM {table} WHERE connection_id IN ({ids})", args)
+    db.execute(f"DELETE FROM connections WHERE id IN ({ids})", args)

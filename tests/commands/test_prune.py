@@ -302,3 +302,45 @@ def test_many_writers_opening_an_old_store_at_once_convert_it_once(pg_url: str) 
         assert proc.returncode == 0, err
         assert out.startswith(b"would prune 1 connection(s)"), out
     assert sql(pg_url, "SELECT count(*) FROM frames_legacy") == [(4,)]
+
+
+def test_sqlite_prunes_in_slices_each_connection_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process: a SQLite prune's deletes go in short transactions (the recorders' writer
+    waits on each), never splitting a connection."""
+    from acp_proxy.store import retention
+    from acp_proxy.store.schema import connect
+
+    db = connect(tmp_path / "r.db", create=True)
+    for cid, frames in [(1, 5), (2, 1), (3, 1), (4, 2), (5, 3)]:
+        db.execute(
+            "INSERT INTO connections (id, started_at, ended_at, transport) "
+            "VALUES (?, ?, ?, 'stdio')",
+            (cid, NOW - 2 * DAY, NOW - DAY if cid != 5 else None),
+        )
+        for seq in range(1, frames + 1):
+            db.execute(
+                "INSERT INTO frames (connection_id, seq, ts, mono_ns, direction, size, raw) "
+                "VALUES (?, ?, ?, 0, 'c2a', 3, ?)",
+                (cid, seq, NOW - 2 * DAY, b"{}\n"),
+            )
+    db.execute("UPDATE connections SET last_seen_at = ? WHERE id = 5", (NOW + 3600,))
+    monkeypatch.setattr(retention, "SLICE_FRAMES", 2)
+    deletes: list[list[str]] = []
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN"):
+            deletes.append([])
+        elif statement.startswith("DELETE FROM frames") and deletes:
+            deletes[-1].append(statement)
+
+    db.set_trace_callback(trace)
+    done = retention.prune(db, NOW - 60)
+    db.set_trace_callback(None)
+    assert (done.connections, done.frames) == (4, 9)
+    # the count's transaction, then [1] (5 frames, alone), [2, 3], [4]
+    assert [len(d) for d in deletes] == [0, 1, 1, 1]
+    assert db.execute("SELECT id FROM connections").fetchall() == [(5,)]
+    assert db.execute("SELECT DISTINCT connection_id FROM frames").fetchall() == [(5,)]
+    db.close()

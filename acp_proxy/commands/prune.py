@@ -48,9 +48,10 @@ def prune_command(recording_path: Path, age: int, dry_run: bool, host: str | Non
     """Delete the connections that ended before a cut, with everything of theirs.
 
     A connection goes whole, with its frames, stderr lines, events and search index
-    entries, in one transaction; one still recording is never pruned (one whose proxy was killed ends
-    at its last heartbeat). On PostgreSQL a day's partition whose every row goes is dropped
-    whole. The same rule as docs/fleet.md's SQL: ended before now minus DURATION.
+    entries, in one transaction; one still recording is never pruned (one whose proxy
+    was killed ends at its last heartbeat). On PostgreSQL a day's partition whose every
+    row goes is dropped whole. The same rule as docs/fleet.md's SQL: ended before now
+    minus DURATION.
 
     \b
     Examples:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -211,6 +212,7 @@ def main() -> None:
         )
     finally:
         pg.close()
+        shutil.rmtree(base, ignore_errors=True)
     base_time = results["sqlite"]
     print(
         f"ratios to sqlite: pg rows {results['pg rows'] / base_time:.2f}, "

@@ -107,6 +107,11 @@ def _convert_table(db: PgDatabase, table: str, now: float) -> None:
     legacy = f"{table}_legacy"
     (has_rows,) = db.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone() or (False,)
     (top,) = db.execute(f"SELECT max(ts) FROM {table}").fetchone() or (None,)
+    # the ids handed out so far (deleted frames' too): new ones continue after them
+    (last,) = db.execute(f"SELECT COALESCE((SELECT max(id) FROM {table}), 0)").fetchone() or (0,)
+    (issued,) = db.execute(
+        f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {table}_id_seq"
+    ).fetchone() or (0,)
     db.execute(f"ALTER TABLE {table} RENAME TO {legacy}")
     db.execute(f"ALTER TABLE {legacy} ALTER COLUMN id DROP IDENTITY")
     db.execute(f"ALTER TABLE {legacy} DROP CONSTRAINT {table}_pkey")
@@ -127,12 +132,12 @@ def _convert_table(db: PgDatabase, table: str, now: float) -> None:
         db.execute(
             f"ALTER TABLE {table} ATTACH PARTITION {legacy} FOR VALUES FROM (MINVALUE) TO ({upper})"
         )
-        db.execute(
-            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-            f"(SELECT max(id) FROM {legacy}))"
-        )
     else:
         db.execute(f"DROP TABLE {legacy}")
+    if max(last, issued):
+        db.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), ?)", (max(last, issued),)
+        )
     db.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
 
 

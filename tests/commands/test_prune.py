@@ -245,6 +245,7 @@ def old_layout(url: str) -> None:
                 "VALUES (%s, 1, %s, 0, %s)",
                 (cid, ended - 30, b"log\n"),
             )
+        conn.execute("SELECT setval('frames_id_seq', 100)")  # as if frames up to 100 were deleted
         assert conn.execute("SELECT relkind FROM pg_class WHERE relname = 'frames'").fetchone() == (
             "r",
         )
@@ -276,6 +277,7 @@ def test_the_first_open_converts_an_old_store_to_partitions(pg_url: str) -> None
     record(pg_url, "after")
     rows = sql(pg_url, "SELECT id, connection_id FROM frames ORDER BY id")
     assert [c for _, c in rows] == [2, 2, 3, 3] and len({i for i, _ in rows}) == 4
+    assert min(i for i, c in rows if c == 3) > 100  # no id handed out before is reused
     shown = run_proxy(["dump", pg_url])
     assert shown.returncode == 0 and b"after here" in shown.stdout, shown.stderr
     # the constraints the old schema had still refuse a frame written twice

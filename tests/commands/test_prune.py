@@ -347,3 +347,20 @@ def test_sqlite_prunes_in_slices_each_connection_whole(
     assert db.execute("SELECT id FROM connections").fetchall() == [(5,)]
     assert db.execute("SELECT DISTINCT connection_id FROM frames").fetchall() == [(5,)]
     db.close()
+
+
+def test_prune_moves_the_default_partitions_rows_into_their_days(pg_url: str) -> None:
+    record(pg_url, "stray")
+    long_ago = NOW - 50 * DAY  # no partition holds that day: the rows go to the default one
+    for table in ("frames", "stderr_lines"):
+        sql(pg_url, f"UPDATE {table} SET ts = ?", (long_ago,))
+    assert sql(pg_url, "SELECT count(*) FROM frames_default") == [(2,)]
+    done = prune(pg_url, "--older-than", "1000d")
+    assert done.startswith("nothing to prune"), done
+    assert sql(pg_url, "SELECT count(*) FROM frames_default") == [(0,)]
+    day = day_start(long_ago)
+    where = sql(pg_url, "SELECT DISTINCT tableoid::regclass::text FROM frames")
+    assert where == [(partition_name("frames", day),)]
+    assert partition_name("stderr_lines", day) in partitions(pg_url)
+    shown = run_proxy(["dump", pg_url])
+    assert shown.returncode == 0 and b"stray here" in shown.stdout, shown.stderr

@@ -23,7 +23,8 @@ from acp_proxy.console import Terminal, arrow
 from acp_proxy.console import table as table_lines
 from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
 from acp_proxy.store.engine import location_name
-from acp_proxy.store.reader import ConnectionRow, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow
 
 
 def _who(info: object) -> str | None:

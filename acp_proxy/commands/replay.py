@@ -11,7 +11,7 @@ import click
 from acp_proxy.acp.diff import SlowerLimit
 from acp_proxy.commands.common import RECORDING_PATH, single_option
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.console import warn
 from acp_proxy.formats.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
 from acp_proxy.replay.load import ScriptError, select_script
@@ -223,7 +223,7 @@ def replay_command(
         return
     engine = ReplayEngine(script, options)
     if sys.stdin.isatty():
-        warn_stderr(
+        warn(
             f"replay: serving {recording_path} as an agent on stdin/stdout; waiting for a "
             "client's JSON-RPC lines (Ctrl-D ends)"
         )

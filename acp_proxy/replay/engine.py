@@ -62,7 +62,7 @@ from acp_proxy.replay.match import (
     session_of,
     short,
 )
-from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step, Trigger
+from acp_proxy.replay.script import AwaitAnswer, Classified, Emit, Item, Script, Step, Trigger
 from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
 from acp_proxy.wire.jsonrpc import Message, classify
 
@@ -515,7 +515,7 @@ class ReplayEngine:
             if data is not None:
                 out.append(Send(data, self._delay(item.frame)))
 
-    def _delay(self, frame: RecFrame) -> float:
+    def _delay(self, frame: Classified) -> float:
         if self.options.pace != "recorded":
             return 0.0
         prev = self._last_mono
@@ -527,7 +527,7 @@ class ReplayEngine:
             delay = min(delay, self.options.max_delay)
         return delay
 
-    def _rewrite(self, frame: RecFrame, out: list[Output]) -> bytes | None:
+    def _rewrite(self, frame: Classified, out: list[Output]) -> bytes | None:
         raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
         msg = frame.msg
         conn = frame.connection_id
@@ -582,7 +582,7 @@ class ReplayEngine:
         return splice(raw, replacements) if replacements else raw
 
 
-def _response_of(step: Step) -> RecFrame | None:
+def _response_of(step: Step) -> Classified | None:
     """The recorded agent response to ``step``'s request, if the step holds it."""
     trig = step.trigger
     for item in step.items:

@@ -121,6 +121,10 @@ class Engine:
     """What a failing read means, in an error message."""
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+
 class SqliteEngine(Engine):
     """The SQLite engine: a recording is a file."""
 

@@ -37,8 +37,9 @@ PG_SCHEMES = ("postgresql://", "postgres://")
 PG_MIGRATIONS: list[str] = [
     # frames and stderr_lines name their connection without a FOREIGN KEY constraint, as
     # SQLite (which never enforces them: no PRAGMA foreign_keys) effectively does. Enforced,
-    # its per-row check was 40% of the server's time per recorded frame (measured: 10.8 ->
-    # 6.4 us/row of COPY), and the recorder creates the connection row first anyway.
+    # its per-row check costs the server a large part of each recorded frame (docs/
+    # performance.md, "The store's and readers' choices"), and the recorder creates the
+    # connection row first anyway.
     # 1: the initial schema (SQLite's migration 1)
     """
     CREATE TABLE connections (

@@ -23,7 +23,8 @@ from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient
 
 from acp_proxy.store.pg import PgDatabase, connect_pg, frames_transaction
-from acp_proxy.store.reader import FrameFilter, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import FrameFilter
 from acp_proxy.web import store
 from acp_proxy.web.server import make_app
 from tests.helpers import insert_frames

@@ -32,7 +32,7 @@ def test_live_findings_are_those_the_checker_finds_on_the_stored_rows() -> None:
     conn = object()
     rows = Rows()
     items: list[ipc.Item] = [ipc.Control(conn, "open", {"transport": "websocket"})]
-    items += [ipc.Frame(conn, d, 0.0, n, raw, False) for n, (d, raw) in enumerate(MESSAGES)]
+    items += [ipc.Whole(conn, d, 0.0, n, raw, False) for n, (d, raw) in enumerate(MESSAGES)]
     items += [ipc.Drops(conn, 2, 10), ipc.Control(conn, "close", {})]
     measures = Measures(live_check=True)
     stored = []
@@ -69,7 +69,7 @@ def test_a_failing_measure_stops_measuring_never_the_recording() -> None:
     measures = Measures(live_check=True, warn=said.append)
     conn = object()
     rows = Rows()
-    ops = rows.build([ipc.Control(conn, "open", {}), ipc.Frame(conn, "a2c", 0.0, 1, b"{", False)])
+    ops = rows.build([ipc.Control(conn, "open", {}), ipc.Whole(conn, "a2c", 0.0, 1, b"{", False)])
     measures.observe_ops(ops)
     counted = measures.snapshot()["findings"]
     assert counted  # framing.json

@@ -75,6 +75,17 @@ def _text_key(value: Any) -> tuple[bool, str]:
     return (value is not None, "" if value is None else str(value))
 
 
+def method_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`RecordingReader.method_counts`: most frames first, then by method
+    and direction."""
+    return (-row["frames"], _text_key(row["method"]), _text_key(row["direction"]))
+
+
+def update_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`RecordingReader.update_counts`: most frequent first."""
+    return (-row["count"], _text_key(row["variant"]))
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionRow:
     """A recorded connection with its frame count, byte total and derived state.
@@ -851,8 +862,7 @@ class RecordingReader:
                 args,
             )
         ]
-        # Most frames first, then by method (and, for equal methods, SQLite's order of groups).
-        rows.sort(key=lambda m: (-m["frames"], _text_key(m["method"]), _text_key(m["direction"])))
+        rows.sort(key=method_count_order)
         return rows
 
     def update_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
@@ -866,7 +876,7 @@ class RecordingReader:
                 args,
             )
         ]
-        rows.sort(key=lambda u: (-u["count"], _text_key(u["variant"])))
+        rows.sort(key=update_count_order)
         return rows
 
     def direction_counts(self, connection_id: int) -> dict[str, int]:

@@ -27,6 +27,7 @@ import sqlite_utils
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
+from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
 from acp_proxy.store.engine import database_errors, memory_database
@@ -293,33 +294,17 @@ class ConnectionTotals:
     updates: dict[str, int]
 
     @classmethod
-    def read(cls, reader: RecordingReader, ids: list[int]) -> dict[int, ConnectionTotals]:
-        """Those connections' totals, counted now: two queries over their frames alone
-        (the database picks index ranges or one pass over the table)."""
-        if not ids:
-            return {}
-        methods: dict[int, dict[str, int]] = {i: {} for i in ids}
-        updates: dict[int, dict[str, int]] = {i: {} for i in ids}
-        counts = dict.fromkeys(ids, 0)
-        sessions: dict[int, list[SessionSpan]] = {i: [] for i in ids}
-        for start in range(0, len(ids), _TOTALS_CHUNK):
-            chunk = ids[start : start + _TOTALS_CHUNK]
-            for cid, method, update, n in reader.kind_counts(chunk):
-                counts[cid] += n
-                if method is not None:
-                    methods[cid][str(method)] = methods[cid].get(str(method), 0) + n
-                if update is not None:
-                    updates[cid][str(update)] = updates[cid].get(str(update), 0) + n
-            for span in reader.session_spans(chunk):
-                sessions[span.connection_id].append(span)
-        return {i: cls(counts[i], sessions[i], methods[i], updates[i]) for i in ids}
-
-
-_TOTALS_CHUNK = 500
-"""Connections counted per query (SQLite takes at most 32,766 parameters)."""
-
-_totals: OrderedDict[str, dict[tuple[int, float], ConnectionTotals]] = OrderedDict()
-"""Per recording: the totals of its ended connections, by (id, started_at)."""
+    def of(cls, agg: Aggregate) -> ConnectionTotals:
+        """What the list counts, from the connection's aggregate (derived to ``counts``)."""
+        assert agg.counts is not None
+        methods: dict[str, int] = {}
+        updates: dict[str, int] = {}
+        for method, update, n in agg.counts.kinds:
+            if method is not None:
+                methods[str(method)] = methods.get(str(method), 0) + n
+            if update is not None:
+                updates[str(update)] = updates.get(str(update), 0) + n
+        return cls(agg.frames, list(agg.counts.spans), methods, updates)
 
 
 def connection_totals(
@@ -327,25 +312,15 @@ def connection_totals(
 ) -> dict[int, ConnectionTotals]:
     """The totals of every connection in ``rows``, by id.
 
-    A connection that has ended (its row's ``ended_at`` set) has all its frames stored: the
-    recorder writes its end after them, and an import writes a connection in one
-    transaction. Its totals are counted once and kept, so a refresh of the list while
-    frames arrive counts only the connections still being recorded (and new ones) instead of
-    every frame of the store (3M frames: 1.3 s each time). A connection deleted since is
-    forgotten; one whose derived columns ``reindex`` rewrote meanwhile shows the new counts
-    after the inspector restarts.
+    From :func:`acp_proxy.analysis.aggregates.aggregates`: an ended connection's are
+    counted once and kept (in the recording and in this process), so a refresh of the list
+    while frames arrive counts only the connections still being recorded (and new ones)
+    instead of every frame of the store (3M frames: 1.3 s each time).
     """
-    where = store.location_key(path)
-    with _cache_lock:
-        known = _totals.pop(where, {})
-    out = {row.id: known[key] for row in rows if (key := (row.id, row.started_at)) in known}
-    out.update(ConnectionTotals.read(reader, [row.id for row in rows if row.id not in out]))
-    kept = {(r.id, r.started_at): out[r.id] for r in rows if r.ended_at is not None}
-    with _cache_lock:
-        _totals[where] = kept
-        while len(_totals) > _CACHE_MAX:
-            _totals.popitem(last=False)
-    return out
+    return {
+        cid: ConnectionTotals.of(agg)
+        for cid, agg in aggregates(path, reader, rows, "counts").items()
+    }
 
 
 def connections(path: store.Location, reader: RecordingReader) -> list[dict[str, Any]]:

@@ -31,10 +31,10 @@ from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
 from acp_proxy.store.engine import database_errors, memory_database
-from acp_proxy.store.pg import connect_pg, describe_error
+from acp_proxy.store.pg import describe_error
 from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
 from acp_proxy.store.schema import RecordingError, connect
-from acp_proxy.store.search import SearchIndex, has_saved_index
+from acp_proxy.store.search import SearchIndex, has_saved_index, open_pg_search_index
 from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -492,10 +492,13 @@ _INDEXES_MAX = 2
 def _held_index(path: store.Location) -> _HeldIndex:
     """The search index the inspector reads for ``path``, without writing the recording.
 
-    An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
-    otherwise the inspector keeps its own copy of the same index in memory
+    A SQLite file: an up-to-date index saved in it (by ``acp-proxy search``) is used as it
+    is; otherwise the inspector keeps its own copy of the same index in memory
     (:class:`acp_proxy.store.search.SearchIndex` over an in-memory database), brought up to
-    date with each search: only frames recorded since are indexed.
+    date with each search: only frames recorded since are indexed. PostgreSQL: the index in
+    the database (:class:`acp_proxy.store.search.PgSearchIndex`, full-text, what the CLI
+    searches), brought up to date the same way, without reading the whole store into memory
+    (in memory only for a role that may not write it).
     """
     key = store.location_key(path)
     with _cache_lock:
@@ -505,11 +508,9 @@ def _held_index(path: store.Location) -> _HeldIndex:
             return held
     index: Any = None
     if not isinstance(path, Path):
-        # PostgreSQL: the same index in memory, fed from a read-only connection of its own
-        pg_source = connect_pg(path.url, create=False, readonly=True, application_name="acp web")
-        memory = sqlite_utils.Database(memory_database(autocommit=False))
-        index = SearchIndex(pg_source, memory, in_file=False)
-        return _keep_index(key, index)
+        # PostgreSQL: the database's own full-text index (what ``acp-proxy search`` keeps),
+        # brought up to date with each search; in memory where it cannot be written
+        return _keep_index(key, open_pg_search_index(path.url))
     source = connect(path, create=False, readonly=True)
     saved = sqlite_utils.Database(source)
     if has_saved_index(saved):
@@ -548,8 +549,9 @@ def search(
     list summary, so the frame list can show it."""
     held = _held_index(path)
     with held.lock:
-        if held.index.in_file and not held.index.up_to_date():
-            # the saved index fell behind (frames recorded since): keep a copy in memory
+        if isinstance(path, Path) and held.index.in_file and not held.index.up_to_date():
+            # the index saved in the file fell behind (frames recorded since): the inspector
+            # does not write the file, so it keeps a copy in memory
             with _cache_lock:
                 _indexes.pop(store.location_key(path), None)
             held.index.close()

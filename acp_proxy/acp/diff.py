@@ -266,11 +266,18 @@ def greedy_pairs(
 
 
 def align_pairs(
-    a: Sequence[int], b: Sequence[int], max_cells: int = LCS_CELLS
+    a: Sequence[int],
+    b: Sequence[int],
+    max_cells: int = LCS_CELLS,
+    *,
+    a_starts: Sequence[bool] | None = None,
+    b_starts: Sequence[bool] | None = None,
 ) -> tuple[list[tuple[int, int]], str | None]:
     """Matched index pairs of two sequences: common ends, then LCS (greedy past ``max_cells``).
 
-    The second item is ``None``, or a note saying the alignment was greedy.
+    With ``a_starts``/``b_starts`` (whether each item starts a turn), a middle past
+    ``max_cells`` is aligned turn by turn first (:func:`turn_pairs`) before falling back to
+    greedy. The second item is ``None``, or a note saying the alignment was greedy.
     """
     n, m = len(a), len(b)
     head = 0
@@ -281,18 +288,98 @@ def align_pairs(
         tail += 1
     mid_a, mid_b = a[head : n - tail], b[head : m - tail]
     note = None
+    turns = None
     if len(mid_a) * len(mid_b) <= max_cells:
         middle = lcs_pairs(mid_a, mid_b)
     else:
-        note = (
-            f"the differing middle is {len(mid_a)} x {len(mid_b)} frames, past the LCS limit "
-            f"of {max_cells:,} cells: aligned greedily (linear; may report more changes than "
-            "an exact alignment)"
-        )
-        middle = greedy_pairs(mid_a, mid_b)
+        if a_starts is not None and b_starts is not None:
+            turns = turn_pairs(
+                mid_a, mid_b, a_starts[head : n - tail], b_starts[head : m - tail], max_cells
+            )
+        if turns is not None:
+            middle, note = turns
+        else:
+            note = (
+                f"the differing middle is {len(mid_a)} x {len(mid_b)} frames, past the LCS "
+                f"limit of {max_cells:,} cells: aligned greedily (linear; may report more "
+                "changes than an exact alignment)"
+            )
+            middle = greedy_pairs(mid_a, mid_b)
     pairs = [(k, k) for k in range(head)]
     pairs += [(i + head, j + head) for i, j in middle]
     pairs += [(n - tail + k, m - tail + k) for k in range(tail)]
+    return pairs, note
+
+
+def _turns(seq: Sequence[int], starts: Sequence[bool]) -> list[tuple[int, int]]:
+    """``seq`` cut into turns: (start, end) ranges, a new one at each start."""
+    bounds = [0, *(i for i in range(1, len(seq)) if starts[i]), len(seq)]
+    return [(bounds[k], bounds[k + 1]) for k in range(len(bounds) - 1) if bounds[k + 1] > 0]
+
+
+def _local_pairs(
+    a: Sequence[int], b: Sequence[int], max_cells: int
+) -> tuple[list[tuple[int, int]], str | None]:
+    """:func:`align_pairs` of a stretch inside a bigger alignment: the common tail and then
+    LCS (the common head is left to the LCS, whose walk back from the end decides it)."""
+    n, m = len(a), len(b)
+    tail = 0
+    while tail < n and tail < m and a[n - 1 - tail] == b[m - 1 - tail]:
+        tail += 1
+    mid_a, mid_b = a[: n - tail], b[: m - tail]
+    if len(mid_a) * len(mid_b) <= max_cells:
+        middle, note = lcs_pairs(mid_a, mid_b), None
+    else:
+        middle, note = align_pairs(mid_a, mid_b, max_cells)
+    return middle + [(n - tail + k, m - tail + k) for k in range(tail)], note
+
+
+def turn_pairs(
+    a: Sequence[int],
+    b: Sequence[int],
+    a_starts: Sequence[bool],
+    b_starts: Sequence[bool],
+    max_cells: int = LCS_CELLS,
+) -> tuple[list[tuple[int, int]], str | None] | None:
+    """Align turns first, then frames within the turns that differ: equal turns (the same
+    items throughout) are matched by an LCS over the turns, and each stretch between two
+    matched turns is aligned item by item (:func:`align_pairs`, greedy only if that
+    stretch alone is past ``max_cells``). None when the turns are too many for it.
+
+    Two recordings of one conversation differ in a few turns: then this is the alignment
+    the LCS over all items gives, at the cost of the differing turns only.
+    """
+    ta, tb = _turns(a, a_starts), _turns(b, b_starts)
+    if len(ta) * len(tb) > max_cells or (len(ta) < 2 and len(tb) < 2):
+        return None
+    keys: dict[tuple[int, ...], int] = {}
+    ka = [keys.setdefault(tuple(a[lo:hi]), len(keys)) for lo, hi in ta]
+    kb = [keys.setdefault(tuple(b[lo:hi]), len(keys)) for lo, hi in tb]
+    matched, _ = align_pairs(ka, kb, max_cells)
+    pairs: list[tuple[int, int]] = []
+    note: str | None = None
+    i = j = 0  # the end of the last matched turn
+    last: tuple[int, int, int] | None = None  # its start on both sides and its length
+    for ti, tj in [*matched, (len(ta), len(tb))]:
+        lo_a = ta[ti][0] if ti < len(ta) else len(a)
+        lo_b = tb[tj][0] if tj < len(tb) else len(b)
+        if lo_a > i or lo_b > j:
+            # differing turns: align their frames, with the matched turn before them, the
+            # way the LCS over every frame places what equal frames leave open (as early
+            # as it can)
+            start_a, start_b = i, j
+            if last is not None:
+                start_a, start_b, size = last
+                del pairs[len(pairs) - size :]
+            gap, gap_note = _local_pairs(a[start_a:lo_a], b[start_b:lo_b], max_cells)
+            note = note or gap_note
+            pairs += [(start_a + gi, start_b + gj) for gi, gj in gap]
+            last = None
+        if ti < len(ta):
+            size = ta[ti][1] - lo_a
+            pairs += [(lo_a + k, lo_b + k) for k in range(size)]
+            i, j = lo_a + size, lo_b + size
+            last = (lo_a, lo_b, size)
     return pairs, note
 
 
@@ -303,6 +390,8 @@ def align(
     a_content: Sequence[int] | None = None,
     b_content: Sequence[int] | None = None,
     max_cells: int = LCS_CELLS,
+    a_starts: Sequence[bool] | None = None,
+    b_starts: Sequence[bool] | None = None,
 ) -> Alignment:
     """Align two signature sequences into opcodes.
 
@@ -310,17 +399,26 @@ def align(
     equal (after normalising) are aligned first, and only the frames left between them are
     aligned by signature: so among several frames of one signature (a run of message chunks)
     the equal ones pair up and the one that differs is *changed* or *added*, not whichever
-    the signature LCS happened to pick.
+    the signature LCS happened to pick. ``a_starts``/``b_starts`` (whether each frame starts
+    a turn) let a big alignment go turn by turn (:func:`turn_pairs`) before greedy.
     """
     if a_content is None or b_content is None:
-        by_signature, note = align_pairs(a, b, max_cells)
+        by_signature, note = align_pairs(a, b, max_cells, a_starts=a_starts, b_starts=b_starts)
         return Alignment(opcodes_from_pairs(by_signature, len(a), len(b)), note is None, note)
-    anchors, note = align_pairs(a_content, b_content, max_cells)
+    anchors, note = align_pairs(
+        a_content, b_content, max_cells, a_starts=a_starts, b_starts=b_starts
+    )
     pairs: list[tuple[int, int]] = []
     i = j = 0
     for pi, pj in [*anchors, (len(a), len(b))]:
         if pi > i and pj > j:  # a gap on both sides: align it by signature
-            gap, gap_note = align_pairs(a[i:pi], b[j:pj], max_cells)
+            gap, gap_note = align_pairs(
+                a[i:pi],
+                b[j:pj],
+                max_cells,
+                a_starts=None if a_starts is None else a_starts[i:pi],
+                b_starts=None if b_starts is None else b_starts[j:pj],
+            )
             note = note or gap_note
             pairs += [(i + gi, j + gj) for gi, gj in gap]
         if pi < len(a) and pj < len(b):
@@ -380,12 +478,20 @@ def align_connections(
             a_content=[a.content[i] for i in ia] if keyed else None,
             b_content=[b.content[j] for j in ib] if keyed else None,
             max_cells=max_cells,
+            a_starts=[_starts_turn(a.signature(i)) for i in ia],
+            b_starts=[_starts_turn(b.signature(j)) for j in ib],
         )
         note = note or sub.note
         for tag, i1, i2, j1, _j2 in sub.opcodes:
             if tag == "equal":
                 pairs += [(ia[i1 + k], ib[j1 + k]) for k in range(i2 - i1)]
     return ConnectionAlignment(merge_rows(pairs, len(a), len(b)), note is None, note)
+
+
+def _starts_turn(sig: Signature) -> bool:
+    """Whether a frame opens a turn for :func:`turn_pairs`: the prompt request (the client's
+    side), the prompt's response (the agent's)."""
+    return sig[2] == "session/prompt" and sig[1] in ("request", "response")
 
 
 def merge_rows(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Row]:

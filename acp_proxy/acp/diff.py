@@ -15,10 +15,14 @@ with turn 2's.
 
 Memory: the alignment holds only the signatures (small integers) of both connections and,
 for the LCS, one bit row per frame of B over the frames of A after the common prefix and
-suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it the
-alignment falls back to a linear greedy walk (:func:`greedy_pairs`, look-ahead
-:data:`GREEDY_WINDOW`) and says so in :attr:`ConnectionAlignment.note`. The frames' bytes
-are compared as they are streamed (:func:`compare_aligned`), never held.
+suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it
+whole turns are aligned first (:func:`turn_pairs`: an LCS over the turns, each turn one
+symbol, then the frames of the turns that differ), which on two runs of one conversation
+gives the LCS over every frame at the cost of the differing turns only (100k frames a side:
+exact). Only when that is still too big does the alignment fall back to a linear greedy walk
+(:func:`greedy_pairs`, look-ahead :data:`GREEDY_WINDOW`), and it says so in
+:attr:`ConnectionAlignment.note`. The frames' bytes are compared as they are streamed
+(:func:`compare_aligned`), never held.
 
 Timing: the latency of every request/response exchange (paired with
 :class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) and the duration of every

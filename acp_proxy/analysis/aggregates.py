@@ -164,12 +164,15 @@ def aggregates(
     level: Level,
     *,
     use_stored: bool = True,
+    write: bool = True,
 ) -> dict[int, Aggregate]:
     """The aggregate of every connection in ``rows``, by id, derived to ``level``.
 
     Ended connections' aggregates come from this process or the recording when their key
     still matches; what had to be derived for them is stored (when the recording can be
-    written). ``use_stored=False`` derives everything from the frames and keeps nothing.
+    written, and ``write``: the inspector and the MCP server never write a recording, they
+    keep them in this process only). ``use_stored=False`` derives everything from the
+    frames and keeps nothing.
     """
     if not use_stored:
         return {r.id: _derive(reader, r.id, level, None) for r in rows}
@@ -206,7 +209,7 @@ def aggregates(
         out[cid] = agg
         if key is not None:
             kept[cid] = (key, agg)
-    if to_store:
+    if to_store and write:
         write_aggregates(location, to_store)
     with _lock:
         _kept.pop(where, None)

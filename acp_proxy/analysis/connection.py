@@ -126,19 +126,21 @@ def collect_stats(
     connection_id: int | None = None,
     *,
     location: str | Path | None = None,
+    write: bool = True,
 ) -> dict[str, Any]:
     """All statistics of a recording (or one connection) as plain data (``stats --json``).
 
     With the recording's ``location``, from each connection's aggregate
     (:mod:`acp_proxy.analysis.aggregates`: kept for ended connections, so only the live
-    ones' frames are read). Without, from the frames: counts and bytes aggregated by the
+    ones' frames are read; ``write``: what is derived may be stored in the recording).
+    Without, from the frames: counts and bytes aggregated by the
     reader; latencies and turns from one streamed pass that parses only the frames the
     accumulator needs (``stats --recount``). Both give the same numbers.
     """
     ids = None if connection_id is None else [connection_id]
     connections = len(ids) if ids is not None else len(reader.connection_ids())  # as ls counts
     if location is not None:
-        return _stats_of_aggregates(reader, connection_id, location, connections)
+        return _stats_of_aggregates(reader, connection_id, location, connections, write)
     frames, size, _with_frames = reader.totals(ids)
     methods = reader.method_counts(ids)
     updates = reader.update_counts(ids)
@@ -151,13 +153,17 @@ def collect_stats(
 
 
 def _stats_of_aggregates(
-    reader: RecordingReader, connection_id: int | None, location: str | Path, connections: int
+    reader: RecordingReader,
+    connection_id: int | None,
+    location: str | Path,
+    connections: int,
+    write: bool,
 ) -> dict[str, Any]:
     if connection_id is None:
         rows = reader.connections(sizes=False, counts=False)
     else:
         rows = [reader.connection(connection_id, sizes=False)]
-    aggs = list(aggregates(location, reader, rows, "stats").values())
+    aggs = list(aggregates(location, reader, rows, "stats", write=write).values())
     methods, updates = merged_counts(aggs)
     frames = sum(a.frames for a in aggs)
     size = sum(a.bytes for a in aggs)

@@ -313,13 +313,14 @@ def connection_totals(
     """The totals of every connection in ``rows``, by id.
 
     From :func:`acp_proxy.analysis.aggregates.aggregates`: an ended connection's are
-    counted once and kept (in the recording and in this process), so a refresh of the list
+    counted once and kept in this process (or read from the recording, where ``ls`` or
+    ``stats`` stored them; the inspector never writes a recording), so a refresh of the list
     while frames arrive counts only the connections still being recorded (and new ones)
     instead of every frame of the store (3M frames: 1.3 s each time).
     """
     return {
         cid: ConnectionTotals.of(agg)
-        for cid, agg in aggregates(path, reader, rows, "counts").items()
+        for cid, agg in aggregates(path, reader, rows, "counts", write=False).items()
     }
 
 

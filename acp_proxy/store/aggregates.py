@@ -107,11 +107,11 @@ def _open_current_file(path: Path) -> sqlite3.Connection | None:
     if not _writable_file(path):
         return None
     try:
-        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=1.0, isolation_level=None, check_same_thread=False)
     except sqlite3.Error:
         return None
     try:
-        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("PRAGMA busy_timeout = 1000")  # a recorder commits far more often
         if int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION:
             return conn
     except sqlite3.Error:

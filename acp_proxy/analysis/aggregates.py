@@ -7,7 +7,7 @@ and its :class:`~acp_proxy.acp.stats.ConnectionPart` (``stats``' latencies and t
 need one pass over its frames). Each level is derived when first asked for. A connection
 that has ended (``ended_at`` set: the recorder writes it after the last frame, an import
 writes a connection in one transaction) keeps its aggregate, stored in the recording
-(:mod:`acp_proxy.store.aggregates`) and in this process, under a key made of its start,
+(:mod:`acp_proxy.store.connection_aggregates`) and in this process, under a key made of its start,
 its end and its last sequence number; a connection still being recorded is counted afresh
 from its own frames at every call. So a big store is read once, and then only its live
 connections' frames are. ``reindex`` forgets the aggregates of the connections it rewrites;
@@ -27,7 +27,8 @@ from typing import Any, Literal
 import orjson
 
 from acp_proxy.acp.stats import ConnectionPart, StatsAccumulator
-from acp_proxy.store.aggregates import (
+from acp_proxy.store.aggregates import method_count_order, update_count_order
+from acp_proxy.store.connection_aggregates import (
     StoredAggregate,
     frame_totals,
     last_seqs,
@@ -35,13 +36,8 @@ from acp_proxy.store.aggregates import (
     write_aggregates,
 )
 from acp_proxy.store.engine import location_name
-from acp_proxy.store.reader import (
-    ConnectionRow,
-    RecordingReader,
-    SessionSpan,
-    method_count_order,
-    update_count_order,
-)
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, SessionSpan
 from acp_proxy.wire.jsonrpc import parse_json
 
 Level = Literal["size", "counts", "stats"]

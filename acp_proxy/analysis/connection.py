@@ -21,14 +21,15 @@ from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.stats import StatsAccumulator
 from acp_proxy.analysis.aggregates import aggregates, merged_counts, merged_stats
-from acp_proxy.store.aggregates import forget_aggregates
+from acp_proxy.store.connection_aggregates import forget_aggregates
 from acp_proxy.store.edit import (
     WritableDatabase,
     update_connection_facts,
     update_index_columns,
     write_transaction,
 )
-from acp_proxy.store.reader import ConnectionRow, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow
 from acp_proxy.wire.jsonrpc import parse_json
 
 REINDEX_BATCH = 5000

@@ -1,162 +1,158 @@
-"""Stored per-connection aggregates: the SQL of the ``connection_aggregates`` table.
+"""Counts and side tables of a recording: what ``stats``, ``demo`` and ``export`` total up.
 
-Derived data, like the search index: a row per ended connection, with a ``key`` that says
-which state of the connection it was derived from (:mod:`acp_proxy.analysis.aggregates`
-builds it and decides what the JSON ``data`` holds), its frame and byte totals, and the
-rest as JSON text. The table is created on first write, in the recording itself (a SQLite
-file or a PostgreSQL database); a recording that cannot be written (a read-only file or
-role, a standby) simply has none, and every reader works without it. Dropping the table
-loses nothing: it is derived again.
+A mixin of :class:`~acp_proxy.store.reader.RecordingReader`: frames, bytes and methods
+counted per connection, ``session/update`` variants, stderr lines, recorder events and the
+connection rows exactly as stored, in SQL both engines speak.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from acp_proxy.store.engine import (
-    Database,
-    database_errors,
-    database_url,
-    engine_for,
-    one_row,
-    table_columns,
-)
-from acp_proxy.store.schema import SCHEMA_VERSION, RecordingError
-
-TABLE = "connection_aggregates"
-
-_CREATE = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} ("
-    "connection_id BIGINT PRIMARY KEY, key TEXT NOT NULL, frames BIGINT NOT NULL, "
-    "bytes BIGINT NOT NULL, data TEXT)"
-)
-
-_CHUNK = 500
-"""Connections per query (SQLite takes at most 32,766 parameters)."""
+from acp_proxy.store.engine import stream, table_columns
+from acp_proxy.store.rows import EventRow, ReaderBase, StderrLine, as_int, json_column, text_key
+from acp_proxy.store.schema import RecordingError
 
 
-@dataclass(frozen=True, slots=True)
-class StoredAggregate:
-    """One connection's stored row: what it was derived from, its totals, the rest as JSON."""
-
-    connection_id: int
-    key: str
-    frames: int
-    bytes: int
-    data: str | None
+def _count_kind(kind: str) -> str:
+    """``sum(kind = 'KIND')`` of SQLite (NULL kinds count as NULL) in SQL both engines speak."""
+    return f"sum(CASE WHEN kind = '{kind}' THEN 1 WHEN kind IS NULL THEN NULL ELSE 0 END)"
 
 
-def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield ids[start : start + _CHUNK]
+def method_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`Aggregates.method_counts`: most frames first, then by method and
+    direction."""
+    return (-row["frames"], text_key(row["method"]), text_key(row["direction"]))
 
 
-def read_aggregates(db: Database, ids: Sequence[int]) -> dict[int, StoredAggregate]:
-    """The stored rows of those connections (none when the table does not exist)."""
-    if not ids or not table_columns(db, TABLE):
-        return {}
-    out: dict[int, StoredAggregate] = {}
-    for chunk in _chunks(ids):
-        marks = ",".join("?" for _ in chunk)
-        for cid, key, frames, size, data in db.execute(
-            f"SELECT connection_id, key, frames, bytes, data FROM {TABLE} "
-            f"WHERE connection_id IN ({marks})",
-            list(chunk),
-        ).fetchall():
-            out[int(cid)] = StoredAggregate(int(cid), str(key), int(frames), int(size), data)
-    return out
+def update_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`Aggregates.update_counts`: most frequent first."""
+    return (-row["count"], text_key(row["variant"]))
 
 
-def last_seqs(db: Database, ids: Sequence[int]) -> dict[int, int]:
-    """Each connection's last sequence number (0 without frames): one index probe each."""
-    out: dict[int, int] = {}
-    for chunk in _chunks(ids):
-        marks = ",".join("?" for _ in chunk)
-        for cid, seq in db.execute(
-            "SELECT c.id, (SELECT max(seq) FROM frames f WHERE f.connection_id = c.id) "
-            f"FROM connections c WHERE c.id IN ({marks})",
-            list(chunk),
-        ).fetchall():
-            out[int(cid)] = int(seq or 0)
-    return out
+class Aggregates(ReaderBase):
+    """The reader's counts and side-table reads (see the module docstring)."""
 
+    def kind_counts(
+        self, connection_ids: Iterable[int]
+    ) -> list[tuple[int, str | None, str | None, int]]:
+        """Those connections' frames counted by (connection, method, update variant), in
+        one pass."""
+        where, args = self._in(connection_ids)
+        rows = self.db.execute(
+            "SELECT connection_id, method, update_kind, count(*) FROM frames "
+            f"WHERE {where} GROUP BY connection_id, method, update_kind",
+            args,
+        ).fetchall()
+        return [(int(c), m, u, int(n)) for c, m, u, n in rows]
 
-def frame_totals(db: Database, connection_id: int) -> tuple[int, int]:
-    """(frames, bytes) of one connection."""
-    row = one_row(
-        db,
-        "SELECT count(*), coalesce(sum(size), 0) FROM frames WHERE connection_id = ?",
-        (connection_id,),
-    )
-    return int(row[0]), int(row[1])  # (numeric sums on PostgreSQL)
+    def totals(self, connection_ids: Iterable[int] | None = None) -> tuple[int, int, int]:
+        """(frames, bytes, connections with frames) of all or some connections."""
+        where, args = self._in(connection_ids)
+        row = self._one(
+            f"SELECT count(*), coalesce(sum(size), 0), count(DISTINCT connection_id) "
+            f"FROM frames WHERE {where}",
+            args,
+        )
+        return int(row[0]), int(row[1]), int(row[2])  # (numeric sums on PostgreSQL)
 
+    def method_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Per (method, direction of the request): requests, notifications, responses, bytes.
 
-def _writable_file(path: Path) -> bool:
-    parent = path.parent if str(path.parent) else Path(".")
-    return os.access(path, os.W_OK) and os.access(parent, os.W_OK)
-
-
-def _open_current_file(path: Path) -> sqlite3.Connection | None:
-    """The file opened for writing, if it may be written and has the current schema (a
-    reader never migrates a recording, so an older one keeps no aggregates)."""
-    if not _writable_file(path):
-        return None
-    try:
-        conn = sqlite3.connect(path, timeout=1.0, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error:
-        return None
-    try:
-        conn.execute("PRAGMA busy_timeout = 1000")  # a recorder commits far more often
-        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION:
-            return conn
-    except sqlite3.Error:
-        pass
-    conn.close()
-    return None
-
-
-def write_aggregates(location: str | Path, rows: Sequence[StoredAggregate]) -> bool:
-    """Store (or replace) those rows, creating the table if need be; False when the
-    recording cannot be written (nothing is stored then, which is not an error)."""
-    if not rows:
-        return True
-    db: Any
-    if database_url(location) is None:
-        db = _open_current_file(Path(location))
-        if db is None:
-            return False
-    else:
-        try:
-            db = engine_for(location).open(location, create=False, readonly=False, timeout=5.0)
-        except RecordingError:
-            return False
-    try:
-        with engine_for(location).write_transaction(db):
-            db.execute(_CREATE)
-            db.executemany(
-                f"INSERT INTO {TABLE} (connection_id, key, frames, bytes, data) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET "
-                "key = excluded.key, frames = excluded.frames, bytes = excluded.bytes, "
-                "data = excluded.data",
-                [(r.connection_id, r.key, r.frames, r.bytes, r.data) for r in rows],
+        A response counts under the direction of the request it answers; a frame without a
+        method under ``(kind)``. Most frames first.
+        """
+        where, args = self._in(connection_ids)
+        rows = [
+            {
+                "method": r[0],
+                "direction": r[1],
+                "requests": as_int(r[2]),
+                "notifications": as_int(r[3]),
+                "responses": as_int(r[4]),
+                "frames": int(r[5]),
+                "bytes": as_int(r[6]),
+            }
+            for r in self.db.execute(
+                f"""SELECT coalesce(method, '(' || kind || ')'),
+                           CASE WHEN kind = 'response'
+                                THEN CASE direction WHEN 'c2a' THEN 'a2c' ELSE 'c2a' END
+                                ELSE direction END AS dir,
+                           {_count_kind("request")}, {_count_kind("notification")},
+                           {_count_kind("response")}, count(*), sum(size)
+                    FROM frames WHERE {where} GROUP BY 1, 2""",
+                args,
             )
-        return True
-    except database_errors():
-        return False  # read-only role, standby, locked for too long: derive again next time
-    finally:
-        db.close()
+        ]
+        rows.sort(key=method_count_order)
+        return rows
 
+    def update_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """``session/update`` variants with counts and bytes, most frequent first."""
+        where, args = self._in(connection_ids)
+        rows = [
+            {"variant": r[0], "count": int(r[1]), "bytes": as_int(r[2])}
+            for r in self.db.execute(
+                f"SELECT update_kind, count(*), sum(size) FROM frames WHERE {where} "
+                "AND update_kind IS NOT NULL GROUP BY update_kind",
+                args,
+            )
+        ]
+        rows.sort(key=update_count_order)
+        return rows
 
-def forget_aggregates(db: Any, ids: Sequence[int]) -> None:
-    """Drop the stored rows of those connections (their frames' derived columns changed),
-    on ``db`` opened for writing, inside the caller's transaction if any."""
-    if not ids or not table_columns(db, TABLE):
-        return
-    for chunk in _chunks(ids):
-        marks = ",".join("?" for _ in chunk)
-        db.execute(f"DELETE FROM {TABLE} WHERE connection_id IN ({marks})", list(chunk))
+    def direction_counts(self, connection_id: int) -> dict[str, int]:
+        """Frames per direction of one connection."""
+        return {
+            str(d): int(n)
+            for d, n in self.db.execute(
+                "SELECT direction, count(*) FROM frames WHERE connection_id = ? GROUP BY direction",
+                (connection_id,),
+            )
+        }
+
+    def stderr_lines(self, connection_id: int | None = None) -> Iterator[StderrLine]:
+        """The agents' stderr lines in order (connection, then sequence number)."""
+        where, args = (
+            ("", []) if connection_id is None else ("WHERE connection_id = ?", [connection_id])
+        )
+        for r in stream(
+            self.db,
+            f"SELECT connection_id, seq, ts, mono_ns, raw FROM stderr_lines {where} "
+            "ORDER BY connection_id, seq",
+            args,
+        ):
+            yield StderrLine(r[0], r[1], r[2], r[3], bytes(r[4]))
+
+    def stderr_count(self, connection_ids: Iterable[int] | None = None) -> int:
+        where, args = self._in(connection_ids)
+        return int(self._one(f"SELECT count(*) FROM stderr_lines WHERE {where}", args)[0])
+
+    def connection_records(self, connection_id: int | None = None) -> list[dict[str, Any]]:
+        """Connection rows exactly as stored, every column by name (JSON text undecoded).
+
+        For ``export``, which writes every column this schema has, known or not.
+        """
+        columns = table_columns(self.db, "connections")
+        if "id" not in columns:
+            raise RecordingError("the database has no connections table")
+        where, args = ("", []) if connection_id is None else (" WHERE id = ?", [connection_id])
+        rows = self.db.execute(
+            f"SELECT {', '.join(columns)} FROM connections{where} ORDER BY id", args
+        ).fetchall()
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def events(self, connection_id: int | None) -> Iterator[EventRow]:
+        """The recorder's events of one connection (``None``: those of no connection)."""
+        where, args = (
+            ("connection_id IS NULL", [])
+            if connection_id is None
+            else ("connection_id = ?", [connection_id])
+        )
+        for r in stream(
+            self.db,
+            f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id",
+            args,
+        ):
+            yield EventRow(r[0], r[1], r[2], json_column(r[3]))

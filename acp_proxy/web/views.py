@@ -23,18 +23,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
-from acp_proxy.store.engine import database_errors, memory_database
+from acp_proxy.store.engine import database_errors
 from acp_proxy.store.pg import describe_error
-from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
-from acp_proxy.store.schema import RecordingError, connect
-from acp_proxy.store.search import SearchIndex, has_saved_index, open_pg_search_index
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, SessionSpan
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.search import open_pg_search_index, open_unwritten_index
 from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -494,11 +493,11 @@ def _held_index(path: store.Location) -> _HeldIndex:
     """The search index the inspector reads for ``path``, without writing the recording.
 
     A SQLite file: an up-to-date index saved in it (by ``acp-proxy search``) is used as it
-    is; otherwise the inspector keeps its own copy of the same index in memory
-    (:class:`acp_proxy.store.search.SearchIndex` over an in-memory database), brought up to
-    date with each search: only frames recorded since are indexed. PostgreSQL: the index in
-    the database (:class:`acp_proxy.store.search.PgSearchIndex`, full-text, what the CLI
-    searches), brought up to date the same way, without reading the whole store into memory
+    is; otherwise the inspector keeps its own copy of the same index in memory, brought up
+    to date with each search (:func:`acp_proxy.store.search.open_unwritten_index`).
+    PostgreSQL: the index in the database (:class:`acp_proxy.store.search.PgSearchIndex`,
+    full-text, what ``acp-proxy search`` keeps: derived data, the one thing the inspector
+    writes), brought up to date the same way, without reading the whole store into memory
     (in memory only for a role that may not write it).
     """
     key = store.location_key(path)
@@ -507,21 +506,10 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
-    index: Any = None
     if not isinstance(path, Path):
-        # PostgreSQL: the database's own full-text index (what ``acp-proxy search`` keeps),
-        # brought up to date with each search; in memory where it cannot be written
+        # PostgreSQL: the database's own full-text index, brought up to date incrementally
         return _keep_index(key, open_pg_search_index(path.url))
-    source = connect(path, create=False, readonly=True)
-    saved = sqlite_utils.Database(source)
-    if has_saved_index(saved):
-        index = SearchIndex(source, saved, in_file=True)
-        if not index.up_to_date():
-            index = None
-    if index is None:
-        memory = sqlite_utils.Database(memory_database(autocommit=False))
-        index = SearchIndex(source, memory, in_file=False)
-    return _keep_index(key, index)
+    return _keep_index(key, open_unwritten_index(path, application_name="acp web"))
 
 
 def _keep_index(key: str, index: Any) -> _HeldIndex:

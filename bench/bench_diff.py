@@ -49,13 +49,13 @@ def _recordings(turns: int, chunks: int) -> tuple[list[tuple[str, bytes]], list[
 def _in_process(a_db: Path, b_db: Path, *, turns: bool) -> tuple[float, bool]:
     """The comparison in this process: (seconds, exact); ``turns=False``: the frame LCS
     alone, greedy past its limit (before turns first)."""
-    from acp_proxy.acp import diff
+    from acp_proxy.acp import lcs
     from acp_proxy.analysis.compare import compare_connections
     from acp_proxy.store.engine import open_database
 
-    turn_pairs = diff.turn_pairs
+    turn_pairs = lcs.turn_pairs
     if not turns:
-        diff.turn_pairs = lambda *args, **kwargs: None  # type: ignore[assignment]
+        lcs.turn_pairs = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         a, b = open_database(a_db), open_database(b_db)
         start = time.perf_counter()
@@ -65,7 +65,7 @@ def _in_process(a_db: Path, b_db: Path, *, turns: bool) -> tuple[float, bool]:
         b.close()
         return seconds, result.alignment.exact
     finally:
-        diff.turn_pairs = turn_pairs
+        lcs.turn_pairs = turn_pairs
 
 
 def main() -> None:

@@ -120,6 +120,38 @@ def _open_current_file(path: Path) -> sqlite3.Connection | None:
     return None
 
 
+def _open_current_pg(location: str | Path) -> Any:
+    """A connection to the database that may write, if its schema is the current one (a
+    reader never migrates or converts a store), else None."""
+    from acp_proxy.store.pg import connect_pg, schema_version_pg
+    from acp_proxy.store.pg_partitions import is_partitioned_pg
+
+    url = database_url(location)
+    assert url is not None
+    try:
+        db = connect_pg(url, create=False, readonly=True, timeout=5.0)
+    except RecordingError:
+        return None
+    try:
+        if schema_version_pg(db) == SCHEMA_VERSION and is_partitioned_pg(db):
+            db.execute("SET default_transaction_read_only = off")
+            return db
+    except database_errors():
+        pass
+    db.close()
+    return None
+
+
+def writable_without_migrating(location: str | Path) -> bool:
+    """Whether a reader may write derived data into this PostgreSQL store: it can be
+    written and needs no migration (a reader never migrates or converts a store)."""
+    db = _open_current_pg(location)
+    if db is None:
+        return False
+    db.close()
+    return True
+
+
 def write_aggregates(location: str | Path, rows: Sequence[StoredAggregate]) -> bool:
     """Store (or replace) those rows, creating the table if need be; False when the
     recording cannot be written (nothing is stored then, which is not an error)."""
@@ -131,9 +163,8 @@ def write_aggregates(location: str | Path, rows: Sequence[StoredAggregate]) -> b
         if db is None:
             return False
     else:
-        try:
-            db = engine_for(location).open(location, create=False, readonly=False, timeout=5.0)
-        except RecordingError:
+        db = _open_current_pg(location)
+        if db is None:
             return False
     try:
         with engine_for(location).write_transaction(db):

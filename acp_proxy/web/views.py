@@ -28,6 +28,7 @@ from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
+from acp_proxy.store.connection_aggregates import writable_without_migrating
 from acp_proxy.store.engine import database_errors
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.reader import RecordingReader
@@ -506,8 +507,9 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
-    if not isinstance(path, Path):
+    if not isinstance(path, Path) and writable_without_migrating(path):
         # PostgreSQL: the database's own full-text index, brought up to date incrementally
+        # (a store that would need migrating first is searched in memory, as before)
         return _keep_index(key, open_pg_search_index(path.url))
     return _keep_index(key, open_unwritten_index(path, application_name="acp web"))
 

@@ -222,6 +222,7 @@ def _summary(reader: RecordingReader, f: Frame) -> dict[str, Any]:
     }
     shown = frame_preview(f.raw, f.size, kind=f.kind, method=f.method, update_kind=f.update_kind)
     item["label"] = shown.label
+    item["summary"] = shown.summary
     item["text"] = shown.text
     item["message_id"] = shown.message_id or (
         f.entity_id if f.entity_type in ("agent_message", "user_message", "agent_thought") else None

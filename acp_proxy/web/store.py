@@ -26,6 +26,7 @@ import orjson
 from acp_proxy.acp.preview import frame_preview
 from acp_proxy.store.engine import SQLITE, RecordingUrl, database_errors, parse_location
 from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.liveness import END_REASONS
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.pool import ReadPool
 from acp_proxy.store.reader import (
@@ -160,6 +161,7 @@ def connection_json(
         "live": row.running,
         "last_seen_at": row.last_seen_at,
         "end_reason": row.end_reason,
+        "end_note": END_REASONS.get(row.end_reason or ""),
         "duration": row.duration,
         "last_frame_at": reader.last_frame_at(row.id),
         "transport": row.transport,

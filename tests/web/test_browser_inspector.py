@@ -1,0 +1,179 @@
+"""The inspector as a person debugging an agent reads it, in a real headless Chromium at
+1280 px: the preview column takes most of the frame list and says something, the sidebar
+names each connection's ``--label`` and how it ended, the session view marks replayed
+history and puts findings where they happened, and one turn compares with the same turn
+of another connection. The recordings are made by the real proxy in front of
+``tests/web/turns_agent.py``; screenshots go to ``test-artifacts/web/``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import proxy_exe
+from tests.web.helpers import HERE, rows, web_server
+from tests.web.test_browser import ARGS, CHROMIUM, TIMEOUT_MS, Page
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium"),
+]
+
+AGENT = [sys.executable, str(HERE / "turns_agent.py")]
+SID = "sess_turns"
+PROMPT = "Fix the failing test"
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n"
+
+
+def _drive(db: Path, label: str, agent_args: list[str], steps: list[tuple[bytes, bytes]]) -> int:
+    """Run the real proxy in front of the turns agent; send each line once the agent's
+    output holds the step's marker (so a permission is answered after it is asked)."""
+    proc = subprocess.Popen(
+        [*proxy_exe(), "--record", str(db), "--label", label, "--", *AGENT, *agent_args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(iter(proc.stdout.readline, b"")))  # type: ignore[union-attr]
+    reader.start()
+    assert proc.stdin is not None
+    try:
+        for line, marker in steps:
+            proc.stdin.write(line)
+            proc.stdin.flush()
+            deadline = time.monotonic() + 60
+            while marker not in b"".join(got):
+                assert time.monotonic() < deadline, f"no {marker!r} in {b''.join(got)[-400:]!r}"
+                assert proc.poll() is None or marker == b"", proc.stderr.read()  # type: ignore[union-attr]
+                time.sleep(0.02)
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(10)
+    return code
+
+
+def _opening(replay: bool) -> list[tuple[bytes, bytes]]:
+    hello = {"protocolVersion": 2, "clientInfo": {"name": "turns-client", "version": "0.3"}}
+    steps = [(_line({"id": 1, "method": "initialize", "params": hello}), b'"id":1,')]
+    if replay:
+        params = {"sessionId": SID, "cwd": "/tmp", "replayFrom": "start"}
+        steps.append((_line({"id": 2, "method": "session/resume", "params": params}), b'"id":2,'))
+    else:
+        params = {"cwd": "/tmp", "mcpServers": []}
+        steps.append((_line({"id": 2, "method": "session/new", "params": params}), b"commands"))
+    return steps
+
+
+def _turn(rid: int, text: str, turn: int) -> list[tuple[bytes, bytes]]:
+    prompt = {"sessionId": SID, "prompt": [{"type": "text", "text": text}]}
+    answer = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+    return [
+        (_line({"id": rid, "method": "session/prompt", "params": prompt}), b'"id":%d,' % (100 + turn)),
+        (_line({"id": 100 + turn, "result": answer}), b'"stopReason"' * turn),
+    ]
+
+
+@pytest.fixture(scope="module")
+def turns_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Connection 1 (label "run A"): a new session, one turn, exit 0. Connection 2 ("run B"):
+    the session resumed with replay (a notice replayed: a finding), the same turn answered
+    differently, then the agent killed by SIGKILL."""
+    db = tmp_path_factory.mktemp("web-turns") / "turns.db"
+    assert _drive(db, "run A", [], [*_opening(False), *_turn(3, PROMPT, 1)]) == 0
+    die = {"sessionId": SID, "prompt": [{"type": "text", "text": "die now"}]}
+    steps = [*_opening(True), *_turn(3, PROMPT, 1)]
+    steps.append((_line({"id": 4, "method": "session/prompt", "params": die}), b""))
+    _drive(db, "run B", ["--answer", "broken"], steps)
+    return db
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Page]:
+    p = Page(browser)
+    p.page.set_viewport_size({"width": 1280, "height": 800})
+    yield p
+    p.close()
+    assert not p.dialogs, f"a dialog ran: {p.dialogs}"
+    assert not p.errors, f"page errors: {p.errors}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _widths(page: Page) -> dict[str, float]:
+    return dict(
+        page.page.evaluate(
+            """() => {
+              const list = document.querySelector('#frame-rows').getBoundingClientRect().width;
+              const cells = [...document.querySelectorAll('#frame-rows .frow:not([hidden]) .c-preview')];
+              return { list, preview: Math.min(...cells.map((c) => c.getBoundingClientRect().width)) };
+            }"""
+        )
+    )
+
+
+def frame_id(db: Path, where: str) -> int:
+    return int(rows(db, f"SELECT id FROM frames WHERE {where} ORDER BY id")[0][0])
+
+
+def test_the_preview_takes_the_free_width_and_says_something(page: Page, turns_db: Path) -> None:
+    total = rows(turns_db, "SELECT count(*) FROM frames")[0][0]
+    one = rows(turns_db, "SELECT count(*) FROM frames WHERE connection_id = 1")[0][0]
+    with web_server(turns_db) as url:
+        p = page.page
+        p.goto(url)
+        page.wait_rows(total)
+        every = _widths(page)
+        page.shot("40-preview-width-all-1280")
+        p.goto(url + "#c=1")
+        page.wait_rows(one)
+        single = _widths(page)
+        page.shot("41-preview-width-one-1280")
+        # Most of the frame list is the preview, with every connection and with one.
+        assert every["preview"] > 0.5 * every["list"], every
+        assert single["preview"] > 0.5 * single["list"], single
+        # No method prefix repeated; the previews say what the frame carries.
+        cell = lambda where: p.inner_text(f"#fr-{frame_id(turns_db, where)} .c-preview")  # noqa: E731
+        first = "connection_id = 1 AND "
+        assert cell(first + "method = 'initialize' AND kind = 'response'") == (
+            "result agent turns-agent 2.0 \u00b7 protocol 2"
+        )
+        assert cell(first + "method = 'initialize' AND kind = 'request'") == (
+            "client turns-client 0.3 \u00b7 protocol 2"
+        )
+        assert cell(first + "method = 'session/request_permission' AND kind = 'request'") == (
+            '"Run the tests" \u00b7 Allow once / Reject'
+        )
+        assert cell(first + "update_kind = 'available_commands_update'") == (
+            "3 commands: /help, /plan, /review"
+        )
+        assert cell(first + "update_kind = 'session_info_update'") == (
+            'title: "Turn 1: Fix the failing test"'
+        )
+        assert cell(first + "method = 'session/prompt' AND kind = 'request'") == f'"{PROMPT}"'
+        info = frame_id(turns_db, first + "update_kind = 'session_info_update'")
+        assert p.inner_text(f"#fr-{info} .c-method") == "session_info_update"

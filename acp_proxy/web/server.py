@@ -6,8 +6,8 @@ CDN), ``/api/info``, ``/api/connections``, ``/api/values``, ``/api/frames`` (key
 ``/api/connections/{id}/findings``, ``/api/connections/{id}/sessions/{sid}`` (the
 reconstructed conversation), ``/api/connections/{id}/timeline`` (waterfall, turns and
 per-method latency figures), ``/api/export.jsonl`` (the filtered frames as JSON lines),
-``/api/diff?a=&b=`` (two connections aligned side by side), ``/api/search?q=`` (the search
-index) and ``/api/live`` (WebSocket: the server polls the database every
+``/api/diff?a=&b=[&as=&bs=]`` (two connections, or two turns, aligned), ``/api/search?q=``
+(the search index) and ``/api/live`` (WebSocket: the server polls the database every
 ``poll_interval`` seconds and pushes the frames committed since, also those several writers
 commit out of id order: :mod:`acp_proxy.store.live_tail`).
 
@@ -421,12 +421,13 @@ async def api_diff(request: web.Request) -> web.StreamResponse:
     b = _int_arg(request, "b")
     if a is None or b is None:
         raise ValueError("a and b (the two connection ids) are required")
+    spans = views.seq_range(request.query.get("as")), views.seq_range(request.query.get("bs"))
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as reader:
             _require_connection(reader, a)
             _require_connection(reader, b)
-            return views.diff(path, reader, a, b)
+            return views.diff(path, reader, a, b, a_seqs=spans[0], b_seqs=spans[1])
 
     return _json(await _blocking(work))
 

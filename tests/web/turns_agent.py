@@ -54,7 +54,7 @@ for line in sys.stdin.buffer:
     elif method == "session/resume":
         message("user_message", "u_old", "What was the question again?")
         message("agent_message", "a_old", "You asked about the tests.")
-        update({"sessionUpdate": "notice", "severity": "info", "message": "replayed by mistake"})
+        update({"sessionUpdate": "notice", "severity": "info", "title": "Heads up", "message": "replayed by mistake"})
         send({"id": rid, "result": {}})
     elif method == "session/prompt":
         turn += 1

@@ -177,3 +177,69 @@ def test_the_preview_takes_the_free_width_and_says_something(page: Page, turns_d
         assert cell(first + "method = 'session/prompt' AND kind = 'request'") == f'"{PROMPT}"'
         info = frame_id(turns_db, first + "update_kind = 'session_info_update'")
         assert p.inner_text(f"#fr-{info} .c-method") == "session_info_update"
+
+
+def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_db: Path) -> None:
+    with web_server(turns_db) as url:
+        p = page.page
+        p.goto(url)
+        p.wait_for_selector("#connections .conn .conn-end")
+        # The sidebar: each connection's --label and how it ended, as `ls` says it.
+        assert p.eval_on_selector_all(
+            "#connections .conn .conn-label", "els => els.map(e => e.textContent)"
+        ) == ["run A", "run B"]
+        assert p.eval_on_selector_all(
+            "#connections .conn .conn-end", "els => els.map(e => e.textContent)"
+        ) == ["exit 0", "signal 9"]
+        assert "bad" in (p.get_attribute("#connections .conn >> nth=1 >> .conn-end", "class") or "")
+        page.shot("42-sidebar-label-and-end")
+
+        # Session of connection 2: the resumed history in one band, facts on one line,
+        # findings as badges on the items that broke the rule.
+        p.goto(url + f"#view=session&c=2&s={SID}")
+        p.wait_for_selector(".replay-band")
+        band = p.locator(".replay-band")
+        assert band.count() == 1
+        assert band.locator(".item").count() == 3  # user, agent, the notice
+        assert "Replayed history \u00b7 3 items" in band.locator(".replay-head").inner_text()
+        assert "session/resume id 2" in band.locator(".replay-head").inner_text()
+        live = p.locator(".items > .item.user", has_text=PROMPT)
+        assert live.count() == 1  # the new turn is outside the band
+        fact = p.locator(".item.fact[data-kind=session_info_update]")
+        assert fact.inner_text().startswith('title: \u201cTurn 1: Fix the failing test\u201d')
+        assert fact.locator("details").count() == 0
+        notice = band.locator(".item.notice")
+        badge = notice.locator("button.badge.finding", has_text="replay.no-notice")
+        assert badge.count() == 1
+        page.shot("43-session-replayed-band-and-findings")
+        badge.click()
+        p.wait_for_selector("#findings-body tr.pointed")
+        assert "replay.no-notice" in p.inner_text("#findings-body tr.pointed")
+
+        # Timeline: the finding on the prompt shows on its bar; compare turn 1 with run B's.
+        p.goto(url + "#view=timeline&c=1")
+        p.wait_for_selector("#waterfall .wf-row.turn")
+        prompt_bar = p.locator("#waterfall .wf-row:not(.turn)", has_text="session/prompt")
+        assert prompt_bar.locator("button.badge.finding").count() >= 1
+        assert PROMPT in p.inner_text("#waterfall .wf-row.turn .wf-prompt")
+        p.click("#waterfall .wf-row.turn .wf-compare-open")
+        p.wait_for_selector("#turn-compare-pick")
+        picked = p.eval_on_selector(
+            "#turn-compare-pick", "s => s.options[s.selectedIndex].textContent"
+        )
+        assert picked.startswith("#2 run B \u00b7 turn 1") and PROMPT in picked
+        page.shot("44-timeline-compare-turn")
+        p.click("#turn-compare-go")
+        p.wait_for_selector("#diff-summary")
+        page.wait_js("() => location.hash.includes('as=') && location.hash.includes('bs=')")
+        assert "one turn each" in p.inner_text("#diff-turns")
+        assert "1 changed" in p.inner_text("#diff-summary")
+        changed = p.locator("#diff-table tr.diff-members")
+        assert changed.count() == 1 and '"broken."' in changed.inner_text()
+        # Only the turns' frames: none of the openings (initialize, new, resume) is aligned.
+        assert "initialize" not in p.inner_text("#diff-table")
+        page.shot("45-diff-two-turns")
+        p.click("#diff-turns button")
+        page.wait_js("() => !location.hash.includes('as=')")
+        p.wait_for_selector("#diff-table")
+        page.wait_js("() => document.querySelector('#diff-table').textContent.includes('initialize')")

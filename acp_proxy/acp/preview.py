@@ -192,7 +192,8 @@ def _update_label(update: dict[str, Any], variant: str) -> tuple[str, str | None
 
 def _result_label(result: Any, method: str | None) -> str:
     if method == "initialize" and isinstance(result, dict):
-        hello = _hello("agent", result.get("agentInfo"), result.get("protocolVersion"))
+        info = result.get("agentInfo", result.get("info"))  # v1 name, v2 name
+        hello = _hello("agent", info, result.get("protocolVersion"))
         if hello is not None:
             return f"result {hello}"
     if not isinstance(result, dict):
@@ -290,7 +291,8 @@ def _request_preview(what: str, method: str | None, params: Any) -> Preview:
     if not isinstance(params, dict):
         return _preview(what, _join("", said).strip(), text=said)
     if method == "initialize":
-        hello = _hello("client", params.get("clientInfo"), params.get("protocolVersion"))
+        info = params.get("clientInfo", params.get("info"))
+        hello = _hello("client", info, params.get("protocolVersion"))
         return _preview(what, hello or "", text=said)
     if method == "session/request_permission":
         options = _options(params)

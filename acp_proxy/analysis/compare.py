@@ -31,7 +31,6 @@ from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Frame
 
-
 SeqRange = tuple[int, int]
 """Frames ``first``..``last`` (sequence numbers, both included) of one connection: a turn."""
 

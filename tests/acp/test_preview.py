@@ -91,8 +91,8 @@ def test_previews_say_something_and_the_summary_drops_the_method() -> None:
             "id": 0,
             "result": {
                 "protocolVersion": 2,
-                "agentInfo": {"name": "claude-code", "version": "2.1.0"},
-                "agentCapabilities": {},
+                "info": {"name": "claude-code", "version": "2.1.0"},  # v2's name
+                "capabilities": {},
             },
         }
     )

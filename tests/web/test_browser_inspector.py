@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import proxy_exe
 from tests.web.helpers import HERE, rows, web_server
-from tests.web.test_browser import ARGS, CHROMIUM, TIMEOUT_MS, Page
+from tests.web.test_browser import ARGS, CHROMIUM, Page
 
 pytestmark = [
     pytest.mark.browser,
@@ -70,7 +70,7 @@ def _drive(db: Path, label: str, agent_args: list[str], steps: list[tuple[bytes,
 
 
 def _opening(replay: bool) -> list[tuple[bytes, bytes]]:
-    hello = {"protocolVersion": 2, "clientInfo": {"name": "turns-client", "version": "0.3"}}
+    hello = {"protocolVersion": 2, "info": {"name": "turns-client", "version": "0.3"}}
     steps = [(_line({"id": 1, "method": "initialize", "params": hello}), b'"id":1,')]
     if replay:
         params = {"sessionId": SID, "cwd": "/tmp", "replayFrom": "start"}
@@ -85,7 +85,10 @@ def _turn(rid: int, text: str, turn: int) -> list[tuple[bytes, bytes]]:
     prompt = {"sessionId": SID, "prompt": [{"type": "text", "text": text}]}
     answer = {"outcome": {"outcome": "selected", "optionId": "allow"}}
     return [
-        (_line({"id": rid, "method": "session/prompt", "params": prompt}), b'"id":%d,' % (100 + turn)),
+        (
+            _line({"id": rid, "method": "session/prompt", "params": prompt}),
+            b'"id":%d,' % (100 + turn),
+        ),
         (_line({"id": 100 + turn, "result": answer}), b'"stopReason"' * turn),
     ]
 
@@ -128,9 +131,11 @@ def _widths(page: Page) -> dict[str, float]:
     return dict(
         page.page.evaluate(
             """() => {
-              const list = document.querySelector('#frame-rows').getBoundingClientRect().width;
-              const cells = [...document.querySelectorAll('#frame-rows .frow:not([hidden]) .c-preview')];
-              return { list, preview: Math.min(...cells.map((c) => c.getBoundingClientRect().width)) };
+              const width = (e) => e.getBoundingClientRect().width;
+              const list = width(document.querySelector('#frame-rows'));
+              const sel = '#frame-rows .frow:not([hidden]) .c-preview';
+              const cells = [...document.querySelectorAll(sel)];
+              return { list, preview: Math.min(...cells.map(width)) };
             }"""
         )
     )
@@ -206,7 +211,7 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         live = p.locator(".items > .item.user", has_text=PROMPT)
         assert live.count() == 1  # the new turn is outside the band
         fact = p.locator(".item.fact[data-kind=session_info_update]")
-        assert fact.inner_text().startswith('title: \u201cTurn 1: Fix the failing test\u201d')
+        assert fact.inner_text().startswith("title: \u201cTurn 1: Fix the failing test\u201d")
         assert fact.locator("details").count() == 0
         notice = band.locator(".item.notice")
         badge = notice.locator("button.badge.finding", has_text="replay.no-notice")
@@ -216,30 +221,45 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         p.wait_for_selector("#findings-body tr.pointed")
         assert "replay.no-notice" in p.inner_text("#findings-body tr.pointed")
 
-        # Timeline: the finding on the prompt shows on its bar; compare turn 1 with run B's.
-        p.goto(url + "#view=timeline&c=1")
+        # Timeline of connection 2: findings on the bars that broke a rule (the resume that
+        # replayed a notice, the prompt never answered); compare turn 1 with run A's turn 1.
+        p.goto(url + "#view=timeline&c=2")
         p.wait_for_selector("#waterfall .wf-row.turn")
-        prompt_bar = p.locator("#waterfall .wf-row:not(.turn)", has_text="session/prompt")
-        assert prompt_bar.locator("button.badge.finding").count() >= 1
+        # start-up is folded (it takes longer than the turns): its row carries the badge
+        startup = p.locator("#wf-startup button.badge.finding")
+        assert startup.inner_text() == "\u2691 replay.no-notice"
+        page.shot("44-timeline-findings-in-place")
+        p.click("#wf-startup .wf-unfold")
+        resume = p.locator("#waterfall .wf-row:not(.turn)", has_text="session/resume")
+        assert resume.locator("button.badge.finding").inner_text() == "\u2691 replay.no-notice"
+        unanswered = p.locator("#waterfall .wf-row.turn").nth(1)
+        assert "jsonrpc.request-answered" in unanswered.evaluate(
+            "row => [row, ...(function* (r) { for (let n = r.nextElementSibling; n && "
+            "!n.classList.contains('turn'); n = n.nextElementSibling) yield n; })(row)]"
+            ".map((e) => e.textContent).join(' ')"
+        )
         assert PROMPT in p.inner_text("#waterfall .wf-row.turn .wf-prompt")
-        p.click("#waterfall .wf-row.turn .wf-compare-open")
+        p.click("#waterfall .wf-row.turn >> nth=0 >> .wf-compare-open")
         p.wait_for_selector("#turn-compare-pick")
         picked = p.eval_on_selector(
             "#turn-compare-pick", "s => s.options[s.selectedIndex].textContent"
         )
-        assert picked.startswith("#2 run B \u00b7 turn 1") and PROMPT in picked
-        page.shot("44-timeline-compare-turn")
+        assert picked.startswith("#1 run A \u00b7 turn 1") and PROMPT in picked
+        page.shot("45-timeline-compare-turn")
         p.click("#turn-compare-go")
         p.wait_for_selector("#diff-summary")
         page.wait_js("() => location.hash.includes('as=') && location.hash.includes('bs=')")
         assert "one turn each" in p.inner_text("#diff-turns")
         assert "1 changed" in p.inner_text("#diff-summary")
         changed = p.locator("#diff-table tr.diff-members")
-        assert changed.count() == 1 and '"broken."' in changed.inner_text()
+        assert changed.count() == 1
+        assert '"broken."' in changed.inner_text() and '"fine."' in changed.inner_text()
         # Only the turns' frames: none of the openings (initialize, new, resume) is aligned.
         assert "initialize" not in p.inner_text("#diff-table")
-        page.shot("45-diff-two-turns")
+        page.shot("46-diff-two-turns")
         p.click("#diff-turns button")
         page.wait_js("() => !location.hash.includes('as=')")
         p.wait_for_selector("#diff-table")
-        page.wait_js("() => document.querySelector('#diff-table').textContent.includes('initialize')")
+        page.wait_js(
+            "() => document.querySelector('#diff-table').textContent.includes('initialize')"
+        )

@@ -6,7 +6,8 @@ the history (a user and an agent message, then a live-only notice: a ``replay.no
 finding) before answering; each ``session/prompt`` sends ``session_info_update`` (the title),
 the user message, two chunks of the answer, a permission request (answered by the client)
 and idle. ``--answer WORD`` changes the answer's last word (so two runs differ in one
-chunk); a prompt saying ``die`` makes the agent kill itself with SIGKILL.
+chunk); a prompt saying ``die`` makes the agent kill itself with SIGKILL. ``initialize`` is
+answered after 0.3 s, so start-up takes longer than the turns (the timeline folds it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 out = sys.stdout.buffer
@@ -44,8 +46,10 @@ for line in sys.stdin.buffer:
     msg = json.loads(line)
     method, params, rid = msg.get("method"), msg.get("params") or {}, msg.get("id")
     if method == "initialize":
+        time.sleep(0.3)  # a slow start-up: the timeline folds it
         info = {"name": "turns-agent", "version": "2.0"}
-        send({"id": rid, "result": {"protocolVersion": 2, "agentInfo": info}})
+        caps = {"session": {"prompt": {}, "resume": {}}}
+        send({"id": rid, "result": {"protocolVersion": 2, "info": info, "capabilities": caps}})
     elif method == "session/new":
         send({"id": rid, "result": {"sessionId": SESSION}})
         names = ("help", "plan", "review")
@@ -54,7 +58,14 @@ for line in sys.stdin.buffer:
     elif method == "session/resume":
         message("user_message", "u_old", "What was the question again?")
         message("agent_message", "a_old", "You asked about the tests.")
-        update({"sessionUpdate": "notice", "severity": "info", "title": "Heads up", "message": "replayed by mistake"})
+        update(
+            {
+                "sessionUpdate": "notice",
+                "severity": "info",
+                "title": "Heads up",
+                "message": "replayed by mistake",
+            }
+        )
         send({"id": rid, "result": {}})
     elif method == "session/prompt":
         turn += 1

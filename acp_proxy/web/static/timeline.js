@@ -174,8 +174,10 @@ function renderTimeline(data, found) {
   items.sort((a, b) => a[0] - b[0]);
   if (folded.length) {
     rows.push(h("div", { class: "wf-row startup", id: "wf-startup" },
-      h("button", { type: "button", class: "link wf-name", title: "show start-up on the time axis", on: { click: () => { wfView.fold = false; drawTimeline(); } } },
-        `start-up folded · ${folded.length} exchange(s) · ${folded.map((b) => b.method).slice(0, 3).join(", ")}${folded.length > 3 ? "…" : ""}`),
+      h("span", { class: "wf-name" },
+        h("button", { type: "button", class: "link wf-unfold", title: "show start-up on the time axis", on: { click: () => { wfView.fold = false; drawTimeline(); } } },
+          `start-up folded · ${folded.length} exchange(s) · ${folded.map((b) => b.method).slice(0, 3).join(", ")}${folded.length > 3 ? "…" : ""}`),
+        ...badgesFor(cid, folded.flatMap(barFindings).filter((x, i, all) => all.findIndex((y) => y[0] === x[0]) === i))),
       h("span", { class: "wf-track wf-fold-mark" }),
       h("span", { class: "wf-ms" }, ms(startup))));
   }

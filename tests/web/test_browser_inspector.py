@@ -141,6 +141,17 @@ def _widths(page: Page) -> dict[str, float]:
     )
 
 
+def _shown_whole(badge: Any) -> bool:
+    """Whether the badge is inside its row's name cell (not cut off by it)."""
+    return bool(
+        badge.evaluate(
+            """b => { const r = b.getBoundingClientRect();
+                const box = b.closest('.wf-name, .item').getBoundingClientRect();
+                return r.width > 20 && r.left >= box.left && r.right <= box.right + 0.5; }"""
+        )
+    )
+
+
 def frame_id(db: Path, where: str) -> int:
     return int(rows(db, f"SELECT id FROM frames WHERE {where} ORDER BY id")[0][0])
 
@@ -215,7 +226,7 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         assert fact.locator("details").count() == 0
         notice = band.locator(".item.notice")
         badge = notice.locator("button.badge.finding", has_text="replay.no-notice")
-        assert badge.count() == 1
+        assert badge.count() == 1 and _shown_whole(badge)
         page.shot("43-session-replayed-band-and-findings")
         badge.click()
         p.wait_for_selector("#findings-body tr.pointed")
@@ -228,10 +239,12 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         # start-up is folded (it takes longer than the turns): its row carries the badge
         startup = p.locator("#wf-startup button.badge.finding")
         assert startup.inner_text() == "\u2691 replay.no-notice"
+        assert _shown_whole(startup)
         page.shot("44-timeline-findings-in-place")
         p.click("#wf-startup .wf-unfold")
         resume = p.locator("#waterfall .wf-row:not(.turn)", has_text="session/resume")
         assert resume.locator("button.badge.finding").inner_text() == "\u2691 replay.no-notice"
+        assert _shown_whole(resume.locator("button.badge.finding"))
         unanswered = p.locator("#waterfall .wf-row.turn").nth(1)
         assert "jsonrpc.request-answered" in unanswered.evaluate(
             "row => [row, ...(function* (r) { for (let n = r.nextElementSibling; n && "

@@ -136,7 +136,7 @@ function renderTimeline(data, found) {
     .filter((x, i, all) => all.findIndex((y) => y[0] === x[0]) === i);
   const onBars = new Set();
   const barRow = (b, nested, pct) => h("div", { class: "wf-row" + (nested ? " nested" : ""), dataset: { bar: String(b.index) } },
-    h("span", { class: "wf-name", title: `${dirTitle(b.direction)} ${b.method} id ${b.id}` }, `${arrow(b.direction)} ${b.method}`,
+    h("span", { class: "wf-name", title: `${dirTitle(b.direction)} ${b.method} id ${b.id}` }, h("span", { class: "wf-label" }, `${arrow(b.direction)} ${b.method}`),
       ...badgesFor(cid, barFindings(b).map((x) => { onBars.add(x[0]); return x; }))),
     h("span", { class: "wf-track" }, barEl(b, pct)),
     h("span", { class: "wf-ms" }, b.latencyMs === null ? "open" : ms(b.latencyMs)));
@@ -158,7 +158,7 @@ function renderTimeline(data, found) {
     }
     const compare = h("button", { type: "button", class: "link wf-compare-open", title: "compare this turn with a turn of another connection", on: { click: (e) => compareTurn(cid, t, e.target.closest(".wf-row")) } }, "compare…");
     const group = [h("div", { class: "wf-row turn", dataset: { turn: String(t.index) } },
-      h("span", { class: "wf-name", title: `turn in session ${t.sessionId}${t.promptText ? `: ${t.promptText}` : ""}` }, `turn ${t.index + 1} · ${outcome}${t.firstChunkMs !== null ? ` · 1st chunk ${ms(t.firstChunkMs)}` : ""}`, ...badgesFor(cid, inside)),
+      h("span", { class: "wf-name", title: `turn in session ${t.sessionId}${t.promptText ? `: ${t.promptText}` : ""}` }, h("span", { class: "wf-label" }, `turn ${t.index + 1} · ${outcome}${t.firstChunkMs !== null ? ` · 1st chunk ${ms(t.firstChunkMs)}` : ""}`), ...badgesFor(cid, inside)),
       h("span", { class: "wf-track turn" }, said, h("span", { class: "wf-bar turn", title: `${t.origin} turn: ${t.durationMs === null ? "not ended" : ms(t.durationMs)}`, dataset: { left: pct(t.startMs), width: `calc(${pct(end)} - ${pct(t.startMs)})` } }), tick, cancel),
       h("span", { class: "wf-ms" }, state.connections.length > 1 ? compare : null, t.durationMs === null ? "open" : ms(t.durationMs)))];
     for (const i of t.bars) inTurn.add(i);
@@ -175,7 +175,7 @@ function renderTimeline(data, found) {
   if (folded.length) {
     rows.push(h("div", { class: "wf-row startup", id: "wf-startup" },
       h("span", { class: "wf-name" },
-        h("button", { type: "button", class: "link wf-unfold", title: "show start-up on the time axis", on: { click: () => { wfView.fold = false; drawTimeline(); } } },
+        h("button", { type: "button", class: "link wf-unfold wf-label", title: "show start-up on the time axis", on: { click: () => { wfView.fold = false; drawTimeline(); } } },
           `start-up folded · ${folded.length} exchange(s) · ${folded.map((b) => b.method).slice(0, 3).join(", ")}${folded.length > 3 ? "…" : ""}`),
         ...badgesFor(cid, folded.flatMap(barFindings).filter((x, i, all) => all.findIndex((y) => y[0] === x[0]) === i))),
       h("span", { class: "wf-track wf-fold-mark" }),

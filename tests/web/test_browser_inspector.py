@@ -242,6 +242,13 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         assert _shown_whole(startup)
         page.shot("44-timeline-findings-in-place")
         p.click("#wf-startup .wf-unfold")
+        # unfolded, turn 1 starts in the track's right half: its prompt ends there, uncut
+        said = p.locator("#waterfall .wf-row.turn >> nth=0 >> .wf-prompt")
+        assert said.inner_text() == f"\u201c{PROMPT}\u201d"
+        assert said.evaluate(
+            "e => e.scrollWidth <= e.clientWidth && e.getBoundingClientRect().left >= "
+            "e.closest('.wf-track').getBoundingClientRect().left"
+        )
         resume = p.locator("#waterfall .wf-row:not(.turn)", has_text="session/resume")
         assert resume.locator("button.badge.finding").inner_text() == "\u2691 replay.no-notice"
         assert _shown_whole(resume.locator("button.badge.finding"))

@@ -149,7 +149,10 @@ function renderTimeline(data, found) {
     const cancel = t.cancelMs !== null && t.cancelMs !== undefined
       ? h("span", { class: "wf-cancel", title: `session/cancel #${t.cancelSeq} after ${ms(t.cancelMs - t.startMs)}`, dataset: { left: pct(t.cancelMs), width: "" } }) : null;
     const outcome = t.stopReason || (t.error ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended");
-    const said = t.promptText ? h("span", { class: "wf-prompt", title: t.promptText, dataset: { left: pct(t.startMs), width: "" } }, `“${t.promptText}”`) : null;
+    // the prompt's text on the turn's row: after the turn's start, or ending there when the
+    // turn starts in the right half (so it is not cut off at the track's end)
+    const late = parseFloat(pct(t.startMs)) > 50;
+    const said = t.promptText ? h("span", { class: "wf-prompt" + (late ? " before" : ""), title: t.promptText, dataset: late ? { right: `calc(100% - ${pct(t.startMs)})` } : { left: pct(t.startMs), width: "" } }, `“${t.promptText}”`) : null;
     const bars = t.bars.map((i) => barRow(data.bars[i], data.bars[i].method !== "session/prompt", pct));
     const inside = [];
     for (const [q, list] of bySeq) {
@@ -189,6 +192,7 @@ function renderTimeline(data, found) {
     el.style.left = el.dataset.left;
     if (el.dataset.width) el.style.width = el.dataset.width;
   }
+  for (const el of wf.querySelectorAll("[data-right]")) el.style.right = el.dataset.right;
   const zoomTo = (z) => { wfView.zoom = Math.min(64, Math.max(1, z)); drawTimeline(); };
   const controls = h("div", { class: "wf-controls", id: "wf-controls" },
     h("span", { class: "muted" }, "zoom"),

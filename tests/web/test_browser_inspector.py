@@ -9,101 +9,30 @@ of another connection. The recordings are made by the real proxy in front of
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
-import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import proxy_exe
-from tests.web.helpers import HERE, rows, web_server
+from tests.web.helpers import rows, web_server
 from tests.web.test_browser import ARGS, CHROMIUM, Page
+from tests.web.turns_recording import PROMPT, SID, make_turns_db
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium"),
 ]
 
-AGENT = [sys.executable, str(HERE / "turns_agent.py")]
-SID = "sess_turns"
-PROMPT = "Fix the failing test"
-
-
-def _line(obj: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n"
-
-
-def _drive(db: Path, label: str, agent_args: list[str], steps: list[tuple[bytes, bytes]]) -> int:
-    """Run the real proxy in front of the turns agent; send each line once the agent's
-    output holds the step's marker (so a permission is answered after it is asked)."""
-    proc = subprocess.Popen(
-        [*proxy_exe(), "--record", str(db), "--label", label, "--", *AGENT, *agent_args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.extend(iter(proc.stdout.readline, b"")))  # type: ignore[union-attr]
-    reader.start()
-    assert proc.stdin is not None
-    try:
-        for line, marker in steps:
-            proc.stdin.write(line)
-            proc.stdin.flush()
-            deadline = time.monotonic() + 60
-            while marker not in b"".join(got):
-                assert time.monotonic() < deadline, f"no {marker!r} in {b''.join(got)[-400:]!r}"
-                assert proc.poll() is None or marker == b"", proc.stderr.read()  # type: ignore[union-attr]
-                time.sleep(0.02)
-        proc.stdin.close()
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(10)
-    return code
-
-
-def _opening(replay: bool) -> list[tuple[bytes, bytes]]:
-    hello = {"protocolVersion": 2, "info": {"name": "turns-client", "version": "0.3"}}
-    steps = [(_line({"id": 1, "method": "initialize", "params": hello}), b'"id":1,')]
-    if replay:
-        params = {"sessionId": SID, "cwd": "/tmp", "replayFrom": "start"}
-        steps.append((_line({"id": 2, "method": "session/resume", "params": params}), b'"id":2,'))
-    else:
-        params = {"cwd": "/tmp", "mcpServers": []}
-        steps.append((_line({"id": 2, "method": "session/new", "params": params}), b"commands"))
-    return steps
-
-
-def _turn(rid: int, text: str, turn: int) -> list[tuple[bytes, bytes]]:
-    prompt = {"sessionId": SID, "prompt": [{"type": "text", "text": text}]}
-    answer = {"outcome": {"outcome": "selected", "optionId": "allow"}}
-    return [
-        (
-            _line({"id": rid, "method": "session/prompt", "params": prompt}),
-            b'"id":%d,' % (100 + turn),
-        ),
-        (_line({"id": 100 + turn, "result": answer}), b'"stopReason"' * turn),
-    ]
-
 
 @pytest.fixture(scope="module")
 def turns_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Connection 1 (label "run A"): a new session, one turn, exit 0. Connection 2 ("run B"):
-    the session resumed with replay (a notice replayed: a finding), the same turn answered
-    differently, then the agent killed by SIGKILL."""
+    """Two runs of one conversation (tests/web/turns_recording.py): labels, a replay, a
+    finding in place, the same turn answered differently, an agent killed."""
     db = tmp_path_factory.mktemp("web-turns") / "turns.db"
-    assert _drive(db, "run A", [], [*_opening(False), *_turn(3, PROMPT, 1)]) == 0
-    die = {"sessionId": SID, "prompt": [{"type": "text", "text": "die now"}]}
-    steps = [*_opening(True), *_turn(3, PROMPT, 1)]
-    steps.append((_line({"id": 4, "method": "session/prompt", "params": die}), b""))
-    _drive(db, "run B", ["--answer", "broken"], steps)
+    make_turns_db(db)
     return db
 
 
@@ -283,3 +212,33 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         page.wait_js(
             "() => document.querySelector('#diff-table').textContent.includes('initialize')"
         )
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url) as res:
+            return res.status, json.loads(res.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_two_turns_over_http(turns_db: Path) -> None:
+    """``/api/diff`` with ``as``/``bs`` aligns only the two turns' frames, as the page asks."""
+    turns = rows(turns_db, "SELECT connection_id, seq FROM frames WHERE method = 'session/prompt'")
+    firsts = {c: min(s for cc, s in turns if cc == c) for c, _ in turns}
+    with web_server(turns_db) as url:
+        base = url.rstrip("/")
+        status, whole = _get(f"{base}/api/diff?a=1&b=2")
+        assert status == 200 and whole["a"]["seqs"] is None
+        status, two = _get(f"{base}/api/diff?a=1&b=2&as={firsts[1]}-15&bs={firsts[2]}-17")
+        assert status == 200, two
+        assert two["a"]["seqs"] == [firsts[1], 15] and two["b"]["seqs"] == [firsts[2], 17]
+        assert two["a"]["frames"] == 15 - firsts[1] + 1
+        seqs = [r["a"]["seq"] for r in two["rows"] if r["a"]] + [
+            r["b"]["seq"] for r in two["rows"] if r["b"]
+        ]
+        assert min(seqs) >= min(firsts.values()) and len(two["rows"]) < len(whole["rows"])
+        assert [m["new"] for r in two["rows"] for m in r.get("members", [])] == ["broken."]
+        for bad in ("12", "9-3", "a-b"):
+            status, err = _get(f"{base}/api/diff?a=1&b=2&as={bad}&bs=1-2")
+            assert status == 400 and "FIRST-LAST" in err["error"], (bad, err)

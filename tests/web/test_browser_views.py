@@ -55,7 +55,8 @@ def test_previews_folded_chunks_and_sorting(page: Page, rich_db: Path) -> None:
         group = p.locator("#frame-rows .frow.group").first
         assert group.get_attribute("data-count") == "3"
         assert group.locator(".c-method").inner_text() == "agent_message_chunk"
-        assert group.locator(".c-preview").inner_text() == '\u00d73 "Echo: looking at the test now."'
+        joined = '\u00d73 "Echo: looking at the test now."'
+        assert group.locator(".c-preview").inner_text() == joined
         sizes = rows(
             rich_db,
             "SELECT sum(size) FROM frames WHERE connection_id = 1 AND instr(raw, '\"a1\"') > 0 "

@@ -250,9 +250,9 @@ def frame_preview(
     """The preview of a frame from its first bytes (``head``; all of it when ``size`` fits)."""
     if kind == "invalid" or kind is None:
         text = head.decode("utf-8", "replace").strip()
-        return _preview("", f"invalid {_quote(text)}" if text else "invalid (empty)")
+        return _preview("invalid", _quote(text) if text else "(empty)")
     if kind == "batch":
-        return _preview("", f"batch ({size} bytes)")
+        return _preview("batch", f"({size} bytes)")
     message: Any = None
     if len(head) >= size:
         try:

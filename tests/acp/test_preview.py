@@ -79,6 +79,7 @@ def test_long_text_is_shortened_and_a_cut_frame_still_reads() -> None:
 def test_invalid_frames_say_so() -> None:
     p = frame_preview(b"not json\n", 9, kind="invalid", method=None, update_kind=None)
     assert p.label == 'invalid "not json"'
+    assert p.summary == '"not json"'  # the method column says invalid
 
 
 def update(upd: dict[str, Any]) -> bytes:

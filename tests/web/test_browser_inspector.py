@@ -9,6 +9,8 @@ of another connection. The recordings are made by the real proxy in front of
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.web.helpers import rows, web_server
+from tests.conftest import proxy_exe
+from tests.helpers import insert_frames
+from tests.web.helpers import opening, rows, web_server
 from tests.web.test_browser import ARGS, CHROMIUM, Page
 from tests.web.turns_recording import PROMPT, SID, make_turns_db
 
@@ -242,3 +246,32 @@ def test_two_turns_over_http(turns_db: Path) -> None:
         for bad in ("12", "9-3", "a-b"):
             status, err = _get(f"{base}/api/diff?a=1&b=2&as={bad}&bs=1-2")
             assert status == 400 and "FIRST-LAST" in err["error"], (bad, err)
+
+
+def test_unknown_ends_read_as_ls_prints_them(page: Page, tmp_path: Path) -> None:
+    """A recorder gone without closing the row, or a proxy killed (the recorder closed the
+    row: ``proxy-lost``), read ``ended (unknown end)`` as in ``acp-proxy ls``; the recorded
+    reason is in the title."""
+    db = tmp_path / "ends.db"
+    now = time.time()
+    for columns in (
+        {"ended_at": None, "last_seen_at": now - 600},
+        {"ended_at": now - 100, "end_reason": "proxy-lost", "label": "killed"},
+        {"ended_at": None, "last_seen_at": now + 600},
+    ):
+        insert_frames(
+            db, [("c2a", opening())], connection={"started_at": now - 900, **columns}, index=True
+        )
+    listed = subprocess.run(
+        [*proxy_exe(), "ls", str(db)], capture_output=True, text=True, check=True
+    ).stdout
+    assert listed.count("ended (unknown end)") == 2, listed
+    with web_server(db) as url:
+        p = page.page
+        p.goto(url)
+        p.wait_for_selector("#connections .conn .conn-end")
+        ends = p.locator("#connections .conn .conn-end")
+        assert ends.all_inner_texts() == ["ended (unknown end)", "ended (unknown end)", "running"]
+        assert "the proxy died" in (ends.nth(1).get_attribute("title") or "")
+        assert p.locator("#connections .conn .conn-label").all_inner_texts() == ["killed"]
+        page.shot("47-sidebar-unknown-ends")

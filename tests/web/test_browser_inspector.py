@@ -3,7 +3,7 @@
 names each connection's ``--label`` and how it ended, the session view marks replayed
 history and puts findings where they happened, and one turn compares with the same turn
 of another connection. The recordings are made by the real proxy in front of
-``tests/web/turns_agent.py``; screenshots go to ``test-artifacts/web/``.
+``tests/peers/web_turns_agent.py``; screenshots go to ``test-artifacts/web/``.
 """
 
 from __future__ import annotations

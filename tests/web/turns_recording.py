@@ -1,5 +1,5 @@
 """A recording of two runs of one conversation, made by the real proxy in front of
-``tests/web/turns_agent.py``, for the inspector's turn, replay, label and preview tests.
+``tests/peers/web_turns_agent.py``, for the inspector's turn, replay, label and preview tests.
 
 Connection 1 (``--label "run A"``): a new session, one turn, exit 0. Connection 2 (``"run
 B"``): the session resumed with replay (a notice replayed: a ``replay.no-notice`` finding),
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import proxy_exe
-from tests.web.helpers import HERE
+from tests.peers import PEERS
 
-AGENT = [sys.executable, str(HERE / "turns_agent.py")]
+AGENT = [sys.executable, str(PEERS / "web_turns_agent.py")]
 SID = "sess_turns"
 PROMPT = "Fix the failing test"
 

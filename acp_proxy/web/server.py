@@ -421,13 +421,12 @@ async def api_diff(request: web.Request) -> web.StreamResponse:
     b = _int_arg(request, "b")
     if a is None or b is None:
         raise ValueError("a and b (the two connection ids) are required")
-    spans = views.seq_range(request.query.get("as")), views.seq_range(request.query.get("bs"))
 
     def work() -> dict[str, Any]:
         with store.read_connection(path) as reader:
             _require_connection(reader, a)
             _require_connection(reader, b)
-            return views.diff(path, reader, a, b, a_seqs=spans[0], b_seqs=spans[1])
+            return views.diff(path, reader, a, b, **views.turn_spans(request.query))
 
     return _json(await _blocking(work))
 

@@ -475,6 +475,11 @@ def seq_range(text: str | None) -> tuple[int, int] | None:
     return int(first), int(last)
 
 
+def turn_spans(query: Any) -> dict[str, tuple[int, int] | None]:
+    """``a_seqs``/``b_seqs`` for :func:`diff` from a query's ``as``/``bs`` (a turn each)."""
+    return {"a_seqs": seq_range(query.get("as")), "b_seqs": seq_range(query.get("bs"))}
+
+
 def diff(
     path: store.Location,
     reader: RecordingReader,

@@ -300,6 +300,10 @@ def _request_preview(what: str, method: str | None, params: Any) -> Preview:
         return _preview(what, summary.strip(" \u00b7"), text=said)
     if said is None and params:
         return _preview(what, _members(params, 3))
+    if said is not None and params.get("cwd") == said:  # session/new, load, resume
+        sid = params.get("sessionId")
+        named = f"sessionId={sid} " if isinstance(sid, str) else ""
+        return _preview(what, f"{named}cwd {_quote(said)}", text=said)
     return _preview(what, _join("", said).strip(), text=said)
 
 

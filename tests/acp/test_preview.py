@@ -151,3 +151,12 @@ def test_previews_say_something_and_the_summary_drops_the_method() -> None:
     b = raw({"method": "session/cancel", "params": {"sessionId": "s"}})
     p = frame_preview(b, len(b), kind="notification", method="session/cancel", update_kind=None)
     assert p.summary == "sessionId=s"
+
+
+def test_a_session_opening_names_its_directory_and_session() -> None:
+    b = raw({"id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+    p = frame_preview(b, len(b), kind="request", method="session/new", update_kind=None)
+    assert p.summary == 'cwd "/tmp"'
+    b = raw({"id": 2, "method": "session/load", "params": {"sessionId": "s1", "cwd": "/w"}})
+    p = frame_preview(b, len(b), kind="request", method="session/load", update_kind=None)
+    assert p.summary == 'sessionId=s1 cwd "/w"'

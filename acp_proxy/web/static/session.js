@@ -1,6 +1,7 @@
 // The session view: one session rebuilt from its frames as a conversation (messages,
 // thoughts, tool calls, terminals, plans, permission prompts, RPCs, usage), each item linked to
-// the frame it came from.
+// the frame it came from; replayed history in one band per replay, findings as badges on the
+// items whose frames broke a rule.
 
 import { renderConnections, selectSession, showLoadError, updateScope } from "./connections.js";
 import { $, api, h } from "./dom.js";
@@ -262,7 +263,7 @@ function renderSession() {
     if (owners.has(i)) badgeFindings(el, owners.get(i), data.connectionId);
     return el;
   });
-  const items = h("div", { class: "items" }, replayBands(s.items, rendered, data));
+  const items = h("div", { class: "items" }, replayBands(s.items, rendered));
   const total = data.totalItems || s.items.length;
   const more = total > s.items.length ? h("p", {},
     h("span", { class: "muted" }, `showing ${s.items.length} of ${total} items · `),
@@ -274,7 +275,7 @@ function renderSession() {
 
 // History the agent replayed (items inside a session/load or session/resume-with-replayFrom
 // window, as acp/model.py marks them: the frames `check` reads as replay): one band per run.
-function replayBands(items, rendered, data) {
+function replayBands(items, rendered) {
   const out = [];
   let band = null;
   items.forEach((it, i) => {

@@ -1,6 +1,7 @@
 // The timeline view of one connection: the waterfall (each request to its response, turns
-// from prompt to end, zoom, start-up folded, per-turn scale) and the transport's events beside
-// the frames. The performance figures under it are performance.js.
+// from prompt to end, zoom, start-up folded, per-turn scale, findings as badges, "compare…" a
+// turn with another connection's) and the transport's events beside the frames. The
+// performance figures under it are performance.js.
 
 import { showLoadError } from "./connections.js";
 import { $, api, h } from "./dom.js";

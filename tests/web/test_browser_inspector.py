@@ -203,6 +203,9 @@ def test_label_end_replay_findings_in_place_and_turn_compare(page: Page, turns_d
         p.wait_for_selector("#diff-summary")
         page.wait_js("() => location.hash.includes('as=') && location.hash.includes('bs=')")
         assert "one turn each" in p.inner_text("#diff-turns")
+        assert p.inner_text("#diff-turns").startswith(
+            f"turn 1 \u201c{PROMPT}\u201d of A against turn 1 \u201c{PROMPT}\u201d of B"
+        )
         assert "1 changed" in p.inner_text("#diff-summary")
         changed = p.locator("#diff-table tr.diff-members")
         assert changed.count() == 1

@@ -8,6 +8,9 @@ import { openFrameInList } from "./frames.js";
 import { setDiffA, setDiffB, setDiffSeqs, state, writeHash } from "./state.js";
 
 let diffGen = 0;
+// what the two compared turns are ("turn 1 “Fix the test”"), when a turn's compare… chose them
+let turnNames = null;
+export function nameTurns(a, b) { turnNames = [a, b]; }
 export async function loadDiff() {
   const body = $("diff-body");
   if (showLoadError(body)) return;
@@ -20,13 +23,14 @@ export async function loadDiff() {
     const sel = h("select", { id: `diff-${which}`, "aria-label": `connection ${which.toUpperCase()}` },
       state.connections.map((c) => h("option", { value: String(c.id) }, `#${c.id} ${c.agent || ""} (${c.frame_count} frames)`)));
     sel.value = String(which === "a" ? state.diffA : state.diffB);
-    sel.addEventListener("change", () => { if (which === "a") setDiffA(Number(sel.value)); else setDiffB(Number(sel.value)); setDiffSeqs(null); writeHash(true); loadDiff(); });
+    sel.addEventListener("change", () => { if (which === "a") setDiffA(Number(sel.value)); else setDiffB(Number(sel.value)); setDiffSeqs(null); turnNames = null; writeHash(true); loadDiff(); });
     return sel;
   };
   const seqs = state.diffSeqs;
   const turns = seqs ? h("span", { id: "diff-turns", class: "diff-turns" },
+    turnNames ? `${turnNames[0]} of A against ${turnNames[1]} of B: ` : "",
     `frames #${seqs[0][0]}–#${seqs[0][1]} of A against #${seqs[1][0]}–#${seqs[1][1]} of B (one turn each) `,
-    h("button", { type: "button", class: "link", on: { click: () => { setDiffSeqs(null); writeHash(true); loadDiff(); } } }, "compare the whole connections")) : null;
+    h("button", { type: "button", class: "link", on: { click: () => { setDiffSeqs(null); turnNames = null; writeHash(true); loadDiff(); } } }, "compare the whole connections")) : null;
   const head = h("div", { class: "diff-pick" }, h("label", {}, "A ", pick("a")), h("label", {}, "B ", pick("b")), turns);
   body.replaceChildren(head, h("p", { class: "muted" }, "aligning…"));
   let data;

@@ -6,6 +6,7 @@
 import { showLoadError } from "./connections.js";
 import { $, api, h } from "./dom.js";
 import { arrow, dateTime, dirTitle, ms } from "./format.js";
+import { nameTurns } from "./diff.js";
 import { findingBadge } from "./findings.js";
 import { openFrameInList } from "./frames.js";
 import { performanceSections } from "./performance.js";
@@ -99,6 +100,8 @@ async function compareTurn(cid, turn, row) {
   const span = (t) => [t.startSeq, t.endSeq === null || t.endSeq === undefined ? 2147483647 : t.endSeq];
   const go = h("button", { type: "button", id: "turn-compare-go", on: { click: () => {
     const o = options[Number(sel.value)];
+    const named = (t) => `turn ${t.index + 1}${t.promptText ? ` “${t.promptText.slice(0, 40)}”` : ""}`;
+    nameTurns(named(turn), named(o.t));
     setDiffA(cid);
     setDiffB(o.c.id);
     setDiffSeqs([span(turn), span(o.t)]);

@@ -441,13 +441,39 @@ DIFF_ROWS = 3000
 """Aligned rows the side-by-side diff sends at most (the summary covers them all)."""
 
 
-def diff(path: store.Location, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
+def seq_range(text: str | None) -> tuple[int, int] | None:
+    """``FIRST-LAST`` (frame sequence numbers, e.g. a turn's ``12-40``) of a query, or None."""
+    if not text:
+        return None
+    first, sep, last = text.partition("-")
+    if not sep or not first.isdigit() or not last.isdigit() or int(first) > int(last):
+        raise ValueError(f"a frame range is FIRST-LAST (e.g. 12-40), not {text!r}")
+    return int(first), int(last)
+
+
+def turn_spans(query: Any) -> dict[str, tuple[int, int] | None]:
+    """``a_seqs``/``b_seqs`` for :func:`diff` from a query's ``as``/``bs`` (a turn each)."""
+    return {"a_seqs": seq_range(query.get("as")), "b_seqs": seq_range(query.get("bs"))}
+
+
+def diff(
+    path: store.Location,
+    reader: RecordingReader,
+    a: int,
+    b: int,
+    *,
+    a_seqs: tuple[int, int] | None = None,
+    b_seqs: tuple[int, int] | None = None,
+) -> dict[str, Any]:
     """Two connections of the recording side by side: :func:`acp_proxy.analysis.compare.
     compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
     each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
+    ``a_seqs``/``b_seqs`` narrow each side to a range of its frames (one turn each).
     """
-    result = compare_connections(reader.db, a, reader.db, b)
+    result = compare_connections(reader.db, a, reader.db, b, a_seqs=a_seqs, b_seqs=b_seqs)
     data = result.to_json(str(path), str(path))
+    data["a"]["seqs"] = list(a_seqs) if a_seqs else None
+    data["b"]["seqs"] = list(b_seqs) if b_seqs else None
     changed = {(c.a, c.b): [member_json(d) for d in c.members] for c in result.changes}
     slower = {
         (t.a, t.b): {"a_ms": t.a_ns / 1e6, "b_ms": t.b_ns / 1e6, "what": t.what, "fails": t.fails}

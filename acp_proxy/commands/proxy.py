@@ -9,7 +9,9 @@ import click
 
 from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.ui import start_ui, ui_options
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
 
@@ -33,6 +35,7 @@ from acp_proxy.transport.stdio.proxy import StdioProxy
 )
 @queue_option()
 @otlp_live_options
+@redact_options(stored=True)
 @ui_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
@@ -45,6 +48,7 @@ def proxy_command(
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
     otlp: LiveExport | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
 
@@ -61,7 +65,11 @@ def proxy_command(
     inspector = start_ui(ui, ui_token, record)
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     code = 1
     try:

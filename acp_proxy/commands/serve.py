@@ -10,6 +10,7 @@ import click
 
 from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ws import (
     HEARTBEAT_OPTION,
@@ -19,6 +20,7 @@ from acp_proxy.commands.ws import (
     check_server_options,
     run_recording_server,
 )
+from acp_proxy.formats.redact import RedactRules
 
 
 @click.command("serve", context_settings={"allow_interspersed_args": False})
@@ -52,6 +54,7 @@ from acp_proxy.commands.ws import (
 @grace_option("Seconds an agent gets after its connection ends before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
@@ -72,6 +75,7 @@ def serve_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Serve ACP at http://HOST:PORT/acp: Streamable HTTP (POST + SSE) and WebSocket.
 
@@ -112,4 +116,5 @@ def serve_command(
         label=label,
         tls=tls,
         upstream_tls=upstream_tls,
+        redact=redact,
     )

@@ -21,8 +21,10 @@ from acp_proxy.commands.common import (
     run_stdio_bridge,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws.rules import (
@@ -127,6 +129,7 @@ TOKEN_OPTION = click.option(
 @grace_option("Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @ui_options
 @tls_server_options
 @cafile_option
@@ -150,6 +153,7 @@ def ws_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -188,6 +192,7 @@ def ws_command(
             label=label,
             tls=tls,
             upstream_tls=upstream_tls,
+            redact=redact,
         )
     finally:
         if inspector is not None:
@@ -212,6 +217,7 @@ def ws_command(
 @grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @cafile_option
 def connect_command(
     url: str,
@@ -226,6 +232,7 @@ def connect_command(
     spool_mb: int,
     otlp: LiveExport | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Bridge stdio to an ACP agent: stdin lines -> messages -> stdout lines.
 
@@ -254,7 +261,11 @@ def connect_command(
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
         from acp_proxy.commands.connect_http import connect_http
@@ -369,6 +380,7 @@ def run_recording_server(
     label: str | None,
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
 
@@ -378,7 +390,11 @@ def run_recording_server(
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     settings = WsSettings(
         recorder=recorder,

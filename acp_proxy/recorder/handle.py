@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_proxy.console import warn
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.ipc import STDERR, Frame
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
@@ -229,6 +230,7 @@ class Recorder:
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
+        redact: RedactRules | None = None,
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
@@ -246,6 +248,7 @@ class Recorder:
             self.where = str(self.path)
             spool_dir = self.path.resolve().parent
         self.warn = warn
+        self.redact = redact
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self.batch_bytes = batch_bytes
         self.journal = ProxyJournal(
@@ -306,6 +309,7 @@ class Recorder:
                     batch_bytes=batch_bytes,
                     warn=warn,
                     otlp=otlp,
+                    redact=redact,
                 )
                 # Both sides gather for half the linger, so the recording stays as far behind.
                 self.journal.linger = LINGER_SECONDS / 2
@@ -318,7 +322,12 @@ class Recorder:
                 sink = sink_for(self.path)
         observer = live_observer() if otlp else None
         self._pipeline = Pipeline(
-            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
+            self.journal,
+            sink,
+            lock_retry=self.lock_retry,
+            warn=warn,
+            observer=observer,
+            redact=redact,
         )
         self._pipeline.start()
 

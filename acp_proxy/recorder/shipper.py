@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from acp_proxy.formats.redact import WRITER_RULES_ENV, RedactRules
 from acp_proxy.recorder.ipc import (
     LOCATION_ENV,
     STDERR,
@@ -72,6 +73,7 @@ class WriterProcess:
         batch_bytes: int,
         on_exit: Callable[[], None],
         otlp: bool = True,
+        redact: RedactRules | None = None,
     ):
         # An ignored signal stays ignored across exec: the writer cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
@@ -86,6 +88,8 @@ class WriterProcess:
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
+        # Always set: the writer redacts by these rules, or (empty) not at all.
+        env = {**(env or os.environ), WRITER_RULES_ENV: redact.to_json() if redact else ""}
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -202,8 +206,10 @@ class Shipper:
         batch_bytes: int,
         warn: Callable[[str], None],
         otlp: bool = True,
+        redact: RedactRules | None = None,
     ) -> None:
         self.journal = journal
+        self.redact = redact
         self.path = path
         self.lock_retry = lock_retry
         self.warn = warn
@@ -218,6 +224,7 @@ class Shipper:
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
             otlp=otlp,
+            redact=redact,
         )
         # Queue items live for a batch, long enough to reach the oldest generation, so full
         # collections come often; with start-up's objects frozen they scan only the few
@@ -228,11 +235,15 @@ class Shipper:
 
     def track(self, conn: Any, fields: dict[str, Any]) -> None:
         """A connection opened (its row's fields, for :meth:`settle_lost`)."""
+        if self.redact is not None:  # settle_lost may write them: as the writer would
+            fields = self.redact.control("open", fields)
         self.connections[conn] = Shipped(dict(fields))
 
     def closing(self, conn: Any, fields: dict[str, Any]) -> None:
         shipped = self.connections.get(conn)
         if shipped is not None:
+            if self.redact is not None:
+                fields = self.redact.control("close", fields)
             shipped.close_fields = dict(fields)
 
     def _loop(self) -> None:

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from acp_proxy.console import warn
+    from acp_proxy.formats.redact import WRITER_RULES_ENV, RedactRules
     from acp_proxy.recorder.ipc import LOCATION_ENV
     from acp_proxy.recorder.journal import LINGER_SECONDS, WriterJournal
     from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
@@ -150,8 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     from acp_proxy.recorder.writer.otlp_live import live_observer  # live OTLP export, if asked for
 
+    redact = RedactRules.from_json(os.environ.pop(WRITER_RULES_ENV, ""))  # --redact
     pipeline = Pipeline(
-        journal, sink_for(path), lock_retry=retry, warn=warn, observer=live_observer()
+        journal,
+        sink_for(path),
+        lock_retry=retry,
+        warn=warn,
+        observer=live_observer(),
+        redact=redact,
     )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())
     serve(pipeline, sys.stdin.fileno(), sys.stdout)

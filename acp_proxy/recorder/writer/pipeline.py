@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.recorder.journal import Journal
 from acp_proxy.recorder.writer.priority import lower_priority
@@ -74,11 +75,12 @@ class Pipeline:
         lock_retry: float,
         warn: Callable[[str], None],
         observer: OpsObserver | None = None,
+        redact: RedactRules | None = None,
     ) -> None:
         self.journal = journal
         self.observer = observer
         self.sink = sink
-        self.rows = Rows(sink.null)
+        self.rows = Rows(sink.null, redact)  # redact: the stored copy (rows.py)
         self.lock_retry = lock_retry
         self.warn = warn
         self.frames_written = 0

@@ -559,6 +559,13 @@ DEFAULT_RULES = RedactRules()
 """The built-in rules alone."""
 
 
+def rules_for(redact: bool | RedactRules | None) -> RedactRules | None:
+    """An exporter's ``redact`` argument as a rule set: True is the built-in rules."""
+    if isinstance(redact, RedactRules):
+        return redact
+    return DEFAULT_RULES if redact else None
+
+
 def _path_needle(path: tuple[str, ...]) -> bytes:
     """Bytes every frame holding ``path`` contains: its last named member, quoted."""
     named = [p for p in path if p != "*" and not p.isdigit()]

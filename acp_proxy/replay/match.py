@@ -21,8 +21,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_proxy.formats.redact import REDACTED
-
 # The path and difference helpers live in acp/ (``acp-proxy diff`` uses them too);
 # re-exported here for the replay engine.
 from acp_proxy.acp.jsonpaths import ROOTS as ROOTS
@@ -31,6 +29,7 @@ from acp_proxy.acp.jsonpaths import diff_values as diff_values
 from acp_proxy.acp.jsonpaths import parse_path as parse_path
 from acp_proxy.acp.jsonpaths import remove_paths as remove_paths
 from acp_proxy.acp.jsonpaths import short as short
+from acp_proxy.formats.redact import REDACTED
 
 DEFAULT_IGNORES: tuple[str, ...] = ("params.cwd",)
 SESSION_PATH: tuple[str, ...] = ("params", "sessionId")

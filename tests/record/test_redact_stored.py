@@ -387,3 +387,15 @@ def test_no_secret_byte_in_a_pg_dump(tmp_path: Path, pg_server: PgServer, pg_url
     run_session("ws", pg_url, [], tmp_path)
     secrets = SECRETS + WIRE_SECRETS
     assert sorted(s for _, s in leaked({"pg_dump": dump()}, secrets)) == sorted(secrets)
+
+
+def test_export_takes_the_same_rule_options(tmp_path: Path) -> None:
+    db = tmp_path / "plain.db"
+    run_session("stdio", db, [], tmp_path)
+    done = run_proxy(["export", str(db), "--redact-path", "prompt", "--redact-key", "^methodId$"])
+    assert done.returncode == 0, done.stderr
+    assert b'"prompt":[{"type":"text","text":"[REDACTED]"}]' in done.stdout.replace(b"\\", b"")
+    assert b'"methodId":"[REDACTED]"' in done.stdout.replace(b"\\", b"")
+    assert all(s.encode() not in done.stdout for s in SECRETS)
+    bad = run_proxy(["export", str(db), "--no-redact", "--redact-path", "prompt"])
+    assert bad.returncode == 2 and bad.stderr.count(b"\n") == 1, bad.stderr

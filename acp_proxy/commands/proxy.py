@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,9 +12,11 @@ from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_opti
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.ui import start_ui, ui_options
-from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 @click.command(

@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from acp_proxy.formats.redact import RedactRules
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 REDACT_ENV = "ACP_PROXY_REDACT"
 """Recording commands: redact the stored copy. ``1`` (or ``default``) for the built-in rules,
@@ -138,6 +139,8 @@ def _resolve(
         enabled = enabled or from_env
     if not enabled:
         return None
+    from acp_proxy.formats.redact import RedactRules  # its patterns: only when redacting
+
     try:
         return RedactRules.of([*rules[0], *keys], [*rules[1], *paths], [*rules[2], *values])
     except ValueError as exc:

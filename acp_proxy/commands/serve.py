@@ -4,6 +4,7 @@ of a stdio agent, one agent process per ACP connection, every connection recorde
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
@@ -20,7 +21,9 @@ from acp_proxy.commands.ws import (
     check_server_options,
     run_recording_server,
 )
-from acp_proxy.formats.redact import RedactRules
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 @click.command("serve", context_settings={"allow_interspersed_args": False})

@@ -24,7 +24,6 @@ from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
-from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.address import ListenError, is_loopback, parse_listen
 from acp_proxy.transport.ws.rules import (
@@ -36,6 +35,7 @@ from acp_proxy.transport.ws.rules import (
 if TYPE_CHECKING:
     import ssl
 
+    from acp_proxy.formats.redact import RedactRules
     from acp_proxy.replay.engine import ReplayEngine
     from acp_proxy.transport.ws.handshake import WsSettings
 

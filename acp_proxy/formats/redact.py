@@ -444,10 +444,6 @@ def _mask_all(value: Any, walker: _Walk) -> Any:
     return value
 
 
-WRITER_RULES_ENV = "ACP_PROXY_WRITER_REDACT"
-"""How the proxy hands its rule set to the writer process (JSON; empty: no redaction)."""
-
-
 @dataclass(frozen=True)
 class RedactRules:
     """A redaction rule set: the built-in rules plus the user's own.

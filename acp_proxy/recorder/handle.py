@@ -36,10 +36,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
-from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.ipc import STDERR, Frame
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
@@ -74,6 +73,9 @@ the price of up to this much temporary disk while the writer catches up (1 GiB i
 3.4 million 300-byte frames, half a minute of writing). The file is anonymous and emptied
 as soon as the writer has caught up. 0 turns spooling off.
 """
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 BATCH_BYTES = 1024 * 1024

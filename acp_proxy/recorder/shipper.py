@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from acp_proxy.formats.redact import WRITER_RULES_ENV, RedactRules
 from acp_proxy.recorder.ipc import (
     LOCATION_ENV,
+    REDACT_RULES_ENV,
     STDERR,
     Chunk,
     End,
@@ -46,6 +46,9 @@ from acp_proxy.recorder.journal import ProxyJournal
 from acp_proxy.store.columns import note_losses, recorded_totals
 from acp_proxy.store.engine import database_url, engine_for
 from acp_proxy.store.schema import RecordingError
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -89,7 +92,7 @@ class WriterProcess:
         else:
             where = str(Path(path).resolve())
         # Always set: the writer redacts by these rules, or (empty) not at all.
-        env = {**(env or os.environ), WRITER_RULES_ENV: redact.to_json() if redact else ""}
+        env = {**(env or os.environ), REDACT_RULES_ENV: redact.to_json() if redact else ""}
         self.proc = subprocess.Popen(
             [
                 sys.executable,

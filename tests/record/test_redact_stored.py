@@ -399,3 +399,31 @@ def test_export_takes_the_same_rule_options(tmp_path: Path) -> None:
     assert all(s.encode() not in done.stdout for s in SECRETS)
     bad = run_proxy(["export", str(db), "--no-redact", "--redact-path", "prompt"])
     assert bad.returncode == 2 and bad.stderr.count(b"\n") == 1, bad.stderr
+
+
+def test_rule_set_pieces_in_process() -> None:
+    from acp_proxy.commands.redact_options import rules_from_env
+    from acp_proxy.formats import redact
+
+    assert rules_from_env("") == (False, [[], [], []])
+    assert rules_from_env("0") == (False, [[], [], []])
+    with pytest.raises(ValueError, match="'b' is not a rule"):
+        rules_from_env("default value:a b")
+    assert rules_from_env("1 path:params.prompt key:^x$") == (
+        True,
+        [["^x$"], ["params.prompt"], []],
+    )
+    # the factored regex (without ahocorasick-rs) finds what the automaton finds
+    pattern = re.compile(redact._trie(sorted(set(redact._FRAME_NEEDLES))))
+    for needle in redact._FRAME_NEEDLES:
+        assert pattern.search(b"<<" + needle + b">>") and redact.might_have_secrets(needle)
+    assert not pattern.search(b"the quick brown fox") and not redact.might_have_secrets(b"fox")
+    # a path rule keeps what says what a value is
+    rules = redact.RedactRules.of(paths=["update.content"])
+    frame = (
+        b'{"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
+        b'"agent_message_chunk","content":{"type":"text","text":"private words"}}}}\n'
+    )
+    assert rules.frame(frame) == frame.replace(b"private words", b"[REDACTED]")
+    with pytest.raises(ValueError, match="not a dotted path"):
+        redact.RedactRules.of(paths=["..."])

@@ -130,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from acp_proxy.console import warn
-    from acp_proxy.formats.redact import WRITER_RULES_ENV, RedactRules
-    from acp_proxy.recorder.ipc import LOCATION_ENV
+    from acp_proxy.recorder.ipc import LOCATION_ENV, REDACT_RULES_ENV
     from acp_proxy.recorder.journal import LINGER_SECONDS, WriterJournal
     from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
 
@@ -151,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     from acp_proxy.recorder.writer.otlp_live import live_observer  # live OTLP export, if asked for
 
-    redact = RedactRules.from_json(os.environ.pop(WRITER_RULES_ENV, ""))  # --redact
+    rules, redact = os.environ.pop(REDACT_RULES_ENV, ""), None
+    if rules:  # --redact (the rules' module only then: start-up)
+        from acp_proxy.formats.redact import RedactRules
+
+        redact = RedactRules.from_json(rules)
     pipeline = Pipeline(
         journal,
         sink_for(path),

@@ -28,9 +28,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.recorder.journal import Journal
 from acp_proxy.recorder.writer.priority import lower_priority
@@ -50,6 +49,9 @@ STUCK_CALL_SECONDS = 5.0
 """Once the exit drain is over, how long one call to the database may go unanswered (a
 stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`). A drain that
 goes on answering (a big backlog written batch after batch) is never cut."""
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 class OpsObserver(Protocol):

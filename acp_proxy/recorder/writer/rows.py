@@ -19,10 +19,9 @@ made storable, and :func:`sanitized` applies it to a batch the sink could not bi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from acp_proxy.acp.index import ConnectionIndexer
-from acp_proxy.formats.redact import RedactRules
 from acp_proxy.recorder.ipc import (
     STDERR,
     Chunk,
@@ -48,6 +47,9 @@ INDEX_START = 8
 """Position of the first index column in a frame row."""
 
 _UNINDEXED = ("invalid", 0, 0, 0, 0, 0, 0)
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 class RowState:

@@ -427,3 +427,28 @@ def test_rule_set_pieces_in_process() -> None:
     assert rules.frame(frame) == frame.replace(b"private words", b"[REDACTED]")
     with pytest.raises(ValueError, match="not a dotted path"):
         redact.RedactRules.of(paths=["..."])
+
+
+def test_without_ahocorasick_rs_the_stored_copy_is_redacted_the_same(tmp_path: Path) -> None:
+    from tests.record.test_bare_install import _without
+
+    env = _without(tmp_path, "ahocorasick_rs")
+    dbs = []
+    for name, extra in (("fallback", env), ("automaton", {})):
+        db = tmp_path / f"{name}.db"
+        args = [*proxy_exe(), "--record", str(db), "--redact", "--", *agent_cmd(tmp_path)]
+        with popen(args, {**agent_env(tmp_path), **extra}) as proc:
+            Client(proc).talk()
+            assert proc.stdin is not None
+            proc.stdin.close()
+            assert proc.wait(60) == 0
+        dbs.append(db)
+    stored = []
+    for db in dbs:
+        con = sqlite3.connect(db)
+        try:
+            stored.append([bytes(r) for (r,) in con.execute("SELECT raw FROM frames ORDER BY id")])
+        finally:
+            con.close()
+        assert leaked(stored_bytes(db), SECRETS) == []
+    assert stored[0] == stored[1]

@@ -116,7 +116,9 @@ _ENDPOINT_KEYS = frozenset({"llmEndpoints", "endpoints", "llm_endpoints"})
 
 # Cheap test on raw bytes: a frame containing none of these has nothing to redact. The
 # pattern needles, the key words of the structural rules, and JSON escapes (a key or a
-# secret could be spelt with \u escapes or escaped slashes).
+# secret could be spelt with \u escapes or escaped slashes). Not ``_meta``: what is secret
+# inside it is a key holding one of these words, and frames with trace context in ``_meta``
+# are common (each would be parsed for nothing).
 def _minimal(needles: set[bytes]) -> tuple[bytes, ...]:
     """Drop needles that contain another needle: they can never be the only match."""
     return tuple(sorted(n for n in needles if not any(m != n and m in n for m in needles)))
@@ -125,7 +127,7 @@ def _minimal(needles: set[bytes]) -> tuple[bytes, ...]:
 _FRAME_NEEDLES: tuple[bytes, ...] = _minimal(
     {n for needles, _ in _BYTES_PATTERNS for n in needles}
     | {b"auth", b"key", b"secret", b"passw", b"token", b"cookie", b"credential", b"private"}
-    | {b"signature", b"env", b"headers", b"endpoints", b"_meta", b"\\u", b"\\/"}
+    | {b"signature", b"env", b"headers", b"endpoints", b"\\u", b"\\/"}
 )
 
 _JSON_WS = b" \t\r\n"

@@ -236,7 +236,11 @@ def run_session(
                 live = stored_bytes(Path(db))
             assert proc.stdin is not None
             proc.stdin.close()
-            assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else b""
+            assert proc.stderr is not None
+            said = proc.stderr.read()
+            assert proc.wait(60) == 0, said
+            # the agent's stderr passes through as it was: only the stored line is redacted
+            assert f"agent: debug token={STDERR_TOKEN}\n".encode() in said
         expected_conns = 1
     else:
         command = "ws" if transport == "ws" else "serve"

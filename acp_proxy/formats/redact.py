@@ -475,6 +475,7 @@ class RedactRules:
                     raise ValueError(f"empty {kind} rule")
                 try:
                     re.compile(item)
+                    re.compile(item.encode())  # also run on raw bytes, where some escapes are not
                 except re.error as exc:
                     why = f"{kind} rule {item!r}: not a regular expression ({exc})"
                     raise ValueError(why) from None

@@ -456,3 +456,18 @@ def test_without_ahocorasick_rs_the_stored_copy_is_redacted_the_same(tmp_path: P
             con.close()
         assert leaked(stored_bytes(db), SECRETS) == []
     assert stored[0] == stored[1]
+
+
+def test_replay_takes_a_recorded_marker_for_any_live_text() -> None:
+    from acp_proxy.replay.match import SessionMap, compare_call
+
+    def call(params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": params}
+
+    recorded = call(
+        {"methodId": "k", "note": "key [REDACTED] end", "_meta": {"apiKey": "[REDACTED]"}}
+    )
+    live = call({"methodId": "k", "note": "key sk-123 end", "_meta": {"apiKey": AUTH_KEY}})
+    assert compare_call(recorded, live, [], SessionMap()) == []
+    other = call({"methodId": "k", "note": "lock sk-123 end", "_meta": {"apiKey": AUTH_KEY}})
+    assert [d.path for d in compare_call(recorded, other, [], SessionMap())] == ["params.note"]

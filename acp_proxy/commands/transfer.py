@@ -24,7 +24,8 @@ from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.stores import open_destination
 from acp_proxy.formats import FORMATS, export_formats
-from acp_proxy.formats.jsonl import export_recording, import_export
+from acp_proxy.formats.jsonl import export_recording
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.formats.redact import RedactRules
 from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file

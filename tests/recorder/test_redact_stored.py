@@ -459,7 +459,11 @@ def test_without_ahocorasick_rs_the_stored_copy_is_redacted_the_same(tmp_path: P
 
 
 def test_replay_takes_a_recorded_marker_for_any_live_text() -> None:
+    from acp_proxy.formats import redact
+    from acp_proxy.replay import match
     from acp_proxy.replay.match import SessionMap, compare_call
+
+    assert match.REDACTED == redact.REDACTED
 
     def call(params: dict[str, Any]) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": params}

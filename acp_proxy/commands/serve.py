@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import click
 
 from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.metrics_options import metrics_options
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 @queue_option(256)
 @otlp_live_options
 @redact_options(stored=True)
+@metrics_options
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
@@ -79,6 +81,8 @@ def serve_command(
     tls_key: str | None = None,
     cafile: str | None = None,
     redact: RedactRules | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve ACP at http://HOST:PORT/acp: Streamable HTTP (POST + SSE) and WebSocket.
 
@@ -120,4 +124,6 @@ def serve_command(
         tls=tls,
         upstream_tls=upstream_tls,
         redact=redact,
+        metrics=metrics,
+        metrics_token=metrics_token,
     )

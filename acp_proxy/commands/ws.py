@@ -20,6 +20,12 @@ from acp_proxy.commands.common import (
     queue_option,
     run_stdio_bridge,
 )
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    live_check_for_writer,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
@@ -131,6 +137,7 @@ TOKEN_OPTION = click.option(
 @otlp_live_options
 @redact_options(stored=True)
 @ui_options
+@metrics_options
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
@@ -154,6 +161,8 @@ def ws_command(
     tls_key: str | None = None,
     cafile: str | None = None,
     redact: RedactRules | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -193,6 +202,8 @@ def ws_command(
             tls=tls,
             upstream_tls=upstream_tls,
             redact=redact,
+            metrics=metrics,
+            metrics_token=metrics_token,
         )
     finally:
         if inspector is not None:
@@ -296,6 +307,8 @@ def serve_replay_listen(
     answer_timeout: float,
     record: Path | str | None = None,
     tls: ssl.SSLContext | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
 
@@ -316,8 +329,12 @@ def serve_replay_listen(
         )
     from acp_proxy.transport.http.replay import serve_replay_both  # both halves of /acp
 
-    recorder = Recorder(record, backend="process")
+    check_metrics_option(metrics, metrics_token)
+    with live_check_for_writer(metrics):
+        recorder = Recorder(record, backend="process")
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         serve_replay_both(
             new_engine,
             host,
@@ -333,6 +350,8 @@ def serve_replay_listen(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()
 
 
 def check_server_options(
@@ -381,14 +400,19 @@ def run_recording_server(
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
     redact: RedactRules | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
+    ``--metrics`` is served (with the server's TLS) for as long as the recording is open.
     """
     from acp_proxy.transport.ws.handshake import WsSettings  # aiohttp: lazily
 
-    with (otlp or LiveExport()).for_writer():
+    check_metrics_option(metrics, metrics_token)
+
+    with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
         recorder = Recorder(
             record,
             queue_bytes=queue_mb * MIB,
@@ -409,7 +433,9 @@ def run_recording_server(
         tls=tls,
         upstream_tls=upstream_tls,
     )
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         asyncio.run(serve_with(settings))
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
@@ -417,3 +443,5 @@ def run_recording_server(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()

@@ -17,6 +17,7 @@ from typing import IO
 import click
 
 from acp_proxy.commands.common import recording
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.report.otlp import otlp_lines
 from acp_proxy.store.schema import RecordingError, create_private_file
 
@@ -42,7 +43,7 @@ def run_otlp_export(
     connection_id: int | None,
     session_id: str | None,
     include_content: bool,
-    redact: bool,
+    redact: RedactRules | None,
 ) -> None:
     """``export --format otlp`` (its packages installed: see :meth:`Format.missing`)."""
     with recording(recording_path) as db:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,10 +16,14 @@ from acp_proxy.commands.metrics_options import (
     start_metrics_option,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 @click.command(
@@ -40,6 +45,7 @@ from acp_proxy.transport.stdio.proxy import StdioProxy
 )
 @queue_option()
 @otlp_live_options
+@redact_options(stored=True)
 @ui_options
 @metrics_options
 @tls_server_options
@@ -54,6 +60,7 @@ def proxy_command(
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
     otlp: LiveExport | None = None,
+    redact: RedactRules | None = None,
     metrics: tuple[str, int] | None = None,
     metrics_token: str | None = None,
     tls_cert: str | None = None,
@@ -76,7 +83,11 @@ def proxy_command(
     inspector = start_ui(ui, ui_token, record)
     with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
     code = 1

@@ -4,6 +4,7 @@ of a stdio agent, one agent process per ACP connection, every connection recorde
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
@@ -11,6 +12,7 @@ import click
 from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.metrics_options import metrics_options
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ws import (
     HEARTBEAT_OPTION,
@@ -20,6 +22,9 @@ from acp_proxy.commands.ws import (
     check_server_options,
     run_recording_server,
 )
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 @click.command("serve", context_settings={"allow_interspersed_args": False})
@@ -53,6 +58,7 @@ from acp_proxy.commands.ws import (
 @grace_option("Seconds an agent gets after its connection ends before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @metrics_options
 @tls_server_options
 @cafile_option
@@ -74,6 +80,7 @@ def serve_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
     metrics: tuple[str, int] | None = None,
     metrics_token: str | None = None,
 ) -> None:
@@ -116,6 +123,7 @@ def serve_command(
         label=label,
         tls=tls,
         upstream_tls=upstream_tls,
+        redact=redact,
         metrics=metrics,
         metrics_token=metrics_token,
     )

@@ -21,10 +21,12 @@ from acp_proxy.commands.common import (
     single_option,
 )
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.stores import open_destination
 from acp_proxy.formats import FORMATS, export_formats
 from acp_proxy.formats.jsonl import export_recording
 from acp_proxy.formats.jsonl_import import import_export
+from acp_proxy.formats.redact import RedactRules
 from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file
 from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_html
@@ -55,19 +57,13 @@ from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_ht
     help="html: embed at most this many frames' bytes (the page says how many were left out).",
 )
 @otlp_export_options
-@click.option(
-    "--redact/--no-redact",
-    default=True,
-    show_default=True,
-    help="Replace secrets (tokens, api keys, env values, auth headers) with [REDACTED] in the "
-    "exported copy. --no-redact keeps every frame byte-exact.",
-)
+@redact_options(stored=False)
 def export_command(
     recording_path: Path,
     output: Path | None,
     connection_id: int | None,
     fmt: str,
-    redact: bool,
+    redact: RedactRules | None,
     max_frames: int = DEFAULT_MAX_FRAMES,
     session_id: str | None = None,
     include_content: bool = False,
@@ -110,7 +106,7 @@ class ExportRequest:
     connection_id: int | None
     session_id: str | None
     include_content: bool
-    redact: bool
+    redact: RedactRules | None
     max_frames: int
 
 
@@ -180,7 +176,7 @@ class HtmlOptions:
     """``--format html``'s choices: which connection, redaction, how many frames."""
 
     connection_id: int | None
-    redact: bool
+    redact: RedactRules | None
     max_frames: int
 
     def write(self, path: Path, out: IO[bytes]) -> HtmlSummary:
@@ -201,7 +197,7 @@ _EXPORTERS: dict[str, Callable[[ExportRequest], None]] = {
 """What writes each format of :data:`~acp_proxy.formats.FORMATS` that exports."""
 
 
-def _export_to_stdout(db: Database, connection_id: int | None, redact: bool) -> None:
+def _export_to_stdout(db: Database, connection_id: int | None, redact: RedactRules | None) -> None:
     out = sys.stdout.buffer  # a reader gone away (| head): the cli stops quietly
     export_recording(db, out, connection_id=connection_id, redact=redact)
     out.flush()

@@ -27,6 +27,7 @@ from acp_proxy.commands.metrics_options import (
     start_metrics_option,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.recorder.handle import Recorder
@@ -40,6 +41,7 @@ from acp_proxy.transport.ws.rules import (
 if TYPE_CHECKING:
     import ssl
 
+    from acp_proxy.formats.redact import RedactRules
     from acp_proxy.replay.engine import ReplayEngine
     from acp_proxy.transport.ws.handshake import WsSettings
 
@@ -133,6 +135,7 @@ TOKEN_OPTION = click.option(
 @grace_option("Seconds an agent gets after its connection closes before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @ui_options
 @metrics_options
 @tls_server_options
@@ -157,6 +160,7 @@ def ws_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
     metrics: tuple[str, int] | None = None,
     metrics_token: str | None = None,
 ) -> None:
@@ -197,6 +201,7 @@ def ws_command(
             label=label,
             tls=tls,
             upstream_tls=upstream_tls,
+            redact=redact,
             metrics=metrics,
             metrics_token=metrics_token,
         )
@@ -223,6 +228,7 @@ def ws_command(
 @grace_option("After stdin ends, seconds to wait for answers to requests still pending.")
 @queue_option(256)
 @otlp_live_options
+@redact_options(stored=True)
 @cafile_option
 def connect_command(
     url: str,
@@ -237,6 +243,7 @@ def connect_command(
     spool_mb: int,
     otlp: LiveExport | None = None,
     cafile: str | None = None,
+    redact: RedactRules | None = None,
 ) -> None:
     """Bridge stdio to an ACP agent: stdin lines -> messages -> stdout lines.
 
@@ -265,7 +272,11 @@ def connect_command(
 
     with (otlp or LiveExport()).for_writer():
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     if url.lower().startswith(("http://", "https://")):  # Streamable HTTP (docs/http.md)
         from acp_proxy.commands.connect_http import connect_http
@@ -388,6 +399,7 @@ def run_recording_server(
     label: str | None,
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
+    redact: RedactRules | None = None,
     metrics: tuple[str, int] | None = None,
     metrics_token: str | None = None,
 ) -> None:
@@ -402,7 +414,11 @@ def run_recording_server(
 
     with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
         recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            record,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            backend="process",
+            redact=redact,
         )
     settings = WsSettings(
         recorder=recorder,

@@ -27,8 +27,7 @@ from typing import IO, Any
 import orjson
 
 from acp_proxy import __version__
-from acp_proxy.formats.redact import redact_argv, redact_bytes, redact_frame
-from acp_proxy.formats.redact import redact_value as _redact_value
+from acp_proxy.formats.redact import RedactRules, rules_for
 from acp_proxy.store.columns import JSON_CONNECTION_COLUMNS
 from acp_proxy.store.engine import (
     SQLITE_MAGIC,
@@ -156,29 +155,22 @@ def connection_columns(db: Database) -> list[str]:
     return table_columns(db, "connections")
 
 
-def _redact_field(name: str, value: Any) -> tuple[Any, bool]:
-    if value is None:
-        return value, False
-    if name == "agent_command" and isinstance(value, list):
-        return redact_argv(value)
-    new, changed = _redact_value({name: value})
-    return new[name], changed
-
-
 def iter_export(
     db: Database,
     *,
     connection_id: int | None = None,
     connection_ids: Sequence[int] | None = None,
-    redact: bool = True,
+    redact: bool | RedactRules | None = True,
     summary: ExportSummary | None = None,
 ) -> Iterator[bytes]:
     """The lines of an export of ``db`` (each ending in ``\\n``), streamed.
 
     ``connection_id`` (or several, ``connection_ids``) limits it to those connections (a
     :class:`RecordingError` if one is absent; recording-wide events are then left out);
-    ``redact`` replaces secrets in the exported copy (see :mod:`acp_proxy.formats.redact`).
+    ``redact`` replaces secrets in the exported copy (see :mod:`acp_proxy.formats.redact`;
+    True: the built-in rules, or a rule set).
     """
+    rules = rules_for(redact)
     stats = summary if summary is not None else ExportSummary()
     columns = connection_columns(db)
     if not columns or "id" not in columns:
@@ -200,7 +192,7 @@ def iter_export(
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "created_by": CREATED_BY,
-            "redacted": redact,
+            "redacted": rules is not None,
         }
     )
     for row in conn_rows:
@@ -214,8 +206,8 @@ def iter_export(
                 continue
             if name in JSON_COLUMNS:
                 value = json_column(value)
-            if redact:
-                value, hit = _redact_field(name, value)
+            if rules is not None:
+                value, hit = rules.field_value(name, value)
                 changed = changed or hit
             record[name] = value
         if changed:
@@ -224,11 +216,11 @@ def iter_export(
         stats.connections += 1
         yield _line(record)
         cid = row[columns.index("id")]
-        yield from _export_frames(db, cid, redact, stats)
-        yield from _export_stderr(db, cid, redact, stats)
-        yield from _export_events(db, "connection_id = ?", [cid], redact, stats)
+        yield from _export_frames(db, cid, rules, stats)
+        yield from _export_stderr(db, cid, rules, stats)
+        yield from _export_events(db, "connection_id = ?", [cid], rules, stats)
     if not selected:
-        yield from _export_events(db, "connection_id IS NULL", [], redact, stats)
+        yield from _export_events(db, "connection_id IS NULL", [], rules, stats)
     yield _line(
         {
             "type": "end",
@@ -240,7 +232,9 @@ def iter_export(
     )
 
 
-def _export_frames(db: Database, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+def _export_frames(
+    db: Database, cid: int, rules: RedactRules | None, stats: ExportSummary
+) -> Iterator[bytes]:
     cur = stream_rows(
         db,
         'SELECT seq, ts, mono_ns, direction, raw, "binary" FROM frames '
@@ -259,12 +253,14 @@ def _export_frames(db: Database, cid: int, redact: bool, stats: ExportSummary) -
         }
         if binary:
             record["binary"] = True
-        _put_raw(record, raw, redact_frame(raw, binary=bool(binary)) if redact else raw, stats)
+        _put_raw(record, raw, rules.frame(raw, binary=bool(binary)) if rules else raw, stats)
         stats.frames += 1
         yield _line(record)
 
 
-def _export_stderr(db: Database, cid: int, redact: bool, stats: ExportSummary) -> Iterator[bytes]:
+def _export_stderr(
+    db: Database, cid: int, rules: RedactRules | None, stats: ExportSummary
+) -> Iterator[bytes]:
     cur = stream_rows(
         db,
         "SELECT seq, ts, mono_ns, raw FROM stderr_lines WHERE connection_id = ? ORDER BY seq",
@@ -279,13 +275,13 @@ def _export_stderr(db: Database, cid: int, redact: bool, stats: ExportSummary) -
             "ts": ts,
             "mono_ns": mono_ns,
         }
-        _put_raw(record, raw, redact_bytes(raw) if redact else raw, stats)
+        _put_raw(record, raw, rules.line(raw) if rules else raw, stats)
         stats.stderr_lines += 1
         yield _line(record)
 
 
 def _export_events(
-    db: Database, where: str, args: list[Any], redact: bool, stats: ExportSummary
+    db: Database, where: str, args: list[Any], rules: RedactRules | None, stats: ExportSummary
 ) -> Iterator[bytes]:
     cur = stream_rows(
         db, f"SELECT connection_id, ts, kind, detail FROM events WHERE {where} ORDER BY id", args
@@ -293,8 +289,8 @@ def _export_events(
     for cid, ts, kind, detail in cur:
         value = json_column(detail)
         record: dict[str, Any] = {"type": "event", "connection": cid, "ts": ts, "kind": kind}
-        if redact:
-            value, changed = _redact_field("detail", value)
+        if rules is not None:
+            value, changed = rules.field_value("detail", value)
             if changed:
                 record["redacted"] = True
                 stats.redacted += 1
@@ -309,7 +305,7 @@ def export_recording(
     *,
     connection_id: int | None = None,
     connection_ids: Sequence[int] | None = None,
-    redact: bool = True,
+    redact: bool | RedactRules | None = True,
 ) -> ExportSummary:
     """Write the export of ``db`` to the binary stream ``out``; returns what was written."""
     summary = ExportSummary()

@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
 from acp_proxy.counters import COUNTERS
@@ -74,6 +74,9 @@ the price of up to this much temporary disk while the writer catches up (1 GiB i
 3.4 million 300-byte frames, half a minute of writing). The file is anonymous and emptied
 as soon as the writer has caught up. 0 turns spooling off.
 """
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 BATCH_BYTES = 1024 * 1024
@@ -238,6 +241,7 @@ class Recorder:
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
+        redact: RedactRules | None = None,
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
@@ -255,6 +259,7 @@ class Recorder:
             self.where = str(self.path)
             spool_dir = self.path.resolve().parent
         self.warn = warn
+        self.redact = redact
         self.lock_retry = lock_retry_seconds() if lock_retry is None else lock_retry
         self.batch_bytes = batch_bytes
         self.journal = ProxyJournal(
@@ -315,6 +320,7 @@ class Recorder:
                     batch_bytes=batch_bytes,
                     warn=warn,
                     otlp=otlp,
+                    redact=redact,
                 )
                 # Both sides gather for half the linger, so the recording stays as far behind.
                 self.journal.linger = LINGER_SECONDS / 2
@@ -327,7 +333,12 @@ class Recorder:
                 sink = sink_for(self.path)
         observer = live_observer() if otlp else None
         self._pipeline = Pipeline(
-            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
+            self.journal,
+            sink,
+            lock_retry=self.lock_retry,
+            warn=warn,
+            observer=observer,
+            redact=redact,
         )
         self._pipeline.start()
 

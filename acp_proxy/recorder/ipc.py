@@ -109,6 +109,9 @@ LOCATION_ENV = "ACP_PROXY_WRITER_URL"
 """How a PostgreSQL URL reaches the writer process: its environment, never its command line
 (which every user of the machine can read), since the URL may hold the password."""
 
+REDACT_RULES_ENV = "ACP_PROXY_WRITER_REDACT"
+"""How ``--redact``'s rule set reaches the writer process (JSON, always set; empty: none)."""
+
 
 STDERR = "stderr"
 """The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""

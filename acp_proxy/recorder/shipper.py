@@ -28,10 +28,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from acp_proxy.recorder.ipc import (
     LOCATION_ENV,
+    REDACT_RULES_ENV,
     STDERR,
     Chunk,
     End,
@@ -47,6 +48,9 @@ from acp_proxy.recorder.journal import ProxyJournal
 from acp_proxy.store.columns import note_losses, recorded_totals
 from acp_proxy.store.engine import database_url, engine_for
 from acp_proxy.store.schema import RecordingError
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -74,6 +78,7 @@ class WriterProcess:
         batch_bytes: int,
         on_exit: Callable[[], None],
         otlp: bool = True,
+        redact: RedactRules | None = None,
     ):
         # An ignored signal stays ignored across exec: the writer cannot be killed by the
         # SIGUSR1 ``draining`` sends before its own handler is installed.
@@ -88,6 +93,8 @@ class WriterProcess:
             where = "-"  # the writer takes the URL from LOCATION_ENV
         else:
             where = str(Path(path).resolve())
+        # Always set: the writer redacts by these rules, or (empty) not at all.
+        env = {**(env or os.environ), REDACT_RULES_ENV: redact.to_json() if redact else ""}
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -216,8 +223,10 @@ class Shipper:
         batch_bytes: int,
         warn: Callable[[str], None],
         otlp: bool = True,
+        redact: RedactRules | None = None,
     ) -> None:
         self.journal = journal
+        self.redact = redact
         self.path = path
         self.lock_retry = lock_retry
         self.warn = warn
@@ -232,6 +241,7 @@ class Shipper:
             queue_bytes=queue_bytes,
             batch_bytes=batch_bytes,
             otlp=otlp,
+            redact=redact,
         )
         # Queue items live for a batch, long enough to reach the oldest generation, so full
         # collections come often; with start-up's objects frozen they scan only the few
@@ -242,11 +252,15 @@ class Shipper:
 
     def track(self, conn: Any, fields: dict[str, Any]) -> None:
         """A connection opened (its row's fields, for :meth:`settle_lost`)."""
+        if self.redact is not None:  # settle_lost may write them: as the writer would
+            fields = self.redact.control("open", fields)
         self.connections[conn] = Shipped(dict(fields))
 
     def closing(self, conn: Any, fields: dict[str, Any]) -> None:
         shipped = self.connections.get(conn)
         if shipped is not None:
+            if self.redact is not None:
+                fields = self.redact.control("close", fields)
             shipped.close_fields = dict(fields)
 
     def _loop(self) -> None:

@@ -5,7 +5,9 @@ matches a recorded one when the methods are equal and the params are equal after
 the *ignore paths* (``params.cwd`` by default) and ``params.sessionId``; the sessionIds
 must instead be *consistent* with the mapping between recorded and live sessionIds that the
 replay has learnt so far (an unmapped pair is accepted and then bound). ``initialize`` is
-matched on ``protocolVersion`` alone: client info and capabilities legitimately vary.
+matched on ``protocolVersion`` alone: client info and capabilities legitimately vary. A
+recording made with ``--redact`` matches too: a recorded ``[REDACTED]`` stands for any live
+text (the live client sends the real key the recording does not hold).
 
 Ignore paths are dotted paths from the message root (``params.cwd``,
 ``params.prompt.*.text``); ``*`` matches any key or array index, and a path that does not
@@ -15,10 +17,15 @@ start with ``params``/``result``/``error`` is taken relative to ``params`` (``cw
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
+
+REDACTED = "[REDACTED]"
+"""The marker ``--redact`` puts in place of a secret (:data:`acp_proxy.formats.redact.REDACTED`,
+which replay, below formats, does not import)."""
 
 DEFAULT_IGNORES: tuple[str, ...] = ("params.cwd",)
 SESSION_PATH: tuple[str, ...] = ("params", "sessionId")
@@ -103,5 +110,16 @@ def compare_call(
     live_params = remove_paths({"params": live.get("params")}, paths).get("params")
     if recorded.get("method") == "initialize":
         rec_params, live_params = _version_only(rec_params), _version_only(live_params)
-    diffs.extend(diff_values(rec_params, live_params, "params"))
+    diffs.extend(
+        d for d in diff_values(rec_params, live_params, "params") if not _redacted_match(d)
+    )
     return diffs
+
+
+def _redacted_match(diff: Difference) -> bool:
+    """The recorded side is text with secrets redacted, and the live text fits around them."""
+    rec, live = diff.recorded, diff.live
+    if not isinstance(rec, str) or REDACTED not in rec or not isinstance(live, str):
+        return False
+    pattern = ".*?".join(re.escape(part) for part in rec.split(REDACTED))
+    return re.fullmatch(pattern, live, re.DOTALL) is not None

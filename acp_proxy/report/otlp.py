@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from acp_proxy.acp.span_records import SpanRecord
-from acp_proxy.formats.redact import redact_frame
+from acp_proxy.formats.redact import RedactRules, rules_for
 from acp_proxy.store.engine import Database
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
@@ -42,7 +42,7 @@ def otlp_lines(
     connection_id: int | None = None,
     session_id: str | None = None,
     include_content: bool = False,
-    redact: bool = True,
+    redact: bool | RedactRules | None = True,
 ) -> Iterator[tuple[str, int]]:
     """(OTLP JSON line, span count) per connection with spans, oldest connection first."""
     from acp_proxy.formats.otlp import (  # the OpenTelemetry packages: only when asked for
@@ -54,6 +54,7 @@ def otlp_lines(
         resource,
     )
 
+    rules = rules_for(redact) if include_content else None
     res = resource()
     connections = RecordingReader(db).connections()
     if connection_id is not None:
@@ -64,7 +65,7 @@ def otlp_lines(
         frames = (
             (
                 f.direction,
-                redact_frame(f.raw, binary=f.binary) if include_content and redact else f.raw,
+                rules.frame(f.raw, binary=f.binary) if rules is not None else f.raw,
                 f.seq,
                 f.ts,
                 f.mono_ns,

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import orjson
 
-from acp_proxy.formats.redact import redact_argv, redact_frame, redact_value
+from acp_proxy.formats.redact import RedactRules, redact_argv, redact_value, rules_for
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.web import store, views
@@ -58,10 +58,10 @@ def _escaped_json(data: Any) -> bytes:
     return raw
 
 
-def _frame_json(f: Any, redact: bool, summary: HtmlSummary) -> dict[str, Any]:
+def _frame_json(f: Any, redact: RedactRules | None, summary: HtmlSummary) -> dict[str, Any]:
     raw: bytes = f.raw
-    if redact:
-        clean = redact_frame(raw, binary=f.binary)
+    if redact is not None:
+        clean = redact.frame(raw, binary=f.binary)
         if clean != raw:
             summary.redacted += 1
         raw = clean
@@ -91,7 +91,7 @@ def _connection(
     row: dict[str, Any],
     budget: int,
     summary: HtmlSummary,
-    redact: bool,
+    redact: RedactRules | None,
 ) -> dict[str, Any]:
     cid = int(row["id"])
     sessions = []
@@ -112,13 +112,13 @@ def _connection(
         "frames": frames,
         "framesTotal": total,
     }
-    if redact:
-        data["connection"], hit = redact_value(data["connection"])
+    if redact is not None:
+        data["connection"], hit = redact_value(data["connection"], rules=redact)
         if isinstance(row.get("agent_command"), list):
             data["connection"]["agent_command"], changed = redact_argv(row["agent_command"])
             hit = hit or changed
         for key in ("sessions", "findings", "timeline"):
-            data[key], changed = redact_value(data[key])
+            data[key], changed = redact_value(data[key], rules=redact)
             hit = hit or changed
         summary.redacted += hit
     return data
@@ -129,13 +129,14 @@ def export_html(
     out: IO[bytes],
     *,
     connection_ids: list[int] | None = None,
-    redact: bool = True,
+    redact: bool | RedactRules | None = True,
     max_frames: int = DEFAULT_MAX_FRAMES,
     title: str | None = None,
 ) -> HtmlSummary:
     """Write the HTML report of ``connection_ids`` (all when ``None``) of the store at
     ``path`` to ``out``; :class:`RecordingError` for an unknown connection."""
     where = store.location(path)
+    rules = rules_for(redact)
     summary = HtmlSummary()
     with store.read_connection(where) as reader:
         rows = views.connections(where, reader)
@@ -148,11 +149,11 @@ def export_html(
         conns = []
         for row in rows:
             budget = max_frames - summary.frames
-            conns.append(_connection(where, reader, row, budget, summary, redact))
+            conns.append(_connection(where, reader, row, budget, summary, rules))
         summary.connections = len(conns)
     data = {
         "title": title or store.location_label(where),
-        "redacted": redact,
+        "redacted": rules is not None,
         "maxFrames": max_frames,
         "framesCut": summary.frames_cut,
         "connections": conns,

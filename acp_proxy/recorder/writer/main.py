@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from acp_proxy.console import warn
-    from acp_proxy.recorder.ipc import LOCATION_ENV
+    from acp_proxy.recorder.ipc import LOCATION_ENV, REDACT_RULES_ENV
     from acp_proxy.recorder.journal import LINGER_SECONDS, WriterJournal
     from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
 
@@ -165,8 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     from acp_proxy.recorder.writer.otlp_live import live_observer  # live OTLP export, if asked for
 
+    rules, redact = os.environ.pop(REDACT_RULES_ENV, ""), None
+    if rules:  # --redact (the rules' module only then: start-up)
+        from acp_proxy.formats.redact import RedactRules
+
+        redact = RedactRules.from_json(rules)
     pipeline = Pipeline(
-        journal, sink_for(path), lock_retry=retry, warn=warn, observer=live_observer()
+        journal,
+        sink_for(path),
+        lock_retry=retry,
+        warn=warn,
+        observer=live_observer(),
+        redact=redact,
     )
     signal.signal(signal.SIGUSR1, lambda *_: pipeline.drain())
     serve(pipeline, sys.stdin.fileno(), sys.stdout)

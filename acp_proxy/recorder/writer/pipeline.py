@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_proxy.recorder.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.recorder.journal import Journal
@@ -50,6 +50,9 @@ STUCK_CALL_SECONDS = 5.0
 """Once the exit drain is over, how long one call to the database may go unanswered (a
 stopped or hung server) before its connection is cut (:meth:`Sink.interrupt`). A drain that
 goes on answering (a big backlog written batch after batch) is never cut."""
+
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
 
 
 class OpsObserver(Protocol):
@@ -75,11 +78,12 @@ class Pipeline:
         lock_retry: float,
         warn: Callable[[str], None],
         observer: OpsObserver | None = None,
+        redact: RedactRules | None = None,
     ) -> None:
         self.journal = journal
         self.observer = observer
         self.sink = sink
-        self.rows = Rows(sink.null)
+        self.rows = Rows(sink.null, redact)  # redact: the stored copy (rows.py)
         self.lock_retry = lock_retry
         self.warn = warn
         self.frames_written = 0

@@ -7,6 +7,10 @@ sequence numbers, the :class:`~acp_proxy.acp.index.ConnectionIndexer` that deriv
 columns, and the losses to write on the connection row. :meth:`Rows.build` turns a batch of
 :mod:`~acp_proxy.recorder.ipc` items into :data:`Op` s for a :mod:`~acp_proxy.recorder.writer.sink`.
 
+With a :class:`~acp_proxy.formats.redact.RedactRules` (``--redact``), each frame, stderr line
+and connection field is redacted here, before it is indexed or stored: the index columns come
+from the redacted bytes, and the connection row's ``meta.redaction`` names the rule set.
+
 Text bound to the database must be valid Unicode: JSON text may hold a lone surrogate
 (``"\\ud800"``), which SQLite cannot store. :func:`safe_text` is the one place such text is
 made storable, and :func:`sanitized` applies it to a batch the sink could not bind.
@@ -15,7 +19,7 @@ made storable, and :func:`sanitized` applies it to a batch the sink could not bi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.recorder.ipc import (
@@ -44,6 +48,9 @@ INDEX_START = 8
 
 _UNINDEXED = ("invalid", 0, 0, 0, 0, 0, 0)
 
+if TYPE_CHECKING:
+    from acp_proxy.formats.redact import RedactRules
+
 
 class RowState:
     """What the writer keeps for one connection."""
@@ -55,6 +62,7 @@ class RowState:
         "indexer",
         "long",
         "losses",
+        "redact",
         "seq",
         "skip_partial",
         "stderr_seq",
@@ -70,6 +78,7 @@ class RowState:
         self.indexer = ConnectionIndexer()
         self.losses = Losses()  # all losses of this connection: the row's counts
         self.closed = False
+        self.redact: RedactRules | None = None  # the stored copy's rule set (--redact)
 
 
 class RowsOp(NamedTuple):
@@ -107,9 +116,10 @@ class Rows:
     bind than ``None``), ``None`` for PostgreSQL (``COPY`` then takes the row as it is).
     """
 
-    def __init__(self, null: Any = 0) -> None:
+    def __init__(self, null: Any = 0, redact: RedactRules | None = None) -> None:
         self.states: dict[Any, RowState] = {}
         self.null = null
+        self.redact = redact
         self._unindexed = ("invalid", *(null,) * (len(_UNINDEXED) - 1))
 
     def state(self, conn: Any) -> RowState:
@@ -117,6 +127,7 @@ class Rows:
         st = self.states.get(conn)
         if st is None:
             st = self.states[conn] = RowState()
+            st.redact = self.redact
         return st
 
     def build(self, items: list[Item]) -> list[Op]:
@@ -210,7 +221,8 @@ class Rows:
                 flush()
                 if item[1] == "close":
                     st.closed = True
-                ops.append(ControlOp(st, item[1], item[2]))
+                fields = item[2] if st.redact is None else st.redact.control(item[1], item[2])
+                ops.append(ControlOp(st, item[1], fields))
             if st.indexer.facts.changed:
                 touched[st] = None
         flush()
@@ -285,6 +297,12 @@ def _rows(
     # each, measured). So raw bytes travel as bytearray (stored as the same BLOB) and a
     # missing index value as 0, which the sink turns back into NULL. ``nulls``: the missing
     # value and the columns of an unindexed frame (PostgreSQL's rows take None).
+    redact = st.redact
+    if redact is not None:  # the stored copy only: forwarding has sent the original bytes
+        if stream == STDERR:
+            lines = [redact.line(raw) for raw in lines]
+        else:
+            lines = [redact.frame(raw, binary=binary) for raw in lines]
     if stream == STDERR:
         for raw in lines:
             st.stderr_seq += 1

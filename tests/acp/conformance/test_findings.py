@@ -1,4 +1,4 @@
-"""acp.conformance.findings: a finding as JSON and frame numbers as ``#5,#6–#15``.
+"""acp.conformance.findings: a finding as JSON and frame numbers as ``#5,#6\u2013#15`` (an en dash).
 
 (How the checker groups and caps findings is tested through it in test_rules.py.)
 """

@@ -54,6 +54,7 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 0.5) is None
     assert percentile([10, 20, 30, 40], 0.5) == 20
     assert percentile([10, 20, 30, 40], 0.99) == 40
+    assert percentile([1, 2, 3, 4, 5], 0.5) == 3
     assert percentile([7], 0.0) == 7
 
 

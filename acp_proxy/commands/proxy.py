@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    live_check_for_writer,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
@@ -34,6 +41,8 @@ from acp_proxy.transport.stdio.proxy import StdioProxy
 @queue_option()
 @otlp_live_options
 @ui_options
+@metrics_options
+@tls_server_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
     record: Path | str | None,
@@ -45,6 +54,10 @@ def proxy_command(
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
     otlp: LiveExport | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> None:
     """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
 
@@ -58,11 +71,14 @@ def proxy_command(
       ACP_PROXY_RECORD=session.db acp-proxy -- python my_agent.py --verbose
       acp-proxy ls session.db
     """
+    check_metrics_option(metrics, metrics_token)
+    tls = server_tls(tls_cert, tls_key)  # --tls-cert here: for --metrics
     inspector = start_ui(ui, ui_token, record)
-    with (otlp or LiveExport()).for_writer():
+    with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
         recorder = Recorder(
             record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
         )
+    exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
     code = 1
     try:
         code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()
@@ -70,4 +86,6 @@ def proxy_command(
         recorder.close()
         if inspector is not None:
             inspector.stop()
+        if exporter is not None:
+            exporter.stop()
     sys.exit(code)

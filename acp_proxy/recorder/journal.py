@@ -285,6 +285,11 @@ class Journal:
         with self._cond:
             return self._queued_bytes
 
+    def spooled_bytes(self) -> int:
+        """The part of :meth:`queued_bytes` waiting in the spool file."""
+        with self._cond:
+            return self._spooled_bytes
+
     def take(self) -> list[Item] | None:
         """Wait for queued items and take up to one batch's worth; None when stopped.
 
@@ -394,6 +399,16 @@ class ProxyJournal(Journal):
             # `ls` and the web inspector show it at once.
             self._urgent = True
             self._cond.notify()
+
+    def note(self, conn: Any, op: str, fields: dict[str, Any]) -> None:
+        """Queue a connection-level fact (an event) that may linger with the frames.
+
+        An HTTP connection records an ``http`` event per request: taken without lingering,
+        each request cost a batch (and a commit) of its own (docs/http.md#benchmark).
+        """
+        with self._cond:
+            self._queue.append(Control(conn, op, fields))
+            self._wake()
 
     def chunk(self, conn: Any, stream: str, data: bytes) -> None:
         """Queue a stream chunk, or drop (and count) what the budget does not allow.

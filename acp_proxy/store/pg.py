@@ -369,11 +369,15 @@ def check_readable_pg(db: PgDatabase) -> int:
 
 
 def migrate_pg(db: PgDatabase, *, create: bool = True) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION` (one transaction, under an advisory lock)."""
+    """Bring the schema to :data:`SCHEMA_VERSION` and the frames and stderr lines into daily
+    partitions (:mod:`~acp_proxy.store.pg_partitions`), in one transaction under an advisory
+    lock."""
+    from acp_proxy.store.pg_partitions import convert_pg, is_partitioned_pg
+
     version = schema_version_pg(db)
     if version is not None:
         _refuse_newer(version)
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and is_partitioned_pg(db):
             return version
     elif not create:
         raise RecordingError("the database holds no acp-proxy recording")
@@ -391,6 +395,8 @@ def migrate_pg(db: PgDatabase, *, create: bool = True) -> int:
             for number in range(current, SCHEMA_VERSION):
                 db.conn.execute(PG_MIGRATIONS[number])
                 db.execute("UPDATE acp_proxy_schema SET version = ?", (number + 1,))
+            if not is_partitioned_pg(db):  # a store made before partitions (one scan)
+                convert_pg(db)
     finally:
         db.execute("SELECT pg_advisory_unlock(?)", (_MIGRATION_LOCK,))
     return version or 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
+from acp_proxy.commands.options import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.recorder.handle import Recorder
@@ -59,15 +59,24 @@ def proxy_command(
       acp-proxy ls session.db
     """
     inspector = start_ui(ui, ui_token, record)
-    with (otlp or LiveExport()).for_writer():
-        recorder = Recorder(
-            record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
-        )
+    started: list[Recorder] = []
+
+    def start_recorder() -> Recorder:
+        # Called once the agent is starting: its interpreter loads while the writer
+        # process is started and this process gets ready to forward.
+        with (otlp or LiveExport()).for_writer():
+            recorder = Recorder(
+                record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+            )
+        started.append(recorder)
+        return recorder
+
     code = 1
     try:
-        code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()
+        code = StdioProxy(agent_command, start_recorder, grace=grace, label=label).run()
     finally:
-        recorder.close()
+        for recorder in started:
+            recorder.close()
         if inspector is not None:
             inspector.stop()
     sys.exit(code)

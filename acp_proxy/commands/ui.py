@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.console import warn
 from acp_proxy.transport.address import check_listen
 

@@ -36,22 +36,18 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
 from acp_proxy.recorder.ipc import STDERR, Frame
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
-from acp_proxy.recorder.writer.otlp_live import (
-    NO_SDK,
-    live_observer,
-    sdk_installed,
-    settings_from_env,
-)
-from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, Pipeline, sink_for
+from acp_proxy.recorder.writer.otlp_env import otlp_asked
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
-from acp_proxy.recorder.writer.sink import SinkFailed
-from acp_proxy.store.engine import SQLITE, engine_for
+from acp_proxy.store.location import place_of
+
+if TYPE_CHECKING:
+    from acp_proxy.recorder.writer.pipeline import Pipeline
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder"]
 
@@ -232,12 +228,12 @@ class Recorder:
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
-        engine = engine_for(path) if path is not None else SQLITE
-        self.engine = engine.label
+        place = place_of(path) if path is not None else None
+        self.engine = place.label if place is not None else "SQLite"
         spool_dir: Path | None = None
-        if engine.remote and path is not None:
+        if place is not None and place.remote:
             self.path = str(path)
-            self.where = engine.shown(self.path)
+            self.where = place.shown
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
             if batch_bytes == BATCH_BYTES:
                 batch_bytes = PG_BATCH_BYTES
@@ -264,37 +260,28 @@ class Recorder:
         self.sqlite_cpu = 0.0  # ... and by the sink thread
         if os.environ.get(BACKEND_ENV) == "thread":
             backend = "thread"
-        if self.path is None:
+        if self.path is None or place is None:
             return
         if sys.getswitchinterval() > SWITCH_INTERVAL:
             sys.setswitchinterval(SWITCH_INTERVAL)
-        # A SQLite file is opened (created, migrated) before anything is forwarded, so once
-        # the proxy has passed a byte on, the file is a recording; a failure is reported
-        # now. Only a lock held by another process is waited for by the writer instead
-        # (forwarding must not wait for it; frames queue meanwhile). A PostgreSQL database
-        # is opened by the writer: connecting may wait for the network, and an outage at
-        # start is waited out like one later.
         # What a bare install lacks is said now, before a byte is forwarded, in one line.
-        missing = engine.missing_driver()
-        if missing is not None:
-            self.journal.disable(f"recording disabled: {missing}")
-            warn(f"recording disabled: {missing}; forwarding continues")
+        if place.missing_driver is not None:
+            self.journal.disable(f"recording disabled: {place.missing_driver}")
+            warn(f"recording disabled: {place.missing_driver}; forwarding continues")
             return
-        otlp = settings_from_env() is not None
-        if otlp and not sdk_installed():
-            warn(NO_SDK)
-            otlp = False
-        sink = sink_for(self.path)
-        if not engine.remote:
-            try:
-                give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
-                sink.open(lambda: give_up)
-            except SinkFailed as exc:
-                if not exc.locked:
-                    self.journal.disable(f"recording disabled: {exc}")
-                    warn(f"recording disabled: {exc}; forwarding continues")
-        if backend == "process" and self.journal.failed is None:
-            sink.close()  # the writer process opens its own
+        otlp = otlp_asked()
+        if otlp:
+            from acp_proxy.recorder.writer.otlp_live import NO_SDK, sdk_installed
+
+            if not sdk_installed():
+                warn(NO_SDK)
+                otlp = False
+        if backend == "process":
+            # The writer process opens the recording (creates, migrates, or waits for a
+            # lock or a server that is away) while the first frames wait in the journal:
+            # this process imports no database driver, so the agent's first answer is not
+            # held up by them (docs/performance.md, "Start-up"). A recording that cannot be
+            # opened is one "recording disabled" line from the writer, as a failure later.
             try:
                 self._shipper = Shipper(
                     self.journal,
@@ -315,10 +302,33 @@ class Recorder:
                     f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
                     "recording in threads"
                 )
-                sink = sink_for(self.path)
+        self._start_threads(place.remote, otlp)
+
+    def _start_threads(self, remote: bool, otlp: bool) -> None:
+        """Run the pipeline as threads of this process (``backend="thread"``)."""
+        from acp_proxy.recorder.writer.otlp_live import live_observer
+        from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
+        from acp_proxy.recorder.writer.sink import SinkFailed
+
+        assert self.path is not None
+        sink = sink_for(self.path)
+        if not remote:
+            # With threads, a SQLite file is opened (created, migrated) before anything is
+            # forwarded, and a failure is reported now. Only a lock held by another process
+            # is waited for by the sink thread instead (forwarding must not wait for it;
+            # frames queue meanwhile). A PostgreSQL database is opened by the sink thread:
+            # connecting may wait for the network, and an outage at start is waited out
+            # like one later.
+            try:
+                give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
+                sink.open(lambda: give_up)
+            except SinkFailed as exc:
+                if not exc.locked:
+                    self.journal.disable(f"recording disabled: {exc}")
+                    self.warn(f"recording disabled: {exc}; forwarding continues")
         observer = live_observer() if otlp else None
         self._pipeline = Pipeline(
-            self.journal, sink, lock_retry=self.lock_retry, warn=warn, observer=observer
+            self.journal, sink, lock_retry=self.lock_retry, warn=self.warn, observer=observer
         )
         self._pipeline.start()
 
@@ -435,6 +445,8 @@ class Recorder:
                     )
                 if shipper.died:
                     # bounded like the writer's own drain: the client waits for our exit
+                    from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS
+
                     shipper.settle_lost(min(self.lock_retry, DRAIN_LOCK_SECONDS))
             self.frames_written = process.frames_written
             self.index_cpu, self.sqlite_cpu = process.index_cpu, process.sqlite_cpu

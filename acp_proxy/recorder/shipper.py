@@ -42,9 +42,7 @@ from acp_proxy.recorder.ipc import (
     parse_progress,
 )
 from acp_proxy.recorder.journal import ProxyJournal
-from acp_proxy.store.columns import note_losses, recorded_totals
-from acp_proxy.store.engine import database_url, engine_for
-from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.location import database_url
 
 INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
@@ -307,6 +305,11 @@ class Shipper:
         database cannot be opened within ``timeout`` seconds, every frame sent counts as
         lost.
         """
+        # (the database only now: the forwarding process never imports it before)
+        from acp_proxy.store.columns import note_losses, recorded_totals
+        from acp_proxy.store.engine import engine_for
+        from acp_proxy.store.schema import RecordingError
+
         errors: tuple[type[BaseException], ...] = (UnicodeError, ValueError)
         db: Any = None
         try:

@@ -42,6 +42,7 @@ from acp_proxy.recorder.ipc import (
     parse_progress,
 )
 from acp_proxy.recorder.journal import ProxyJournal
+from acp_proxy.recorder.writer.priority import lower_priority
 from acp_proxy.store.location import database_url
 
 INTERRUPT_SETTLE_SECONDS = 5.0
@@ -56,6 +57,11 @@ class Shipped:
     close_fields: dict[str, Any] | None = None
     frames: int = 0  # complete frames sent to the writer
     nbytes: int = 0
+
+
+def _idle_child() -> None:
+    """In the writer process between fork and exec: the lowest priority (it stays so)."""
+    lower_priority(whole_process=True)
 
 
 class WriterProcess:
@@ -103,6 +109,9 @@ class WriterProcess:
             # its own session, which on Linux would be its own autogroup, where its lower
             # priority would count for nothing against the forwarding process.
             process_group=0,
+            # At the lowest priority from the start: its interpreter's start-up and imports
+            # run while the agent starts, and must not delay the agent's first answer.
+            preexec_fn=_idle_child,
             env=env,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -201,4 +201,3 @@ def test_the_proxy_imports_only_what_forwarding_needs_before_it_forwards(
     assert not outside, f"packages outside the standard library: {outside}"
     # and a session that ends normally never loads a database driver in the proxy at all
     assert not {"sqlite3", "psycopg"} & set(everything), sorted(everything)
-

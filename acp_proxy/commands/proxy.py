@@ -66,7 +66,11 @@ def proxy_command(
         # process is started and this process gets ready to forward.
         with (otlp or LiveExport()).for_writer():
             recorder = Recorder(
-                record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
+                record,
+                queue_bytes=queue_mb * MIB,
+                spool_bytes=spool_mb * MIB,
+                backend="process",
+                open_first=False,  # the writer process opens the file: see Recorder
             )
         started.append(recorder)
         return recorder

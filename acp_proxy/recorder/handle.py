@@ -48,6 +48,7 @@ from acp_proxy.store.location import place_of
 
 if TYPE_CHECKING:
     from acp_proxy.recorder.writer.pipeline import Pipeline
+    from acp_proxy.recorder.writer.sink import Sink
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder"]
 
@@ -213,6 +214,14 @@ class Recorder:
     commands use) runs the pipeline in the writer process, fed by one shipper thread;
     ``"thread"`` runs it as threads of this process. ``ACP_PROXY_RECORDER=thread`` forces
     threads.
+
+    A SQLite file is opened (created, migrated) here, before anything is forwarded, so once
+    a byte has passed the file is a recording, and a file that cannot be used is reported
+    now; only a lock another process holds is waited for by the writer (frames queue
+    meanwhile). ``open_first=False`` (the stdio proxy, whose start an editor waits for)
+    leaves that to the writer process too, as a PostgreSQL database always is (connecting
+    may wait for the network): this process then imports no database driver, and the file
+    appears once the writer has started, while the first frames wait in the journal.
     """
 
     def __init__(
@@ -225,6 +234,7 @@ class Recorder:
         lock_retry: float | None = None,
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
+        open_first: bool = True,
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
@@ -254,6 +264,7 @@ class Recorder:
         )
         self._connections: list[ConnectionRecorder] = []
         self._pipeline: Pipeline | None = None
+        self._sink: Sink | None = None  # opened here (open_first), for the pipeline
         self._shipper: Shipper | None = None
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the rows thread
@@ -276,12 +287,18 @@ class Recorder:
             if not sdk_installed():
                 warn(NO_SDK)
                 otlp = False
-        if backend == "process":
-            # The writer process opens the recording (creates, migrates, or waits for a
-            # lock or a server that is away) while the first frames wait in the journal:
-            # this process imports no database driver, so the agent's first answer is not
-            # held up by them (docs/performance.md, "Start-up"). A recording that cannot be
-            # opened is one "recording disabled" line from the writer, as a failure later.
+        if backend == "thread" or (open_first and not place.remote):
+            self._open_first(place.remote)
+        if backend == "process" and self.journal.failed is None:
+            # With open_first=False the writer process opens the recording (creates,
+            # migrates, or waits for a lock or a server that is away) while the first
+            # frames wait in the journal: this process imports no database driver, so the
+            # agent's first answer is not held up by them (docs/performance.md,
+            # "Start-up"). A recording that cannot be opened is then one "recording
+            # disabled" line from the writer, as a failure later.
+            if self._sink is not None:
+                self._sink.close()  # the writer process opens its own
+                self._sink = None
             try:
                 self._shipper = Shipper(
                     self.journal,
@@ -302,23 +319,17 @@ class Recorder:
                     f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
                     "recording in threads"
                 )
-        self._start_threads(place.remote, otlp)
+        self._start_threads(otlp)
 
-    def _start_threads(self, remote: bool, otlp: bool) -> None:
-        """Run the pipeline as threads of this process (``backend="thread"``)."""
-        from acp_proxy.recorder.writer.otlp_live import live_observer
-        from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
+    def _open_first(self, remote: bool) -> None:
+        """Open the recording in this process (see the class's text): a SQLite file now, a
+        PostgreSQL database by the sink later."""
+        from acp_proxy.recorder.writer.pipeline import sink_for
         from acp_proxy.recorder.writer.sink import SinkFailed
 
         assert self.path is not None
         sink = sink_for(self.path)
         if not remote:
-            # With threads, a SQLite file is opened (created, migrated) before anything is
-            # forwarded, and a failure is reported now. Only a lock held by another process
-            # is waited for by the sink thread instead (forwarding must not wait for it;
-            # frames queue meanwhile). A PostgreSQL database is opened by the sink thread:
-            # connecting may wait for the network, and an outage at start is waited out
-            # like one later.
             try:
                 give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
                 sink.open(lambda: give_up)
@@ -326,6 +337,15 @@ class Recorder:
                 if not exc.locked:
                     self.journal.disable(f"recording disabled: {exc}")
                     self.warn(f"recording disabled: {exc}; forwarding continues")
+        self._sink = sink
+
+    def _start_threads(self, otlp: bool) -> None:
+        """Run the pipeline as threads of this process (``backend="thread"``)."""
+        from acp_proxy.recorder.writer.otlp_live import live_observer
+        from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
+
+        assert self.path is not None
+        sink = self._sink if self._sink is not None else sink_for(self.path)
         observer = live_observer() if otlp else None
         self._pipeline = Pipeline(
             self.journal, sink, lock_retry=self.lock_retry, warn=self.warn, observer=observer

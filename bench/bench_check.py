@@ -31,7 +31,7 @@ from acp_proxy.wire.frame import Frame
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.check.helpers import write_generated  # noqa: E402
+from tests.acp.conformance.helpers import write_generated  # noqa: E402
 
 SID = "sess_bench"
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.record.otlp_collector import otlp_collector, stalled_collector
+from tests.peers.otlp_collector import otlp_collector, stalled_collector
 
 HERE = Path(__file__).resolve().parent
 AGENT = [sys.executable, str(HERE / "bench_agent.py")]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-ECHO_AGENT = [sys.executable, str(FIXTURES / "echo_agent.py")]
+from tests.peers import PEERS
+
+ECHO_AGENT = [sys.executable, str(PEERS / "echo_agent.py")]
 
 
 def proxy_exe() -> list[str]:

@@ -8,12 +8,14 @@ I/O library; click only in commands/ and cli.py; sqlite3 and psycopg only in sto
 engine object per backend); no cycles between sibling modules or packages, imports under
 ``if TYPE_CHECKING:`` included. The tests below also prove the check can fail: the same
 configuration on a temporary copy of the package with one deliberate bad import in it must
-be BROKEN.
+be BROKEN. The tests' own layout is kept too: tests/ mirrors acp_proxy/ folder for folder, and
+every fake peer a test launches lives in tests/peers/.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -139,3 +141,47 @@ def test_a_type_only_loop_breaks_the_no_cycles_contract(
     failed = [line for line in done.stdout.splitlines() if " BROKEN" in line]
     assert "No import cycles between sibling modules BROKEN" in failed, done.stdout
     assert culprit in done.stdout, done.stdout
+
+
+TEST_ONLY_FOLDERS = {"peers"}
+"""Folders of tests/ with no package folder: every fake agent, client and server (one place)."""
+
+DATA_FOLDERS = {"commands/schemas", "testing/acp_recordings"}
+"""Data the tests read (official report schemas, the pytest plugin's committed recordings)."""
+
+
+def _folders(top: Path) -> set[str]:
+    return {
+        path.relative_to(top).as_posix()
+        for path in top.rglob("*")
+        if path.is_dir() and not any(part.startswith((".", "__")) for part in path.parts)
+    }
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """tests/X/Y holds the tests of acp_proxy/X/Y: a folder there without a package folder
+    (a feature like ``check`` or ``websocket``, a package folder that moved) is an error."""
+    package = _folders(ROOT / "acp_proxy")
+    strays = sorted(
+        folder
+        for folder in _folders(ROOT / "tests")
+        if folder not in package
+        and folder.split("/")[0] not in TEST_ONLY_FOLDERS
+        and not any(folder == data or folder.startswith(f"{data}/") for data in DATA_FOLDERS)
+    )
+    assert not strays, f"tests/ folders with no acp_proxy/ folder of the same path: {strays}"
+    missing = sorted(data for data in DATA_FOLDERS if not (ROOT / "tests" / data).is_dir())
+    assert not missing, f"allow-listed data folders that are gone: {missing}"
+
+
+MAIN = re.compile(r"^if __name__ == .__main__.:", re.MULTILINE)
+
+
+def test_every_peer_a_test_runs_is_in_tests_peers() -> None:
+    """A script the tests launch (``if __name__ == "__main__":``) lives in tests/peers/."""
+    scripts = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("*.py")
+        if MAIN.search(path.read_text(encoding="utf-8")) and path.parent != ROOT / "tests" / "peers"
+    )
+    assert not scripts, f"peers outside tests/peers/: {scripts}"

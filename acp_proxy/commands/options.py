@@ -3,7 +3,7 @@
 ``--record``, ``--queue-mb``/``--spool-mb``, ``--grace`` and ``HOST:PORT`` options. What an
 editor launching ``acp-proxy --record ... -- AGENT`` waits for is the agent's first answer, so
 this module imports no database driver, no store and no asyncio
-(``tests/record/test_import_budget.py``); :mod:`acp_proxy.commands.common` re-exports it
+(``tests/recorder/test_import_budget.py``); :mod:`acp_proxy.commands.common` re-exports it
 for the other commands.
 """
 

@@ -4,7 +4,7 @@ The part of the store a forwarding process needs before its first byte: telling 
 a path, showing either without its password, and whether the engine it names is installed.
 It imports neither ``sqlite3`` nor psycopg (nor the schema): starting the stdio proxy, which
 an editor does for every agent session, pays for the database only in the writer process
-(``tests/record/test_import_budget.py`` keeps it so). :mod:`acp_proxy.store.engine` and
+(``tests/recorder/test_import_budget.py`` keeps it so). :mod:`acp_proxy.store.engine` and
 :mod:`acp_proxy.store.pg` re-export these names.
 """
 

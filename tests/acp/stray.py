@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.check.helpers import SID, A, C, Frame, er, nt, ok, rq, up, v1_prelude
+from tests.acp.conformance.helpers import SID, A, C, Frame, er, nt, ok, rq, up, v1_prelude
 from tests.helpers import NewFrame, insert_frames
 
 PROMPTS = ("fix the failing test", "now the docs please")

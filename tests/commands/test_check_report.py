@@ -16,7 +16,7 @@ import pytest
 import xmlschema
 
 from acp_proxy.acp.rules import RULES
-from tests.check.helpers import (
+from tests.acp.conformance.helpers import (
     BROKEN_V2,
     CLEAN_V1,
     check,

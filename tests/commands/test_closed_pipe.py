@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import proxy_exe
-from tests.export.helpers import make_big_recording
+from tests.formats.helpers import make_big_recording
 
 COMMANDS = [
     ["ls", "{db}"],

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from tests.conftest import echo_proxy, echo_through, frame_count, run_proxy
-from tests.export.helpers import INIT, record
-from tests.export.test_roundtrip import AWKWARD
+from tests.formats.helpers import INIT, record
+from tests.formats.test_roundtrip import AWKWARD
 from tests.helpers import NewFrame, insert_frames, unwritable
 from tests.pg_server import PASSWORD, PgServer, free_port
 

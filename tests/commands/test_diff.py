@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.check.helpers import write_recording
+from tests.acp.conformance.helpers import write_recording
 from tests.conftest import run_proxy
 
 RECORDING = Path(__file__).parents[2] / "recordings" / "v1-load.jsonl"

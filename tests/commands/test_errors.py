@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ECHO_AGENT, incident_lines, proxy_exe, run_proxy
-from tests.websocket.helpers import ws_server
+from tests.peers import PEERS
+from tests.transport.ws.helpers import ws_server
 
 LINE = b'{"jsonrpc":"2.0","id":1,"method":"_ping"}\n'
-RESPONDER = [sys.executable, str(Path(__file__).parents[1] / "websocket" / "responder_agent.py")]
+RESPONDER = [sys.executable, str(PEERS / "responder_agent.py")]
 
 
 def one_line(done: subprocess.CompletedProcess[bytes], code: int = 1) -> str:

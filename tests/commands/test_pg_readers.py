@@ -18,12 +18,12 @@ import pytest
 
 from acp_proxy.store.pg import connect_pg
 from tests.conftest import ECHO_AGENT, run_proxy
+from tests.peers.sdk_clients import run_v1_client, run_v2_client
 from tests.pg_mirror import mirror_to_pg
 from tests.pg_server import PASSWORD, PgServer
 from tests.replay.conftest import V1_PROMPTS, V2_PROMPTS, Recorded, replay_argv
 from tests.replay.conftest import v1_recording as v1_recording
 from tests.replay.conftest import v2_recording as v2_recording
-from tests.replay.sdk_clients import run_v1_client, run_v2_client
 
 RECORDINGS = Path(__file__).parents[2] / "recordings"
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from acp_proxy.store.pg import connect_pg, frames_transaction
-from tests.check.helpers import v1_prelude, write_recording
+from tests.acp.conformance.helpers import v1_prelude, write_recording
 from tests.commands.test_search import HOSTILE_FRAMES, chunk, connection_one, connection_two
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import insert_frames

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.check.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
+from tests.acp.conformance.helpers import SID, A, C, er, ok, rq, up, v1_prelude, write_recording
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import insert_frames, unwritable
 from tests.web.helpers import web_server

@@ -25,11 +25,12 @@ import pytest
 
 from acp_proxy.console import cells
 from tests.conftest import proxy_exe
-from tests.replay.sdk_clients import run_v2_client
+from tests.peers import PEERS
+from tests.peers.sdk_clients import run_v2_client
 
 AGENT_V2 = [
     sys.executable,
-    str(Path(__file__).parents[1] / "replay" / "agents" / "sdk_agent_v2.py"),
+    str(PEERS / "sdk_agent_v2.py"),
 ]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
 

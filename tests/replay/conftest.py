@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import proxy_exe
-from tests.replay.sdk_clients import Observed, run_v1_client, run_v2_client
+from tests.peers import PEERS
+from tests.peers.sdk_clients import Observed, run_v1_client, run_v2_client
 
-AGENTS = Path(__file__).parent / "agents"
+AGENTS = PEERS
 AGENT_V1 = [sys.executable, str(AGENTS / "sdk_agent_v1.py")]
 AGENT_V2 = [sys.executable, str(AGENTS / "sdk_agent_v2.py")]
 V1_PROMPTS = ["hello", "hello", "second prompt"]

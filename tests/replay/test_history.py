@@ -180,7 +180,7 @@ MODES = {
 def _modes_recording(db: Path) -> str:
     """A v1 session whose ``session/new`` answered modes, five ``session_info_update``
     patches, a mode switch and one turn; no ``session/load`` in it."""
-    from tests.check.helpers import SID, A, C, ok, rq, up, v1_prelude
+    from tests.acp.conformance.helpers import SID, A, C, ok, rq, up, v1_prelude
     from tests.helpers import insert_frames
 
     init, init_ok, new, _new_ok = v1_prelude()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import run_proxy
+from tests.peers.sdk_clients import run_v1_client, run_v2_client
 from tests.replay.conftest import V1_PROMPTS, V2_PROMPTS, Recorded, replay_argv
-from tests.replay.sdk_clients import run_v1_client, run_v2_client
 
 
 async def test_v1_sdk_client_sees_identical_updates_and_results(v1_recording: Recorded) -> None:

@@ -21,9 +21,10 @@ from acp_proxy.acp.index import IndexColumns
 from acp_proxy.store.schema import connect
 from tests.conftest import proxy_exe, run_proxy
 from tests.helpers import NewFrame, insert_frames
+from tests.peers import PEERS
 
 HERE = Path(__file__).parent
-SCRIPTED_AGENT = [sys.executable, str(HERE / "scripted_agent.py")]
+SCRIPTED_AGENT = [sys.executable, str(PEERS / "web_scripted_agent.py")]
 ARTIFACTS = HERE.parent.parent / "test-artifacts" / "web"
 SESSION_ID = "sess_web_1"
 

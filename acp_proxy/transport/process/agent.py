@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 # asyncio, ctypes and concurrent.futures are imported where they are used: the stdio proxy
 # starts its agent before anything it does not need for that is imported (an editor waits
-# for the agent's first answer; tests/record/test_import_budget.py).
+# for the agent's first answer; tests/recorder/test_import_budget.py).
 
 DEFAULT_GRACE_SECONDS = 5.0
 WATCHDOG_SLACK_SECONDS = 2.0

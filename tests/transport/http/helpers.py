@@ -17,10 +17,11 @@ from typing import Any
 
 from tests.conftest import proxy_exe
 from tests.helpers import listening_url
+from tests.peers import PEERS
 
 HERE = Path(__file__).parent
-SDK_AGENT = [sys.executable, str(HERE.parent / "sdk_agent.py")]
-SDK_HTTP_CLIENT = [sys.executable, str(HERE / "sdk_http_client.py")]
+SDK_AGENT = [sys.executable, str(PEERS / "sdk_agent.py")]
+SDK_HTTP_CLIENT = [sys.executable, str(PEERS / "sdk_http_client.py")]
 DEMO = [sys.executable, "-m", "acp_proxy.demo.agent"]
 URL_RE = re.compile(rb"listening on (http://\S+)")
 
@@ -77,7 +78,7 @@ def rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def sdk_client_run(target: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run tests/transport/http/sdk_http_client.py against ``target``; what it saw."""
+    """Run tests/peers/sdk_http_client.py against ``target``; what it saw."""
     import json
 
     done = subprocess.run(

@@ -22,11 +22,12 @@ import pytest
 from acp_proxy.wire.frame import Direction
 from tests.conftest import frames_of, proxy_exe
 from tests.helpers import listening_process
-from tests.transport.http.helpers import HERE, URL_RE, serving
-from tests.transport.http.peers import HttpPeer, Message, Peer, StdioPeer
-from tests.websocket.helpers import ws_server
+from tests.peers import PEERS
+from tests.peers.jsonrpc_peers import HttpPeer, Message, Peer, StdioPeer
+from tests.transport.http.helpers import URL_RE, serving
+from tests.transport.ws.helpers import ws_server
 
-LATE = [sys.executable, str(HERE / "late_peer.py")]
+LATE = [sys.executable, str(PEERS / "late_peer.py")]
 DELAY = "0.3"
 
 

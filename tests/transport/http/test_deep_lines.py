@@ -11,11 +11,12 @@ import aiohttp
 import httpx2
 
 from tests.conftest import proxy_exe
-from tests.transport.http.deep_agent import DEEP
-from tests.transport.http.helpers import HERE, rows, serving
-from tests.websocket.helpers import ws_server
+from tests.peers import PEERS
+from tests.peers.deep_agent import DEEP
+from tests.transport.http.helpers import rows, serving
+from tests.transport.ws.helpers import ws_server
 
-AGENT = [sys.executable, str(HERE / "deep_agent.py")]
+AGENT = [sys.executable, str(PEERS / "deep_agent.py")]
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 CALL = b'{"jsonrpc":"2.0","id":2,"method":"_x","params":{}}'
 JSON = {"Content-Type": "application/json"}

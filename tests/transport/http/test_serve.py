@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.peers.jsonrpc_peers import HttpPeer, Peer, StdioPeer, v2_scenario
 from tests.transport.http.helpers import DEMO, SDK_AGENT, rows, sdk_client_run, serving
-from tests.transport.http.peers import HttpPeer, Peer, StdioPeer, v2_scenario
 
 
 @pytest.mark.parametrize("agent", ["sdk", "demo"])
@@ -129,7 +129,7 @@ def test_v2_prompt_permission_cancel_and_resume_replay_match_stdio(tmp_path: Pat
 
 
 def test_serve_exports_spans_live_like_every_recording_command(tmp_path: Path) -> None:
-    from tests.record.otlp_collector import otlp_collector
+    from tests.peers.otlp_collector import otlp_collector
 
     db = tmp_path / "otlp.db"
     with otlp_collector() as (url, got):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx2
 
+from tests.peers.slow_start import stalled_agent
 from tests.transport.http.helpers import serving
-from tests.websocket.slow_start import stalled_agent
 
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 JSON = {"Content-Type": "application/json"}

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import httpx2
 
+from tests.peers.jsonrpc_peers import HttpPeer
 from tests.transport.http.helpers import DEMO, SDK_AGENT, rows, serving
-from tests.transport.http.peers import HttpPeer
 
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
 JSON = {"Content-Type": "application/json"}

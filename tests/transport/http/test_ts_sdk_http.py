@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import listening_process
-from tests.transport.http.helpers import DEMO, HERE, URL_RE, rows, serving
+from tests.peers import PEERS
+from tests.transport.http.helpers import DEMO, URL_RE, rows, serving
 
 SDK = "@agentclientprotocol/sdk@2.4.0"
 
@@ -60,7 +61,7 @@ def ts_sdk(tmp_path_factory: pytest.TempPathFactory) -> TsSdk:
     if done.returncode != 0:
         pytest.skip(f"npm install {SDK} failed: {done.stderr.decode()[-500:]}")
     for script in ("ts_http_client.mjs", "ts_http_agent.mjs"):
-        shutil.copy(HERE / script, folder / script)
+        shutil.copy(PEERS / script, folder / script)
     return TsSdk(folder, node)
 
 

@@ -112,15 +112,16 @@ class Spool:
 
     def read(self, ref: SpoolRef) -> bytes:
         """The bytes ``ref`` points at (for a run: its pieces with their headers)."""
-        data = os.pread(self._fd, ref.stored, ref.offset)
-        if len(data) == ref.stored:
+        size = ref.stored if ref.pieces else ref.length
+        data = os.pread(self._fd, size, ref.offset)
+        if len(data) == size:
             return data
         parts = [data]
         got = len(data)
-        while got < ref.stored:
-            more = os.pread(self._fd, ref.stored - got, ref.offset + got)
+        while got < size:
+            more = os.pread(self._fd, size - got, ref.offset + got)
             if not more:
-                raise OSError(f"spool file ended early ({got} of {ref.stored} bytes)")
+                raise OSError(f"spool file ended early ({got} of {size} bytes)")
             parts.append(more)
             got += len(more)
         return b"".join(parts)

@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,14 +48,19 @@ INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
 
 
-@dataclass(slots=True)
 class Shipped:
-    """What the proxy knows of one connection, to settle its row if the writer dies."""
+    """What the proxy knows of one connection, to settle its row if the writer dies.
 
-    open_fields: dict[str, Any]
-    close_fields: dict[str, Any] | None = None
-    frames: int = 0  # complete frames sent to the writer
-    nbytes: int = 0
+    (A plain class, not a dataclass: ``dataclasses`` is not imported before the stdio
+    proxy forwards.)"""
+
+    __slots__ = ("close_fields", "frames", "nbytes", "open_fields")
+
+    def __init__(self, open_fields: dict[str, Any]) -> None:
+        self.open_fields = open_fields
+        self.close_fields: dict[str, Any] | None = None
+        self.frames = 0  # complete frames sent to the writer
+        self.nbytes = 0
 
 
 def _idle_child() -> None:

@@ -111,6 +111,7 @@ DENIED = (
     "difflib",
     "ipaddress",
     "logging",
+    "textwrap",
 )
 """Modules (and their submodules) the stdio proxy must not import before it forwards."""
 

@@ -13,7 +13,9 @@ One run, two comparisons, the same raw aiohttp client on every path:
 Throughput: one flood of ``--frames`` (SDK peer: ``--sdk-frames``) notifications (~300 B
 each) per measurement, frames/s until its response arrives. Latency: ``--rtt`` sequential
 pings (HTTP: the POST, then its response on SSE), p50/p99 in microseconds. Each row's ratios
-are against the row named in its ``base`` column.
+are against the direct row of its half. ``cpu/fr`` and ``cpu/rt``: CPU microseconds of the
+server's process tree (Linux ``/proc``) per frame of the flood and per round trip, steadier
+than the latency on a loaded machine.
 
     python bench/bench_http.py                 # defaults: 20000 (SDK: 5000) frames, 1000 pings
 
@@ -158,23 +160,51 @@ class Ws:
                 return count
 
 
+PIDS: dict[str, int] = {}
+"""The process serving each URL :func:`listening` printed (its CPU time is measured)."""
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` and its descendants (Linux ``/proc``; else 0)."""
+    if pid is None:
+        return 0.0
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            total += cpu_seconds(int(child))
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
 async def measure(
-    peer: Stdio | Http | Ws, frames: int, rounds: int, prefix: str = ""
-) -> tuple[float, float, float]:
-    """``prefix``: ``_`` for the SDK peer, whose bench methods are extension methods."""
+    peer: Stdio | Http | Ws, frames: int, rounds: int, prefix: str = "", pid: int | None = None
+) -> tuple[float, float, float, float, float]:
+    """``prefix``: ``_`` for the SDK peer, whose bench methods are extension methods.
+
+    Also the CPU time of ``pid``'s process tree (the server measured) per frame of the flood
+    and per round trip, in microseconds: on a loaded machine steadier than the latency."""
     async with peer as p:
         await p.call(request(1, f"{prefix}bench/flood", '{"count":100}'))  # warm up
+        cpu = cpu_seconds(pid)
         start = time.perf_counter()
         got = await p.call(request(2, f"{prefix}bench/flood", json.dumps({"count": frames})))
         fps = got / (time.perf_counter() - start)
+        cpu_frame = (cpu_seconds(pid) - cpu) / got * 1e6
         samples = []
         for n in range(rounds + 50):
+            if n == 50:
+                cpu = cpu_seconds(pid)
             t = time.perf_counter()
             await p.call(request(10 + n, f"{prefix}bench/ping"))
             if n >= 50:
                 samples.append((time.perf_counter() - t) * 1e6)
+        cpu_rtt = (cpu_seconds(pid) - cpu) / rounds * 1e6
     samples.sort()
-    return fps, statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+    p99 = samples[int(len(samples) * 0.99) - 1]
+    return fps, statistics.median(samples), p99, cpu_frame, cpu_rtt
 
 
 async def stdio_burst(n: int) -> list[float]:
@@ -242,7 +272,9 @@ def listening(argv: list[str]) -> Iterator[str]:
         for line in iter(proc.stderr.readline, b""):
             match = URL_RE.search(line)
             if match:
-                yield match.group(1).decode()
+                url = match.group(1).decode()
+                PIDS[url] = proc.pid
+                yield url
                 break
         else:
             raise SystemExit("acp-proxy serve did not start")
@@ -265,12 +297,15 @@ def main() -> int:
         run_bursts([int(n) for n in args.burst.split(",")])
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
-    results: list[tuple[str, str, float, float, float]] = []
+    results: list[tuple[str, str, float, float, float, float, float]] = []
 
     def run(name: str, base: str, peer: Stdio | Http | Ws, prefix: str = "") -> None:
         frames = args.sdk_frames if prefix else args.frames
-        fps, p50, p99 = asyncio.run(measure(peer, frames, args.rtt, prefix))
-        results.append((name, base, fps, p50, p99))
+        pid = PIDS.get(peer.url) if isinstance(peer, Http) else None
+        if isinstance(peer, Ws):
+            pid = PIDS.get("http://" + peer.url.removeprefix("ws://"))
+        fps, p50, p99, cpu_f, cpu_r = asyncio.run(measure(peer, frames, args.rtt, prefix, pid))
+        results.append((name, base, fps, p50, p99, cpu_f, cpu_r))
         print(
             f"  {name:<34} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us",
             file=sys.stderr,
@@ -298,16 +333,22 @@ def main() -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     by_name = {r[0]: r for r in results}
     header = (
-        f"{'path':<34} {'frames/s':>10} {'x base':>7} {'p50 us':>8} {'p99 us':>8} "
-        f"{'x base':>7}  base"
+        f"{'path':<33} {'frames/s':>9} {'x base':>6} {'p50 us':>7} {'p99 us':>7} "
+        f"{'x base':>6} {'cpu/fr':>6} {'cpu/rt':>6}"
     )
     print(header)
     print("-" * len(header))
-    for name, base, fps, p50, p99 in results:
+    for name, base, fps, p50, p99, cpu_f, cpu_r in results:
         ref = by_name.get(base)
-        fx = f"{fps / ref[2]:>7.2f}" if ref else f"{'':>7}"
-        px = f"{p50 / ref[3]:>7.2f}" if ref else f"{'':>7}"
-        print(f"{name:<34} {fps:>10,.0f} {fx} {p50:>8.0f} {p99:>8.0f} {px}  {base or '-'}")
+        fx = f"{fps / ref[2]:>6.2f}" if ref else f"{'':>6}"
+        px = f"{p50 / ref[3]:>6.2f}" if ref else f"{'':>6}"
+        cpu = f"{cpu_f:>6.1f} {cpu_r:>6.0f}" if name != "stdio direct" else ""
+        print(f"{name:<33} {fps:>9,.0f} {fx} {p50:>7.0f} {p99:>7.0f} {px} {cpu}")
+    print(
+        "x base: against the row named 'direct' of the same half (sdk server, or stdio);"
+        " cpu/fr, cpu/rt:\nCPU us of the server process tree (the SDK server, or serve"
+        " and what it started) per\nframe of the flood and per round trip"
+    )
     print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
     return 0
 

@@ -56,7 +56,7 @@ from bench_agent import chunk_frame  # noqa: E402
 from bench_pg import BenchPostgres  # noqa: E402
 
 from acp_proxy.recorder.handle import BATCH_BYTES, Recorder  # noqa: E402
-from acp_proxy.recorder.ipc import Chunk, Control, Frame  # noqa: E402
+from acp_proxy.recorder.ipc import Chunk, Control, Whole  # noqa: E402
 from acp_proxy.recorder.writer.rows import Op, Rows  # noqa: E402
 from acp_proxy.recorder.writer.sink import Sink, SqliteSink  # noqa: E402
 from acp_proxy.recorder.writer.sink_pg import PostgresSink  # noqa: E402
@@ -79,7 +79,7 @@ def batches(sink: Sink, connections: int, per: int, count: int) -> list[list[Op]
     out = []
     for _ in range(count):
         items: list[Any] = [
-            Frame(k, "a2c", time.time(), time.monotonic_ns(), LINE, False)
+            Whole(k, "a2c", time.time(), time.monotonic_ns(), LINE, False)
             for k in range(connections)
             for _ in range(per)
         ]

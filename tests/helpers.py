@@ -19,18 +19,18 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.store.edit import NewFrame, WritableDatabase, insert_connection, write_transaction
+from acp_proxy.store.edit import Capture, WritableDatabase, insert_connection, write_transaction
 from acp_proxy.store.edit import insert_frames as _insert_frames
 from acp_proxy.store.pg import connect_pg, is_pg_url
 from acp_proxy.store.schema import connect
 from acp_proxy.wire.frame import Direction
 
-__all__ = ["NewFrame", "insert_frames", "listening_url", "unwritable"]
+__all__ = ["Capture", "insert_frames", "listening_url", "unwritable"]
 
 
 def insert_frames(
     db: Path | str | WritableDatabase,
-    frames: Iterable[NewFrame | tuple[Direction, bytes]],
+    frames: Iterable[Capture | tuple[Direction, bytes]],
     *,
     connection: Mapping[str, Any] | None = None,
     connection_id: int | None = None,
@@ -44,7 +44,7 @@ def insert_frames(
     after) or an open writable connection (its transaction, if any, is used). A new
     connection row is made from ``connection`` (column values; JSON columns take Python
     values) unless ``connection_id`` names an existing one. ``frames`` are ``(direction,
-    raw)`` pairs or :class:`NewFrame` (times, index columns); ``index=True`` derives missing
+    raw)`` pairs or :class:`Capture` (times, index columns); ``index=True`` derives missing
     index columns as the recorder does.
     Streams: ``frames`` may be a generator of millions.
     """

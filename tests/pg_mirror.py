@@ -11,7 +11,7 @@ from pathlib import Path
 
 from acp_proxy.acp.index import IndexColumns
 from acp_proxy.store.edit import (
-    NewFrame,
+    Capture,
     insert_connection,
     insert_event,
     insert_frames,
@@ -36,7 +36,7 @@ def mirror_to_pg(src: Path, url: str) -> None:
             for record in reader.connection_records():
                 cid = insert_connection(db, **{k: v for k, v in record.items() if k in _WRITABLE})
                 frames = [
-                    NewFrame(
+                    Capture(
                         f.direction,
                         f.raw,
                         f.ts,

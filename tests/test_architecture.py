@@ -1,7 +1,7 @@
 """The layering is enforced: `lint-imports` keeps the contracts in pyproject.toml, in the test run.
 
 The contracts ([tool.importlinter] in pyproject.toml): layers bottom to top console < wire <
-acp < store < formats | analysis < recorder < replay < transport | report < web < demo |
+acp < store | replay < formats | analysis < recorder < transport | report < web < demo |
 testing | mcp < commands < cli, and inside transport/ process < stdio < ws < http, nothing
 imports upward (transport and report not each other either); wire, acp and replay import no
 I/O library; click only in commands/ and cli.py; sqlite3 and psycopg only in store/ (one
@@ -10,10 +10,16 @@ engine object per backend); no cycles between sibling modules or packages, impor
 configuration on a temporary copy of the package with one deliberate bad import in it must
 be BROKEN. The tests' own layout is kept too: tests/ mirrors acp_proxy/ folder for folder, and
 every fake peer a test launches lives in tests/peers/.
+
+Two checks beside the contracts: no module of the package is over 700 lines (split by job;
+an explicit allow-list, each entry with its reason), and no module outside store/ tells the
+engines apart (picks ``connect_pg`` or compares a ``postgresql://`` scheme) but the few that
+are about one engine by design, each named with its reason.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -141,6 +147,122 @@ def test_a_type_only_loop_breaks_the_no_cycles_contract(
     failed = [line for line in done.stdout.splitlines() if " BROKEN" in line]
     assert "No import cycles between sibling modules BROKEN" in failed, done.stdout
     assert culprit in done.stdout, done.stdout
+
+
+PACKAGE = ROOT / "acp_proxy"
+
+MAX_MODULE_LINES = 700
+"""A module longer than this is doing more than one job: split it by job (see docs/design.md)."""
+
+LONG_MODULES: dict[str, str] = {}
+"""Modules allowed over :data:`MAX_MODULE_LINES`, each with its reason: a table that reads best
+whole (one row a rule, a method, a state), never "it grew". Keep it empty or nearly so."""
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_module_is_over_700_lines_without_a_reason() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in _modules()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    unexplained = {name: n for name, n in long.items() if name not in LONG_MODULES}
+    assert not unexplained, f"over {MAX_MODULE_LINES} lines, split by job: {unexplained}"
+    stale = sorted(set(LONG_MODULES) - set(long))
+    assert not stale, f"no longer long, drop from LONG_MODULES: {stale}"
+
+
+ENGINE_NAMES = frozenset({"connect_pg", "is_pg_url", "PgDatabase", "SqliteConnection"})
+"""What picks or names one engine: a module that uses one of these chooses SQLite or PostgreSQL
+itself, instead of asking the engine object (:func:`acp_proxy.store.engine.engine_for`)."""
+
+ENGINE_SCHEMES = frozenset({"postgres://", "postgresql://"})
+"""A URL scheme compared in code (not in help text): telling the engines apart by hand."""
+
+ONE_ENGINE_MODULES = {
+    "recorder/writer/sink.py": "the SQLite sink: one sink per engine, picked by name in "
+    "pipeline.py's table of sinks",
+    "recorder/writer/sink_pg.py": "the PostgreSQL sink (the same table)",
+    "recorder/writer/settle_pg.py": "settles the PostgreSQL sink's commits left in doubt",
+}
+"""Modules outside store/ that are about one engine by design, each with its reason."""
+
+
+def _engine_picks(path: Path) -> list[str]:
+    """Where ``path`` names an engine: imports of :data:`ENGINE_NAMES`, scheme literals."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"{node.lineno}: {a.name}" for a in node.names if a.name in ENGINE_NAMES]
+        elif isinstance(node, ast.Constant) and node.value in ENGINE_SCHEMES:
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_only_the_store_tells_the_engines_apart() -> None:
+    """sqlite3 and psycopg are imported only in store/ (the engines-in-store contract); this
+    checks the other half: no module outside store/ picks an engine by name or by URL."""
+    picks = {
+        name: found
+        for path in _modules()
+        if not (name := str(path.relative_to(PACKAGE))).startswith("store/")
+        and (found := _engine_picks(path))
+    }
+    unexplained = {name: found for name, found in picks.items() if name not in ONE_ENGINE_MODULES}
+    assert not unexplained, f"ask the engine object (store/engine.py) instead: {unexplained}"
+    stale = sorted(set(ONE_ENGINE_MODULES) - set(picks))
+    assert not stale, f"no longer engine-specific, drop from ONE_ENGINE_MODULES: {stale}"
+
+
+def test_the_engine_check_finds_a_module_that_picks_an_engine(tmp_path: Path) -> None:
+    module = tmp_path / "picks.py"
+    module.write_text(
+        "from acp_proxy.store.pg import connect_pg\n\n"
+        "def open_it(url):\n"
+        "    return connect_pg(url, create=False) if url.startswith('postgresql://') else None\n"
+    )
+    assert _engine_picks(module) == ["1: connect_pg", "4: 'postgresql://'"]
+
+
+NOT_FRAMES = {
+    "store/edit.py:Capture": "what insert_frames makes a frame of: no id, connection or seq yet",
+    "testing/client.py:LogEntry": "the test client's own log (public API of acp_proxy.testing): "
+    "sent or received from its side, with the parsed message; never stored",
+}
+"""Records with a frame's ``direction`` and ``raw`` that are not frames, each with its reason."""
+
+
+def _records(path: Path) -> list[tuple[str, set[str]]]:
+    """(class name, field names) of every dataclass and NamedTuple in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        named_tuple = any(ast.unparse(b) == "NamedTuple" for b in node.bases)
+        if named_tuple or any(d.startswith("dataclass") for d in decorators):
+            fields = {
+                s.target.id
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+            }
+            out.append((node.name, fields))
+    return out
+
+
+def test_the_package_has_one_frame_value() -> None:
+    """wire/frame.py's Frame is the one frame shape: readers yield it, analyses take it."""
+    shapes = sorted(
+        f"{path.relative_to(PACKAGE)}:{name}"
+        for path in _modules()
+        for name, fields in _records(path)
+        if {"direction", "raw"} <= fields
+    )
+    assert shapes == sorted(["wire/frame.py:Frame", *NOT_FRAMES]), shapes
 
 
 TEST_ONLY_FOLDERS = {"peers"}

@@ -24,146 +24,36 @@ Nothing here imports OpenTelemetry: the records are plain data that
 Content (prompt text, message and tool output text, request params and results) is only
 recorded with ``include_content=True``.
 
+The span records themselves (and their ids) are :mod:`acp_proxy.acp.span_records`.
 Pairing, ``initialize`` facts and turn boundaries come from :mod:`acp_proxy.acp.exchanges`
 and :mod:`acp_proxy.acp.model` (the same rules as ``show``, ``stats`` and the checker).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts, session_id_of
 from acp_proxy.acp.model import SESSION_RESULT_METHODS, replays_history
+from acp_proxy.acp.span_records import (
+    TOOL_END_STATUSES,
+    AttrValue,
+    SpanEvent,
+    SpanRecord,
+    cap,
+    content_text,
+    derive_id,
+    json_text,
+    parse_traceparent,
+    str_or_none,
+)
 from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.acp.updates import entity_key
 from acp_proxy.wire.frame import Direction, Frame
 from acp_proxy.wire.jsonrpc import Message
 from acp_proxy.wire.surrogates import classify_encodable
-
-AttrValue = str | bool | int | float | list[str]
-
-CONTENT_LIMIT = 8192
-"""Most characters of content kept in one attribute (with ``include_content``)."""
-
-MAX_EVENTS = 128
-"""Most events kept on one span (OpenTelemetry's default span limit); the rest are counted
-in ``acp.events.dropped``."""
-
-TOOL_END_STATUSES = frozenset({"completed", "failed", "cancelled"})
-
-_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-
-
-@dataclass(slots=True)
-class SpanEvent:
-    """A timestamped event on a span."""
-
-    name: str
-    time_ns: int
-    attributes: dict[str, AttrValue] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class SpanRecord:
-    """One span as plain data (ids as integers, times as Unix nanoseconds).
-
-    ``kind`` is ``internal`` or ``client``; ``status`` is ``unset``, ``ok`` or ``error``;
-    ``remote_parent`` says the parent came from a peer's ``traceparent``; ``links`` are
-    (trace id, span id) pairs.
-    """
-
-    trace_id: int
-    span_id: int
-    parent_span_id: int | None
-    name: str
-    kind: str
-    start_ns: int
-    end_ns: int = 0
-    attributes: dict[str, AttrValue] = field(default_factory=dict)
-    events: list[SpanEvent] = field(default_factory=list)
-    status: str = "unset"
-    status_message: str | None = None
-    trace_state: str | None = None
-    remote_parent: bool = False
-    links: list[tuple[int, int]] = field(default_factory=list)
-    events_dropped: int = 0
-    _last_chunk: tuple[str, str] | None = None
-
-    def fold_chunk(self, chunk_key: tuple[str, str] | None, text: str | None = None) -> bool:
-        """Fold a chunk into the last event if it continues that message; False if not."""
-        if chunk_key is None or chunk_key != self._last_chunk or not self.events:
-            return False
-        last = self.events[-1]
-        count = last.attributes.get("acp.chunks", 1)
-        last.attributes["acp.chunks"] = (count if isinstance(count, int) else 1) + 1
-        if text is not None:
-            before = last.attributes.get("acp.content.text", "")
-            last.attributes["acp.content.text"] = _cap(f"{before}{text}")
-        return True
-
-    def add_event(self, event: SpanEvent, chunk_key: tuple[str, str] | None = None) -> None:
-        """Add ``event``; a chunk continuing the previous event's message is folded into it."""
-        text = event.attributes.get("acp.content.text")
-        if self.fold_chunk(chunk_key, text if isinstance(text, str) else None):
-            return
-        self._last_chunk = chunk_key
-        if len(self.events) >= MAX_EVENTS:
-            self.events_dropped += 1
-            self.attributes["acp.events.dropped"] = self.events_dropped
-            return
-        self.events.append(event)
-
-
-def derive_id(bits: int, *parts: str) -> int:
-    """A deterministic non-zero id of ``bits`` bits from ``parts`` (SHA-256)."""
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "backslashreplace")).digest()
-    value = int.from_bytes(digest[: bits // 8], "big")
-    return value or 1
-
-
-def parse_traceparent(meta: Any) -> tuple[int, int, str | None] | None:
-    """(trace id, parent span id, tracestate) from a ``_meta`` object, if it is valid W3C."""
-    if not isinstance(meta, dict):
-        return None
-    header = meta.get("traceparent")
-    if not isinstance(header, str):
-        return None
-    match = _TRACEPARENT.match(header.strip().lower())
-    if match is None or match.group(1) == "ff":
-        return None
-    trace_id, span_id = int(match.group(2), 16), int(match.group(3), 16)
-    if not trace_id or not span_id:
-        return None
-    state = meta.get("tracestate")
-    return trace_id, span_id, state if isinstance(state, str) and state else None
-
-
-def _cap(text: str) -> str:
-    return text if len(text) <= CONTENT_LIMIT else text[:CONTENT_LIMIT]
-
-
-def content_text(value: Any) -> str:
-    """The text of ACP content: a text block, a tool-call content item, or a list of them."""
-    if isinstance(value, list):
-        return "".join(content_text(v) for v in value)
-    if not isinstance(value, dict):
-        return ""
-    if value.get("type") == "text" and isinstance(value.get("text"), str):
-        return str(value["text"])
-    inner = value.get("content")
-    return content_text(inner) if isinstance(inner, (dict, list)) else ""
-
-
-def _json_text(value: Any) -> str:
-    return _cap(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 @dataclass(slots=True)
@@ -350,7 +240,7 @@ class SpanMapper:
             span = self._child(method, "client", ns, parent, meta)
         self._rpc_attributes(span, direction, msg.id, method, seq)
         if self.include_content and method != "session/prompt":
-            span.attributes["acp.rpc.params"] = _json_text(params)
+            span.attributes["acp.rpc.params"] = json_text(params)
         if sid is not None and replays_history(method, params, self.facts.protocol_version):
             self._replays[sid] = span
         pending = _Request(span, method, sid, direction)
@@ -408,7 +298,7 @@ class SpanMapper:
             meta = None
         turn_span.attributes["acp.turn.origin"] = "prompt"
         if self.include_content and isinstance(params, dict):
-            turn_span.attributes["acp.prompt.text"] = _cap(content_text(params.get("prompt")))
+            turn_span.attributes["acp.prompt.text"] = cap(content_text(params.get("prompt")))
         if self.facts.protocol_version == 1 or self.facts.protocol_version is None:
             return turn_span
         rpc = self._child("session/prompt", "client", ns, turn_span, meta)
@@ -427,11 +317,11 @@ class SpanMapper:
                 span.attributes["error.type"] = str(code)
             message = error.get("message")
             if isinstance(message, str):
-                span.attributes["rpc.jsonrpc.error_message"] = _cap(message)
+                span.attributes["rpc.jsonrpc.error_message"] = cap(message)
             span.status = "error"
             span.status_message = message if isinstance(message, str) else None
         elif self.include_content:
-            span.attributes["acp.rpc.result"] = _json_text(result)
+            span.attributes["acp.rpc.result"] = json_text(result)
         if method == "initialize" and error is None:
             self.facts.observe_result(result)
             self.tracker.version = self.facts.protocol_version
@@ -439,9 +329,9 @@ class SpanMapper:
         if method == "session/request_permission" and isinstance(result, dict):
             outcome = result.get("outcome")
             if isinstance(outcome, dict):
-                if _str(outcome.get("outcome")):
+                if str_or_none(outcome.get("outcome")):
                     span.attributes["acp.permission.outcome"] = outcome["outcome"]
-                if _str(outcome.get("optionId")):
+                if str_or_none(outcome.get("optionId")):
                     span.attributes["acp.permission.option_id"] = outcome["optionId"]
         sid = pending.session_id
         if sid is None and (method in SESSION_RESULT_METHODS or isinstance(result, dict)):
@@ -490,15 +380,15 @@ class SpanMapper:
         for prefix, info in (("acp.agent", facts.agent_info), ("acp.client", facts.client_info)):
             if isinstance(info, dict):
                 for key in ("name", "version"):
-                    if _str(info.get(key)):
+                    if str_or_none(info.get(key)):
                         span.attributes[f"{prefix}.{key}"] = info[key]
 
     def _agent_attributes(self, span: SpanRecord) -> None:
         info = self.facts.agent_info
         if isinstance(info, dict):
-            if _str(info.get("name")):
+            if str_or_none(info.get("name")):
                 span.attributes["gen_ai.agent.name"] = info["name"]
-            if _str(info.get("version")):
+            if str_or_none(info.get("version")):
                 span.attributes["gen_ai.agent.version"] = info["version"]
         if self.facts.protocol_version is not None:
             span.attributes["acp.protocol_version"] = self.facts.protocol_version
@@ -582,7 +472,7 @@ class SpanMapper:
             if pending is not None:
                 target = pending.span
         if self.include_content:
-            attrs["acp.rpc.params"] = _json_text(params)
+            attrs["acp.rpc.params"] = json_text(params)
         target.add_event(SpanEvent(method, ns, attrs))
 
     def _update(self, sid: str, update: Any, seq: int, ns: int) -> None:
@@ -633,7 +523,7 @@ class SpanMapper:
             if isinstance(cost, dict) and isinstance(cost.get("amount"), (int, float)):
                 attrs["acp.usage.cost"] = float(cost["amount"])
                 target.attributes["acp.usage.cost"] = float(cost["amount"])
-                if _str(cost.get("currency")):
+                if str_or_none(cost.get("currency")):
                     target.attributes["acp.usage.cost_currency"] = cost["currency"]
             self._usage(target, update)
         self._event(target, variant, update, attrs, ns)
@@ -657,7 +547,7 @@ class SpanMapper:
             if isinstance(value, str) and (name != "title" or self.include_content):
                 attrs[f"acp.{name}"] = value
         if self.include_content and "content" in update:
-            attrs["acp.content.text"] = _cap(content_text(update.get("content")))
+            attrs["acp.content.text"] = cap(content_text(update.get("content")))
         span.add_event(SpanEvent(variant, ns, attrs), chunk)
 
     def _tool(
@@ -684,19 +574,19 @@ class SpanMapper:
             )
             self._tools[key] = tool
         kind, name, status = (
-            _str(update.get("kind")),
-            _str(update.get("name")),
+            str_or_none(update.get("kind")),
+            str_or_none(update.get("name")),
             update.get("status"),
         )
-        title = _str(update.get("title"))
+        title = str_or_none(update.get("title"))
         if kind is not None:
             tool.attributes["acp.tool.kind"] = kind
         if name is not None:
             tool.attributes["gen_ai.tool.name"] = name
         if self.include_content and title is not None:
-            tool.attributes["acp.tool.title"] = _cap(title)
+            tool.attributes["acp.tool.title"] = cap(title)
         if self.include_content and "rawInput" in update:
-            tool.attributes["gen_ai.tool.call.arguments"] = _json_text(update["rawInput"])
+            tool.attributes["gen_ai.tool.call.arguments"] = json_text(update["rawInput"])
         tool_name = tool.attributes.get("gen_ai.tool.name", tool.attributes.get("acp.tool.kind"))
         tool.name = f"execute_tool {tool_name}" if isinstance(tool_name, str) else "execute_tool"
         if isinstance(status, str) and status:

@@ -24,7 +24,8 @@ from acp_proxy.store.edit import (
     update_connection_facts,
     update_index_columns,
 )
-from acp_proxy.store.reader import ConnectionRow, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow
 from acp_proxy.wire.jsonrpc import parse_json
 
 REINDEX_BATCH = 5000

@@ -19,6 +19,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "import": "acp_proxy.commands.transfer:import_command",
     "copy": "acp_proxy.commands.copy:copy_command",
     "reindex": "acp_proxy.commands.reindex:reindex_command",
+    "prune": "acp_proxy.commands.prune:prune_command",
     "replay": "acp_proxy.commands.replay:replay_command",
     "ws": "acp_proxy.commands.ws:ws_command",
     "serve": "acp_proxy.commands.serve:serve_command",

@@ -6,10 +6,10 @@ import asyncio
 import functools
 import math
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -22,8 +22,6 @@ from acp_proxy.commands.options import parse_listen_option as parse_listen_optio
 from acp_proxy.commands.options import queue_option as queue_option
 from acp_proxy.console import Terminal, pager
 from acp_proxy.recorder.handle import Recorder
-from acp_proxy.report.text import fmt_frame_what as fmt_frame_what  # (for the commands)
-from acp_proxy.report.text import fmt_time as fmt_time
 from acp_proxy.store.engine import (
     SQLITE,
     Database,
@@ -36,6 +34,9 @@ from acp_proxy.store.engine import (
 )
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.schema import RecordingError
+
+if TYPE_CHECKING:
+    from acp_proxy.acp.diff import SlowerLimit
 
 
 class OptionConflict(click.UsageError):
@@ -289,3 +290,24 @@ class Progress:
         if self.enabled and self.tty:
             sys.stderr.write("\n")
             sys.stderr.flush()
+
+
+def ignore_paths(texts: Iterable[str]) -> list[tuple[str, ...]]:
+    """The ``--ignore`` paths parsed (:func:`acp_proxy.acp.jsonpaths.parse_path`); a bad one is
+    a usage error naming the option."""
+    from acp_proxy.acp.jsonpaths import parse_path  # (only the commands that compare)
+
+    try:
+        return [parse_path(p) for p in texts]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ignore") from None
+
+
+def slower_limit(text: str | None) -> SlowerLimit | None:
+    """``--fail-slower`` parsed (None when not given); a bad one is a usage error naming it."""
+    from acp_proxy.acp.diff import SlowerLimit  # (only the commands that compare)
+
+    try:
+        return None if text is None else SlowerLimit.parse(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None

@@ -1,6 +1,6 @@
 """``acp-proxy copy SRC DST``: move recordings between stores (SQLite files, PostgreSQL URLs).
 
-A thin layer over :func:`acp_proxy.formats.jsonl.copy_recording` (an unredacted export
+A thin layer over :func:`acp_proxy.formats.copy.copy_recording` (an unredacted export
 streamed into an import, in-process): byte-exact, either direction, all of SRC or some
 connections or one session, without duplicating what DST already has.
 """
@@ -13,7 +13,7 @@ import click
 
 from acp_proxy.commands.common import RECORDING_PATH, Progress, recording, reported
 from acp_proxy.commands.stores import open_destination, same_store
-from acp_proxy.formats.jsonl import copy_recording, count_frames, select_connections
+from acp_proxy.formats.copy import copy_recording, count_frames, select_connections
 from acp_proxy.store.engine import location_name
 
 

@@ -12,10 +12,17 @@ from pathlib import Path
 import click
 import orjson
 
-from acp_proxy.acp.diff import Signature, SlowerLimit, describe_signature
-from acp_proxy.acp.jsonpaths import Difference, parse_path, short
+from acp_proxy.acp.diff import Signature, describe_signature
+from acp_proxy.acp.jsonpaths import Difference, short
 from acp_proxy.analysis.compare import Comparison, compare_connections, pick_connection
-from acp_proxy.commands.common import RECORDING_PATH, fmt_duration, recording, terminal_options
+from acp_proxy.commands.common import (
+    RECORDING_PATH,
+    fmt_duration,
+    ignore_paths,
+    recording,
+    slower_limit,
+    terminal_options,
+)
 from acp_proxy.console import Terminal, arrow
 from acp_proxy.store.schema import RecordingError
 
@@ -101,14 +108,8 @@ def diff_command(
     """
     if len(connections) > 2:
         raise click.UsageError("--connection at most twice (one for A, one for B)")
-    try:
-        paths = [parse_path(p) for p in ignores]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--ignore") from None
-    try:
-        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
+    paths = ignore_paths(ignores)
+    limit = slower_limit(fail_slower)
     wanted_a = connections[0] if connections else None
     wanted_b = connections[-1] if connections else None
     with recording(a_path) as db_a, recording(b_path) as db_b:

@@ -13,8 +13,6 @@ from acp_proxy.commands.common import (
     RECORDING_ARG,
     fmt_bytes,
     fmt_duration,
-    fmt_frame_what,
-    fmt_time,
     recording,
     single_option,
     terminal_options,
@@ -22,8 +20,10 @@ from acp_proxy.commands.common import (
 from acp_proxy.console import Terminal, arrow
 from acp_proxy.console import table as table_lines
 from acp_proxy.formats.jsonl import escape_strings, escape_surrogates
+from acp_proxy.report.text import fmt_frame_what, fmt_time
 from acp_proxy.store.engine import location_name
-from acp_proxy.store.reader import ConnectionRow, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow
 
 
 def _who(info: object) -> str | None:

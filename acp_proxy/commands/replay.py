@@ -8,14 +8,13 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.acp.diff import SlowerLimit
-from acp_proxy.commands.common import RECORDING_PATH, single_option
+from acp_proxy.commands.common import RECORDING_PATH, ignore_paths, single_option, slower_limit
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.console import warn
 from acp_proxy.formats.source import open_replay_frames
 from acp_proxy.replay.engine import ReplayEngine, ReplayOptions
 from acp_proxy.replay.load import ScriptError, select_script
-from acp_proxy.replay.match import DEFAULT_IGNORES, parse_path
+from acp_proxy.replay.match import DEFAULT_IGNORES
 from acp_proxy.store.schema import RecordingError
 
 
@@ -161,14 +160,8 @@ def replay_command(
         raise OptionError("--tls-cert and --tls-key need --listen")
     tls = server_tls(tls_cert, tls_key)
     paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
-    try:
-        parsed = [parse_path(p) for p in paths]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--ignore") from None
-    try:
-        limit = None if fail_slower is None else SlowerLimit.parse(fail_slower)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--fail-slower") from None
+    parsed = ignore_paths(paths)
+    limit = slower_limit(fail_slower)
     if fail_slower is not None and not client_mode:
         raise click.UsageError("--fail-slower needs --client")
     if client_mode and not agent_command:
@@ -223,7 +216,7 @@ def replay_command(
         return
     engine = ReplayEngine(script, options)
     if sys.stdin.isatty():
-        warn_stderr(
+        warn(
             f"replay: serving {recording_path} as an agent on stdin/stdout; waiting for a "
             "client's JSON-RPC lines (Ctrl-D ends)"
         )

@@ -18,7 +18,8 @@ from acp_proxy.console import Terminal, cells, ellipsize, warn
 from acp_proxy.store.engine import location_name
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.store.search import QueryError, SearchIndex, open_search_index, query_phrases
+from acp_proxy.store.search import SearchIndex, open_search_index
+from acp_proxy.store.search_text import QueryError, query_phrases
 
 
 @click.command("search")

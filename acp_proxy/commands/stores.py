@@ -16,9 +16,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import reported
-from acp_proxy.store.engine import Database, database_url, location_name
-from acp_proxy.store.pg import connect_pg
-from acp_proxy.store.schema import connect
+from acp_proxy.store.engine import Database, create_database, database_url, location_name
 from acp_proxy.store.search import writable
 
 
@@ -34,7 +32,7 @@ def open_destination(location: Path | str) -> Iterator[Database]:
     if url is None and not created and not writable(path):
         raise click.ClickException(f"cannot write {path}: it (or its directory) is read-only")
     with reported(f"cannot write {location_name(location)}", name_recording_errors=False):
-        db: Database = connect_pg(url, create=True) if url else connect(path, create=True)
+        db: Database = create_database(location)
     ok = False
     try:
         yield db

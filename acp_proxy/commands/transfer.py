@@ -23,7 +23,8 @@ from acp_proxy.commands.common import (
 from acp_proxy.commands.otlp import otlp_export_options, run_otlp_export
 from acp_proxy.commands.stores import open_destination
 from acp_proxy.formats import FORMATS, export_formats
-from acp_proxy.formats.jsonl import export_recording, import_export
+from acp_proxy.formats.jsonl import export_recording
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.store.engine import Database, check_intact, location_name
 from acp_proxy.store.schema import RecordingError, create_private_file
 from acp_proxy.web.export_html import DEFAULT_MAX_FRAMES, HtmlSummary, export_html

@@ -17,7 +17,9 @@ carries a timestamp, so two runs produce the same bytes. With ``--state FILE`` (
 paces the updates of a turn; ``session/cancel`` takes effect between any two steps.
 
 The protocol logic is :class:`DemoAgent`, a sans-I/O state machine: lines in,
-JSON-RPC messages out through a callback. :func:`main` is the thin stdio driver.
+JSON-RPC messages out through a callback. :func:`main` is the thin stdio driver. The turn
+it plays is :mod:`acp_proxy.demo.turn_script`; sessions and the state file are
+:mod:`acp_proxy.demo.sessions`.
 """
 
 from __future__ import annotations
@@ -28,31 +30,24 @@ import math
 import os
 import queue
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.demo.history import is_history, replay_updates
+from acp_proxy.demo.sessions import SessionStore, StateError
+from acp_proxy.demo.turn_script import Cancelled, Json, Turn, turn_script
 
 AGENT_INFO = {"name": "acp-proxy-demo", "title": "acp-proxy demo agent", "version": "1.0.0"}
-STATE_FORMAT = "acp-proxy-demo-state/1"
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
-
-Json = Any
-Action = tuple[Any, ...]
-"""One thing a turn does: ("update", payload) | ("respond", result) | ("error", code, message)
-| ("ask", permission params) | ("done",). A turn yields a list of actions per step."""
-Script = Generator[list[Action], Json, None]
 
 
 class RpcError(Exception):
@@ -62,87 +57,6 @@ class RpcError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-class StateError(Exception):
-    """The ``--state`` file cannot be read or written."""
-
-
-class Cancelled(Exception):
-    """Thrown into a turn's script when its session was cancelled or closed."""
-
-
-class SessionStore:
-    """Sessions and id counters, in memory and optionally mirrored to a JSON file."""
-
-    def __init__(self, path: str | None = None) -> None:
-        self.path = path
-        self.counters: dict[str, int] = {}
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.dirty = False
-        self.reload()
-
-    def reload(self) -> None:
-        """Read the state file again (another agent process may have written it)."""
-        if not self.path or not os.path.exists(self.path):
-            return
-        try:
-            with open(self.path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise StateError(f"cannot read state file {self.path}: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
-            raise StateError(f"{self.path} is not a demo agent state file")
-        counters, sessions = data.get("counters"), data.get("sessions")
-        if not isinstance(counters, dict) or not isinstance(sessions, dict):
-            raise StateError(f"{self.path} is not a demo agent state file")
-        for key, value in counters.items():
-            if isinstance(value, int):
-                self.counters[key] = max(value, self.counters.get(key, 0))
-        for sid, session in sessions.items():
-            if isinstance(session, dict) and isinstance(session.get("history"), list):
-                self.sessions.setdefault(sid, session)
-
-    def next_id(self, prefix: str) -> str:
-        n = self.counters.get(prefix, 0) + 1
-        self.counters[prefix] = n
-        self.dirty = True
-        return f"{prefix}_{n}"
-
-    def save(self) -> None:
-        """Write the file if anything changed (atomically: temp file, then rename)."""
-        if not self.dirty:
-            return
-        self.dirty = False
-        if not self.path:
-            return
-        data = {"format": STATE_FORMAT, "counters": self.counters, "sessions": self.sessions}
-        directory = os.path.dirname(os.path.abspath(self.path))
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".demo-state-", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, ensure_ascii=False, indent=1)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise StateError(f"cannot write state file {self.path}: {exc}") from None
-
-
-@dataclass
-class Turn:
-    """One prompt being played: its script and whether it waits for the client."""
-
-    session_id: str
-    request_id: Json
-    script: Script | None = None
-    started: bool = False
-    cancelled: bool = False
-    cancel_delivered: bool = False
-    waiting_for: str | None = None
-    reply: Json = None
-
-
-def _text(text: str) -> dict[str, str]:
-    return {"type": "text", "text": text}
 
 
 def _id_key(rpc_id: Json) -> str:
@@ -162,13 +76,6 @@ def _no_constants(text: str) -> Any:
 
 def _valid_id(value: Json) -> bool:
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
-
-
-def _prompt_text(prompt: list[Json]) -> str:
-    for block in prompt:
-        if isinstance(block, dict) and block.get("type") == "text":
-            return str(block.get("text", ""))
-    return "(no text)"
 
 
 @dataclass
@@ -416,7 +323,7 @@ class DemoAgent:
         session["turns"] = int(session.get("turns", 0)) + 1
         self.store.dirty = True
         turn = Turn(sid, rpc_id)
-        turn.script = self._script(turn, session, prompt)
+        turn.script = turn_script(turn, session, prompt, version=self.version, store=self.store)
         self.turns[sid] = turn
 
     # -- notifications and responses ---------------------------------------------------
@@ -497,206 +404,6 @@ class DemoAgent:
                         "params": action[1],
                     }
                 )
-
-    def _script(self, turn: Turn, session: dict[str, Any], prompt: list[Json]) -> Script:
-        """The scripted turn: lists of actions, one list per step; receives client replies."""
-        v2 = self.version >= 2
-        sid = turn.session_id
-        n = int(session.get("turns", 1))
-        text = _prompt_text(prompt)
-        store = self.store
-        inserted = False
-        finished = False
-        call: str | None = None
-        tool_done = True
-
-        def update(variant: str, /, **fields: Any) -> Action:
-            return ("update", {"sessionUpdate": variant, **fields})
-
-        try:
-            if v2:
-                yield [update("state_update", state="running")]
-            user = store.next_id("msg")
-            inserted = True
-            if v2:
-                yield [
-                    update("user_message", messageId=user, content=prompt),
-                    ("respond", {"messageId": user}),
-                ]
-            else:
-                yield [
-                    update("user_message_chunk", messageId=user, content=block) for block in prompt
-                ]
-            if not session.get("title"):
-                session["title"] = text[:60]
-                yield [update("session_info_update", title=session["title"])]
-            thought = store.next_id("msg")
-            yield [
-                update(
-                    "agent_thought_chunk",
-                    messageId=thought,
-                    content=_text(f"The user asks: {text!r}. I should read the README first."),
-                )
-            ]
-            yield [
-                update(
-                    "agent_thought_chunk",
-                    messageId=thought,
-                    content=_text(" A short plan, one tool call and a brief answer will do."),
-                )
-            ]
-            steps = ["Read README.md", "Summarise what it says", "Answer the question"]
-            plan_id = store.next_id("plan") if v2 else None
-
-            def plan(statuses: list[str]) -> Action:
-                entries = [
-                    {"content": c, "priority": p, "status": s}
-                    for c, p, s in zip(steps, ["high", "medium", "low"], statuses, strict=True)
-                ]
-                if v2:
-                    return update(
-                        "plan_update", plan={"type": "items", "planId": plan_id, "entries": entries}
-                    )
-                return update("plan", entries=entries)
-
-            yield [plan(["in_progress", "pending", "pending"])]
-            answer = store.next_id("msg")
-            yield [
-                update(
-                    "agent_message_chunk",
-                    messageId=answer,
-                    content=_text("Let me look at the project README first."),
-                )
-            ]
-            call = store.next_id("call")
-            path = session.get("cwd", "/").rstrip("/") + "/README.md"
-            tool = {
-                "toolCallId": call,
-                "title": "Read README.md",
-                "kind": "read",
-                "status": "pending",
-                "locations": [{"path": path}],
-                "rawInput": {"path": path},
-            }
-            tool_done = False
-            yield [update("tool_call_update" if v2 else "tool_call", **tool)]
-            yield [
-                update(
-                    "notice",
-                    severity="info",
-                    title="This is a scripted demo agent",
-                    description="Every turn plays the same steps; no model is involved.",
-                )
-            ]
-            subject = {k: tool[k] for k in ("toolCallId", "title", "kind", "status")}
-            options = [
-                {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-            ]
-            ask: dict[str, Any]
-            if v2:
-                ask = {
-                    "sessionId": sid,
-                    "title": f"Allow reading {path}?",
-                    "subject": {"type": "tool_call", "toolCall": subject},
-                    "options": options,
-                }
-                reply = yield [update("state_update", state="requires_action"), ("ask", ask)]
-            else:
-                ask = {"sessionId": sid, "toolCall": subject, "options": options}
-                reply = yield [("ask", ask)]
-            result = reply.get("result") if isinstance(reply, dict) else None
-            outcome = result.get("outcome") if isinstance(result, dict) else None
-            if not isinstance(outcome, dict):
-                outcome = {}
-            if turn.cancelled or outcome.get("outcome") == "cancelled":
-                raise Cancelled()
-            allowed = outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow"
-            running = [update("state_update", state="running")] if v2 else []
-            readme = ["# demo project\n", "A project that exists only in this demo.\n"]
-            if allowed:
-                yield [*running, update("tool_call_update", toolCallId=call, status="in_progress")]
-                if v2:
-                    for line in readme:
-                        yield [
-                            update(
-                                "tool_call_content_chunk",
-                                toolCallId=call,
-                                content={"type": "content", "content": _text(line)},
-                            )
-                        ]
-                    yield [update("tool_call_update", toolCallId=call, status="completed")]
-                else:
-                    whole = {"type": "content", "content": _text("".join(readme))}
-                    yield [
-                        update(
-                            "tool_call_update", toolCallId=call, status="completed", content=[whole]
-                        )
-                    ]
-                tool_done = True
-                said = " The README says this is a project that exists only in this demo."
-            else:
-                yield [
-                    *running,
-                    update(
-                        "tool_call_update",
-                        toolCallId=call,
-                        status="failed",
-                        content=[{"type": "content", "content": _text("Permission denied.")}],
-                    ),
-                ]
-                tool_done = True
-                said = " You declined, so I will answer without reading it."
-            yield [plan(["completed", "completed", "in_progress"])]
-            yield [
-                update(
-                    "_vendor_demo",
-                    payload={
-                        "note": "an unknown update variant; keep it, replay it, forward it",
-                        "turn": n,
-                        "nested": {"list": [1, 2.5, "three", None, True], "text": "héllo ✓"},
-                    },
-                )
-            ]
-            yield [update("agent_message_chunk", messageId=answer, content=_text(said))]
-            yield [
-                update(
-                    "agent_message_chunk",
-                    messageId=answer,
-                    content=_text(" That is all for this demo turn."),
-                )
-            ]
-            yield [plan(["completed", "completed", "completed"])]
-            yield [
-                update(
-                    "usage_update",
-                    used=1500 * n,
-                    size=200000,
-                    cost={"amount": round(0.0125 * n, 4), "currency": "USD"},
-                )
-            ]
-            finished = True
-            if v2:
-                yield [update("state_update", state="idle", stopReason="end_turn"), ("done",)]
-            else:
-                yield [("respond", {"stopReason": "end_turn"}), ("done",)]
-        except Cancelled:
-            if finished:
-                return
-            tail: list[Action] = []
-            if not inserted:
-                tail.append(("error", REQUEST_CANCELLED, "Request cancelled before insertion"))
-            if call is not None and not tool_done:
-                tail.append(
-                    update(
-                        "tool_call_update", toolCallId=call, status="cancelled" if v2 else "failed"
-                    )
-                )
-            if v2:
-                tail.append(update("state_update", state="idle", stopReason="cancelled"))
-            else:
-                tail.append(("respond", {"stopReason": "cancelled"}))
-            yield [*tail, ("done",)]
 
 
 # -- the stdio driver ----------------------------------------------------------------------

@@ -3,9 +3,10 @@
 As mitmproxy's ``formats`` dict: a name maps to a :class:`Format` that says what it can do
 (export, import, read a PostgreSQL store, take ``--session``/``--include-content``) and what it
 needs installed, so a command asks the registry instead of branching on the name. The code of
-each format is its module: :mod:`.jsonl` (with :mod:`.redact`), :mod:`.otlp`, and the HTML
-page :mod:`acp_proxy.web.export_html` (it renders with the inspector's views);
-:mod:`.source` opens whatever a replay is given.
+each format is its module: :mod:`.jsonl` (export and reading; with :mod:`.jsonl_import`,
+:mod:`.copy` and :mod:`.redact`), :mod:`.otlp`, and the HTML page
+:mod:`acp_proxy.web.export_html` (it renders with the inspector's views); :mod:`.source`
+opens whatever a replay is given.
 """
 
 from __future__ import annotations

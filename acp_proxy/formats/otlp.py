@@ -1,6 +1,6 @@
 """Span records as OpenTelemetry objects: SDK spans, OTLP protobuf requests and OTLP JSON.
 
-:mod:`acp_proxy.acp.spans` maps frames to plain :class:`~acp_proxy.acp.spans.SpanRecord`
+:mod:`acp_proxy.acp.spans` maps frames to plain :class:`~acp_proxy.acp.span_records.SpanRecord`
 items; this module turns them into the official SDK's ``ReadableSpan`` (what the live
 exporter's ``BatchSpanProcessor``/``OTLPSpanExporter`` take) and, through the official
 encoder, into ``opentelemetry-proto`` ``ExportTraceServiceRequest`` messages. The OTLP JSON
@@ -29,7 +29,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from acp_proxy.acp.spans import AttrValue, SpanMapper, SpanRecord
+from acp_proxy.acp.span_records import AttrValue, SpanRecord
+from acp_proxy.acp.spans import SpanMapper
 from acp_proxy.wire.frame import Direction, Frame
 
 SERVICE_NAME = "acp-proxy"

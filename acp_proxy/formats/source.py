@@ -2,7 +2,7 @@
 database (a ``postgresql://`` URL) or a JSONL export.
 
 A SQLite or PostgreSQL recording is read in place (read-only, lazily, through
-:class:`~acp_proxy.store.reader.ReplayFrames`); an export file holds no index to seek in, so
+:class:`~acp_proxy.store.replay_frames.ReplayFrames`); an export file holds no index to seek in, so
 it is imported whole into an in-memory database first. Lives apart from the reader because
 it needs both the reader and the importer (which itself reads through the reader).
 """
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acp_proxy.formats.jsonl import import_export
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.store.engine import (
     SQLITE,
+    SQLITE_MAGIC,
     Database,
     RecordingUrl,
     location_name,
@@ -21,7 +22,7 @@ from acp_proxy.store.engine import (
     open_database,
     parse_location,
 )
-from acp_proxy.store.reader import _SQLITE_MAGIC, ReplayFrames
+from acp_proxy.store.replay_frames import ReplayFrames
 from acp_proxy.store.schema import RecordingError
 
 _UNREADABLE: tuple[type[BaseException], ...] = (*SQLITE.damaged_errors, OSError, ValueError)
@@ -46,10 +47,10 @@ def open_replay_source(path: str | Path) -> Database:
         raise RecordingError(f"{path} is a directory, not a recording")
     try:
         with path.open("rb") as fh:
-            head = fh.read(len(_SQLITE_MAGIC))
+            head = fh.read(len(SQLITE_MAGIC))
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
-    if head == _SQLITE_MAGIC or not head:
+    if head == SQLITE_MAGIC or not head:
         return open_database(path)
     db = memory_database()
     try:

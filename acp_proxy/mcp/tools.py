@@ -33,7 +33,8 @@ from acp_proxy.analysis.connection import check_connection, collect_stats
 from acp_proxy.store.engine import SQLITE, database_errors
 from acp_proxy.store.liveness import END_REASONS
 from acp_proxy.store.pg import describe_error
-from acp_proxy.store.reader import FrameFilter, RecordingReader
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import FrameFilter
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.web import store, views
 from acp_proxy.wire.jsonrpc import parse_json

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
-from acp_proxy.recorder.ipc import STDERR, Frame
+from acp_proxy.recorder.ipc import STDERR, Whole
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
 from acp_proxy.recorder.writer.otlp_env import otlp_asked
@@ -164,7 +164,7 @@ class ConnectionRecorder:
         """Record one whole frame (a WebSocket message) that was just forwarded."""
         if self._journal is not None:
             self._journal.frames(
-                self, [Frame(self, direction, time.time(), time.monotonic_ns(), raw, binary)]
+                self, [Whole(self, direction, time.time(), time.monotonic_ns(), raw, binary)]
             )
 
     def frames(self, direction: str, raws: list[bytes]) -> None:
@@ -172,13 +172,13 @@ class ConnectionRecorder:
         one clock reading."""
         if self._journal is not None and raws:
             ts, ns = time.time(), time.monotonic_ns()
-            self._journal.frames(self, [Frame(self, direction, ts, ns, raw, False) for raw in raws])
+            self._journal.frames(self, [Whole(self, direction, ts, ns, raw, False) for raw in raws])
 
     def stderr(self, raw: bytes) -> None:
         """Record one whole line the agent wrote to stderr."""
         if self._journal is not None:
             self._journal.frames(
-                self, [Frame(self, STDERR, time.time(), time.monotonic_ns(), raw, False)]
+                self, [Whole(self, STDERR, time.time(), time.monotonic_ns(), raw, False)]
             )
 
     def update(self, **fields: Any) -> None:
@@ -187,11 +187,10 @@ class ConnectionRecorder:
             self._journal.control(self, "update", fields)
 
     def event(self, kind: str, detail: Any = None) -> None:
-        """Record a connection-level event (a signal, a close code...)."""
+        """Record a connection-level event (a signal, a close code...): it lingers with the
+        frames (the connection's end, which follows the last ones, is written at once)."""
         if self._journal is not None:
-            self._journal.control(
-                self, "event", {"kind": kind, "detail": detail, "ts": time.time()}
-            )
+            self._journal.note(self, "event", {"kind": kind, "detail": detail, "ts": time.time()})
 
     def close(self, **fields: Any) -> None:
         """The connection ended: record ``ended_at``, ``end_reason`` and any final fields."""

@@ -9,7 +9,7 @@ the :mod:`~acp_proxy.recorder.shipper` encodes a batch of them for the writer pr
 The wire format of one batch: a 16-byte header (two little-endian 8-byte lengths: the
 :mod:`marshal` part, then the out-of-band part), a :mod:`marshal` list of plain tuples
 ``(tag, key, *fields)`` in which the connection is replaced by a small integer key, then
-the out-of-band bytes: the data of every chunk or frame bigger than
+the out-of-band bytes: the data of every chunk or whole message bigger than
 :data:`OUT_OF_BAND_BYTES`, in item order, whose place in the tuple holds its length. A huge
 frame is so written from the forwarded buffer itself and read into one buffer of its
 size, never copied through :mod:`marshal`.
@@ -39,8 +39,15 @@ class Chunk(NamedTuple):
     done: int
 
 
-class Frame(NamedTuple):
-    """One whole message (a WebSocket message, or a whole stderr line)."""
+class Whole(NamedTuple):
+    """One whole message (a WebSocket message, or a whole stderr line), as a transport hands it
+    over: the counterpart of :class:`Chunk` for transports that frame messages themselves.
+
+    Not a :class:`~acp_proxy.wire.frame.Frame` (and not named one): ``conn`` is the proxy's
+    connection handle, not an id, there is no sequence number yet (the writer assigns both),
+    and ``data`` may be a spool reference while its bytes wait on disk. The writer's
+    :mod:`~acp_proxy.recorder.writer.rows` turns it into a frame row.
+    """
 
     conn: Any
     stream: str
@@ -90,9 +97,9 @@ class Fin(NamedTuple):
     conn: Any = None
 
 
-Item: TypeAlias = Chunk | Frame | Gap | End | Control | Drops | Fin
+Item: TypeAlias = Chunk | Whole | Gap | End | Control | Drops | Fin
 
-KINDS: tuple[type[Any], ...] = (Chunk, Frame, Gap, End, Control, Drops, Fin)
+KINDS: tuple[type[Any], ...] = (Chunk, Whole, Gap, End, Control, Drops, Fin)
 TAGS: dict[type[Any], int] = {kind: tag for tag, kind in enumerate(KINDS)}
 CHUNK, FRAME, GAP, END, CONTROL, DROPS, FIN = range(len(KINDS))
 
@@ -105,7 +112,7 @@ STDERR = "stderr"
 """The stream name of the agent's stderr (frames use the directions ``c2a``/``a2c``)."""
 
 OUT_OF_BAND_BYTES = 1024 * 1024
-"""Chunk or frame data bigger than this travels after the marshal part, not inside it."""
+"""Chunk or whole-message data bigger than this travels after the marshal part, not inside it."""
 
 HEADER_BYTES = 16
 
@@ -136,7 +143,7 @@ def frames_in(item: Item) -> tuple[int, int]:
     """
     if isinstance(item, Chunk):
         return item.data.count(b"\n"), len(item.data)
-    if isinstance(item, Frame):
+    if isinstance(item, Whole):
         return 1, len(item.data)
     if isinstance(item, End):
         return (1 if item.inside else 0), 0
@@ -168,7 +175,7 @@ def encode_batch(items: list[Item], keys: dict[Any, int]) -> list[bytes]:
         if key is None:
             key = keys[conn] = len(keys) + 1
         kind = type(item)
-        if isinstance(item, (Chunk, Frame)):
+        if isinstance(item, (Chunk, Whole)):
             data = item[4]
             if type(data) is not bytes:
                 data = bytes(data)

@@ -34,10 +34,10 @@ from acp_proxy.recorder.ipc import (
     Control,
     Drops,
     End,
-    Frame,
     Gap,
     Item,
     Losses,
+    Whole,
 )
 from acp_proxy.recorder.spool import Spool, SpoolRef
 
@@ -387,7 +387,7 @@ class Journal:
         while pending and taken < self.batch_bytes and len(out) < BATCH_FRAMES:
             item = pending.popleft()
             out.append(item)
-            if isinstance(item, (Chunk, Frame)):
+            if isinstance(item, (Chunk, Whole)):
                 data = item[4]
                 taken += len(data)
                 if type(data) is SpoolRef:
@@ -416,7 +416,7 @@ class Journal:
         """Read spooled bytes back into ``items``; close the spool once nothing refers to it."""
         out: list[Item] = []
         for item in items:
-            if not isinstance(item, (Chunk, Frame)):
+            if not isinstance(item, (Chunk, Whole)):
                 out.append(item)
                 continue
             ref = item[4]
@@ -468,6 +468,16 @@ class ProxyJournal(Journal):
             self._urgent = True
             self._cond.notify()
 
+    def note(self, conn: Any, op: str, fields: dict[str, Any]) -> None:
+        """Queue a connection-level fact (an event) that may linger with the frames.
+
+        An HTTP connection records an ``http`` event per request: taken without lingering,
+        each request cost a batch (and a commit) of its own (docs/http.md#benchmark).
+        """
+        with self._cond:
+            self._queue.append(Control(conn, op, fields))
+            self._wake()
+
     def chunk(self, conn: Any, stream: str, data: bytes) -> None:
         """Queue a stream chunk, or drop (and count) what the budget does not allow.
 
@@ -508,13 +518,13 @@ class ProxyJournal(Journal):
                 lane.gaps[stream] = not rest.endswith(b"\n")
                 self._start_incident()
 
-    def frames(self, conn: Any, items: list[Frame]) -> None:
+    def frames(self, conn: Any, items: list[Whole]) -> None:
         """Queue whole frames (all or none), or drop and count them."""
         size = sum(len(i.data) for i in items)
         with self._cond:
             in_memory = self._queued_bytes - self._spooled_bytes
             if self._over_budget(size) or in_memory + size > HARD_LIMIT_BYTES:
-                spilled: list[Frame] = []
+                spilled: list[Whole] = []
                 for item in items:
                     ref = self._spill(item.data) if self.failed is None else None
                     if ref is None:
@@ -567,7 +577,7 @@ class WriterJournal(Journal):
             if isinstance(item, Chunk):
                 size += len(item[4])
                 backlog += item[5]
-            elif isinstance(item, Frame):
+            elif isinstance(item, Whole):
                 size += len(item[4])
                 backlog += len(item[4])
             elif isinstance(item, Control):

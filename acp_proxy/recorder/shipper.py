@@ -34,8 +34,8 @@ from acp_proxy.recorder.ipc import (
     Chunk,
     End,
     Fin,
-    Frame,
     Item,
+    Whole,
     encode_batch,
     frames_in,
     parse_progress,
@@ -271,7 +271,7 @@ class Shipper:
                     self.warn(f"{reason}; forwarding continues")
             else:
                 for item in items:  # what the database should get (see settle_lost)
-                    if isinstance(item, (Chunk, Frame, End)) and item[1] != STDERR:
+                    if isinstance(item, (Chunk, Whole, End)) and item[1] != STDERR:
                         shipped = self.connections.get(item[0])
                         if shipped is not None:
                             frames, size = frames_in(item)
@@ -280,7 +280,7 @@ class Shipper:
                 return
         for item in items:  # lost with the writer process: counted here
             # (Drops items need nothing: with the writer gone, every count is the journal's)
-            if isinstance(item, (Chunk, Frame, End)) and item[1] != STDERR:
+            if isinstance(item, (Chunk, Whole, End)) and item[1] != STDERR:
                 self.journal.lose(item[0], *frames_in(item))
 
     def _writer_exited(self) -> None:

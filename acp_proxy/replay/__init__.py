@@ -2,7 +2,7 @@
 
 Pure: no I/O, no processes. Entry points: :func:`~acp_proxy.replay.load.select_script`
 makes a lazy :class:`~acp_proxy.replay.script.Script` of a recording read through a frame
-store (the SQLite one is :class:`acp_proxy.store.reader.ReplayFrames`);
+store (the SQLite one is :class:`acp_proxy.store.replay_frames.ReplayFrames`);
 :class:`~acp_proxy.replay.engine.ReplayEngine` serves it (see its module docstring for the
 adapter API);
 :mod:`acp_proxy.replay.agent_check` is the pure half of ``--client`` (the recorded client

@@ -20,17 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.acp.diff import SlowerLimit
+from acp_proxy.acp.jsonpaths import parse_path, remove_paths
 from acp_proxy.acp.volatile import scrub
-from acp_proxy.replay.match import (
-    DEFAULT_IGNORES,
-    SessionMap,
-    parse_path,
-    remove_paths,
-    session_of,
-)
-from acp_proxy.replay.script import RecFrame, rec_frame
-from acp_proxy.replay.splice import Span, find_spans, json_bytes, splice
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, session_of
+from acp_proxy.replay.script import Classified, classified_bytes
+from acp_proxy.replay.splice import Span, find_spans, splice
 from acp_proxy.wire.frame import A2C, C2A
+from acp_proxy.wire.surrogates import json_bytes
 
 
 @dataclass(slots=True)
@@ -57,7 +53,7 @@ class CheckResult:
 class SlowerExchange:
     """A client request the live agent answered more slowly than the recorded agent."""
 
-    request: RecFrame
+    request: Classified
     recorded_ns: int
     live_ns: int
     fails: bool
@@ -67,15 +63,15 @@ class SlowerExchange:
 class ClientPlayer:
     """The recorded client of one connection, replayed against a live agent (sans-I/O)."""
 
-    frames: list[RecFrame]
+    frames: list[Classified]
     ignores: list[tuple[str, ...]] = field(
         default_factory=lambda: [parse_path(p) for p in DEFAULT_IGNORES]
     )
     sessions: SessionMap = field(default_factory=SessionMap)
-    live: list[RecFrame] = field(default_factory=list)
+    live: list[Classified] = field(default_factory=list)
     _pos: int = 0
-    _live_requests: list[RecFrame] = field(default_factory=list)
-    _live_responses: dict[str, RecFrame] = field(default_factory=dict)
+    _live_requests: list[Classified] = field(default_factory=list)
+    _live_responses: dict[str, Classified] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     earlier_sessions: dict[str, int] = field(default_factory=dict)
     """Recorded sessionIds of the connections replayed before -> the last that named it."""
@@ -118,7 +114,7 @@ class ClientPlayer:
         """JSON-RPC ids of the recorded loads/resumes of a session of an earlier connection."""
         return {f.rpc_id for f in self._continuation_requests() if f.rpc_id is not None}
 
-    def _continuation_requests(self) -> list[RecFrame]:
+    def _continuation_requests(self) -> list[Classified]:
         out = []
         for f in self.frames:
             if f.direction != C2A or f.kind != "request" or f.rpc_id is None:
@@ -135,7 +131,7 @@ class ClientPlayer:
 
     def feed(self, raw: bytes, mono_ns: int = 0) -> None:
         """One frame from the live agent (``mono_ns``: when it arrived)."""
-        frame = rec_frame(0, len(self.live) + 1, mono_ns, A2C, raw)
+        frame = classified_bytes(0, len(self.live) + 1, mono_ns, A2C, raw)
         self.live.append(frame)
         if frame.kind == "request":
             self._live_requests.append(frame)
@@ -211,7 +207,7 @@ class ClientPlayer:
 
     # -- comparison ----------------------------------------------------------------------
 
-    def normalize(self, frame: RecFrame, *, live: bool) -> str:
+    def normalize(self, frame: Classified, *, live: bool) -> str:
         msg = frame.msg
         payload = msg.payload
         if msg.kind == "invalid" or not isinstance(payload, dict):

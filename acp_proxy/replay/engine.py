@@ -52,19 +52,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from acp_proxy.acp.conformance.capabilities import required_capability
+from acp_proxy.acp.jsonpaths import Difference, parse_path, short
 from acp_proxy.replay.history import history_frames, load_result
-from acp_proxy.replay.match import (
-    DEFAULT_IGNORES,
-    Difference,
-    SessionMap,
-    compare_call,
-    parse_path,
-    session_of,
-    short,
-)
-from acp_proxy.replay.script import AwaitAnswer, Emit, Item, RecFrame, Script, Step, Trigger
-from acp_proxy.replay.splice import Span, find_spans, insert_member, json_bytes, splice
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, compare_call, session_of
+from acp_proxy.replay.script import AwaitAnswer, Classified, Emit, Item, Script, Step, Trigger
+from acp_proxy.replay.splice import Span, find_spans, insert_member, splice
 from acp_proxy.wire.jsonrpc import Message, classify
+from acp_proxy.wire.surrogates import json_bytes
 
 MatchMode = Literal["loose", "sequential", "strict"]
 Pace = Literal["fast", "recorded"]
@@ -515,7 +509,7 @@ class ReplayEngine:
             if data is not None:
                 out.append(Send(data, self._delay(item.frame)))
 
-    def _delay(self, frame: RecFrame) -> float:
+    def _delay(self, frame: Classified) -> float:
         if self.options.pace != "recorded":
             return 0.0
         prev = self._last_mono
@@ -527,7 +521,7 @@ class ReplayEngine:
             delay = min(delay, self.options.max_delay)
         return delay
 
-    def _rewrite(self, frame: RecFrame, out: list[Output]) -> bytes | None:
+    def _rewrite(self, frame: Classified, out: list[Output]) -> bytes | None:
         raw = frame.raw if frame.raw.endswith(b"\n") else frame.raw + b"\n"
         msg = frame.msg
         conn = frame.connection_id
@@ -582,7 +576,7 @@ class ReplayEngine:
         return splice(raw, replacements) if replacements else raw
 
 
-def _response_of(step: Step) -> RecFrame | None:
+def _response_of(step: Step) -> Classified | None:
     """The recorded agent response to ``step``'s request, if the step holds it."""
     trig = step.trigger
     for item in step.items:

@@ -60,9 +60,9 @@ from typing import Any
 
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE, LIVE_ONLY_VARIANTS, entity_key
 from acp_proxy.acp.updates import MESSAGE_TYPES as _MESSAGES
-from acp_proxy.replay.script import RecFrame
-from acp_proxy.replay.splice import json_bytes
+from acp_proxy.replay.script import Classified
 from acp_proxy.wire.frame import A2C, C2A
+from acp_proxy.wire.surrogates import json_bytes
 
 MESSAGE_TYPES = {
     variant: etype for variant, (etype, _f) in ENTITY_OF_UPDATE.items() if etype in _MESSAGES
@@ -165,14 +165,14 @@ class _Compaction:
 
 
 def history_frames(
-    session_id: str, frames: list[RecFrame], protocol_version: int | None
+    session_id: str, frames: list[Classified], protocol_version: int | None
 ) -> list[bytes]:
     """The history of ``session_id`` to re-emit before a load/resume response: one line each
     (recorded raw bytes, or synthesized)."""
     v2 = (protocol_version or 1) >= 2
     # Pass 1: choose the updates that count as history.
-    chosen: list[tuple[RecFrame, dict[str, Any] | None, str | None]] = []
-    prompts: list[tuple[int, RecFrame]] = []  # (position in chosen, prompt request)
+    chosen: list[tuple[Classified, dict[str, Any] | None, str | None]] = []
+    prompts: list[tuple[int, Classified]] = []  # (position in chosen, prompt request)
     prompt_results: dict[tuple[int, str], Any] = {}
     echoed_v1: set[tuple[int, str]] = set()
     current_prompt: dict[int, tuple[int, str]] = {}
@@ -287,7 +287,7 @@ def history_frames(
     return out
 
 
-def load_result(frames: list[RecFrame]) -> dict[str, Any]:
+def load_result(frames: list[Classified]) -> dict[str, Any]:
     """The result of a synthesized load/resume answer for the session of ``frames``.
 
     The state fields (:data:`STATE_FIELDS`) of the last recorded answer to a request that
@@ -296,7 +296,7 @@ def load_result(frames: list[RecFrame]) -> dict[str, Any]:
     ``session/set_mode`` / ``session/set_config_option``); ``{}`` when the recording holds
     none.
     """
-    starts: dict[tuple[int, str], RecFrame] = {}
+    starts: dict[tuple[int, str], Classified] = {}
     result: dict[str, Any] = {}
     for f in frames:
         if f.rpc_id is None:
@@ -357,7 +357,7 @@ def _folded_key(update: dict[str, Any] | None, v2: bool) -> tuple[str, str] | No
     return key if v2 or key[0] == "compaction" else None
 
 
-def _is_replay_request(f: RecFrame) -> bool:
+def _is_replay_request(f: Classified) -> bool:
     params = f.msg.params
     if f.method == "session/load":
         return True
@@ -374,7 +374,7 @@ def _terminated(raw: bytes) -> bytes:
 
 def _rebuild_user_message(
     session_id: str,
-    prompt: RecFrame,
+    prompt: Classified,
     v2: bool,
     results: dict[tuple[int, str], Any],
     echoed_v1: set[tuple[int, str]],

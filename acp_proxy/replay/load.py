@@ -2,7 +2,7 @@
 
 :func:`select_script` checks the choice against the recording, read through a
 :class:`~acp_proxy.replay.script.FrameStore` (the SQLite one, which opens files, is
-:class:`acp_proxy.store.reader.ReplayFrames`), and returns the lazy
+:class:`acp_proxy.store.replay_frames.ReplayFrames`), and returns the lazy
 :class:`~acp_proxy.replay.script.Script`. A bad choice is a :class:`ScriptError` with one
 user-facing line: an unknown ``--connection`` or ``--session``, a recording without
 connections or without client requests.

@@ -1,7 +1,7 @@
 """The replay script: a recording cut into client-triggered steps, read lazily (no I/O here).
 
 A :class:`Script` reads frames through a :class:`FrameStore` (the SQLite one is
-:class:`acp_proxy.store.reader.ReplayFrames`; :class:`MemoryFrames` holds a list, for tests
+:class:`acp_proxy.store.replay_frames.ReplayFrames`; :class:`MemoryFrames` holds a list, for tests
 and :func:`build_script`) and cuts them into steps **as the engine asks for them**
 (:meth:`Script.steps`), so serving a recording costs memory for the steps in play, not for
 the recording. Each connection's frames are cut at every client→agent request or
@@ -38,17 +38,41 @@ from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import Message, classify
 
 
-@dataclass(slots=True)
-class RecFrame:
-    """A recorded frame with its classification (``msg``) and index columns."""
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """A recorded :class:`~acp_proxy.wire.frame.Frame` and what :func:`classify` made of it.
 
-    connection_id: int
-    seq: int
-    mono_ns: int
-    direction: Direction
-    raw: bytes
+    Not a frame shape of its own: ``frame`` is the package's one frame value as the store
+    yields it, and ``msg`` its JSON-RPC classification, computed once (:func:`classified`)
+    since the script and the engine ask for it at every step.
+    """
+
+    frame: Frame
     msg: Message
-    session_id: str | None = None
+
+    @property
+    def connection_id(self) -> int:
+        return self.frame.connection_id
+
+    @property
+    def seq(self) -> int:
+        return self.frame.seq
+
+    @property
+    def mono_ns(self) -> int:
+        return self.frame.mono_ns
+
+    @property
+    def direction(self) -> Direction:
+        return self.frame.direction
+
+    @property
+    def raw(self) -> bytes:
+        return self.frame.raw
+
+    @property
+    def session_id(self) -> str | None:
+        return self.frame.session_id
 
     @property
     def kind(self) -> str:
@@ -67,23 +91,31 @@ class RecFrame:
         return f"connection {self.connection_id} frame #{self.seq}"
 
 
-def rec_frame(
+def classified(frame: Frame | Classified) -> Classified:
+    """``frame`` with its classification: the one place a recorded frame is classified."""
+    if isinstance(frame, Classified):
+        return frame
+    return Classified(frame, classify(frame.raw))
+
+
+def classified_bytes(
     connection_id: int,
     seq: int,
     mono_ns: int,
     direction: Direction,
     raw: bytes,
     session_id: str | None = None,
-) -> RecFrame:
-    """Classify ``raw`` and wrap it."""
-    return RecFrame(connection_id, seq, mono_ns, direction, raw, classify(raw), session_id)
+) -> Classified:
+    """A :class:`Classified` frame of bytes known only by where they were (tests, live)."""
+    frame = Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), False)
+    return classified(frame._replace(session_id=session_id))
 
 
 @dataclass(slots=True)
 class Emit:
     """Send this recorded agent→client frame (id and sessionIds rewritten)."""
 
-    frame: RecFrame
+    frame: Classified
 
 
 @dataclass(slots=True)
@@ -101,7 +133,7 @@ Item = Emit | AwaitAnswer
 class Trigger:
     """One client→agent request or notification of the recording (a batch member too)."""
 
-    frame: RecFrame
+    frame: Classified
     msg: Message
     member: int = 0  # its place in a batch frame
 
@@ -159,7 +191,7 @@ class FrameStore(Protocol):
         after_seq: int = 0,
         client_method: str | None = None,
         client_only: bool = False,
-    ) -> Iterator[Frame | RecFrame]:
+    ) -> Iterator[Frame | Classified]:
         """The connection's frames after ``after_seq``, in order. ``client_only``: only
         client→agent frames; ``client_method``: only client→agent frames that may hold a
         call of that method (batches and frames without an indexed method included)."""
@@ -169,7 +201,7 @@ class FrameStore(Protocol):
         """The seq of the first agent→client response with id ``rpc_id`` after ``after_seq``."""
         ...
 
-    def session_frames(self, session_id: str) -> Iterator[Frame | RecFrame]:
+    def session_frames(self, session_id: str) -> Iterator[Frame | Classified]:
         """Every frame indexed with ``session_id``, by connection then seq."""
         ...
 
@@ -182,15 +214,7 @@ class FrameStore(Protocol):
         ...
 
 
-def _frame(row: Frame | RecFrame) -> RecFrame:
-    if isinstance(row, RecFrame):
-        return row
-    return rec_frame(
-        row.connection_id, row.seq, row.mono_ns, row.direction, row.raw, row.session_id
-    )
-
-
-def _triggers(frame: RecFrame) -> list[tuple[int, Message]]:
+def _triggers(frame: Classified) -> list[tuple[int, Message]]:
     """(batch member, message) of every client request/notification in a client frame."""
     members = frame.msg.items if frame.msg.kind == "batch" else [frame.msg]
     return [(i, m) for i, m in enumerate(members) if m.kind in ("request", "notification")]
@@ -233,7 +257,7 @@ class Script:
             for row in self.store.connection_frames(
                 conn, after_seq=after_seq, client_method=method
             ):
-                frame = _frame(row)
+                frame = classified(row)
                 for member, msg in _triggers(frame):
                     trig = Trigger(frame, msg, member)
                     if msg.method == method and (after is None or trig.position > after):
@@ -247,7 +271,7 @@ class Script:
                 continue
             after_seq = after[1] - 1 if after is not None and conn == after[0] else 0
             for row in self.store.connection_frames(conn, after_seq=after_seq, client_only=True):
-                frame = _frame(row)
+                frame = classified(row)
                 for member, msg in _triggers(frame):
                     trig = Trigger(frame, msg, member)
                     if msg.kind == "request" and (after is None or trig.position > after):
@@ -259,18 +283,18 @@ class Script:
         """Whether the chosen connections hold any client request (read up to the first)."""
         for conn in self.step_connections:
             for row in self.store.connection_frames(conn, client_only=True):
-                if any(m.kind == "request" for _, m in _triggers(_frame(row))):
+                if any(m.kind == "request" for _, m in _triggers(classified(row))):
                     return True
         return False
 
-    def connection_frames(self, connection_id: int) -> list[RecFrame]:
+    def connection_frames(self, connection_id: int) -> list[Classified]:
         """Every frame of one connection (``replay --client`` plays one at a time)."""
-        return [_frame(r) for r in self.store.connection_frames(connection_id)]
+        return [classified(r) for r in self.store.connection_frames(connection_id)]
 
     # -- sessions --------------------------------------------------------------------------
 
-    def session_frames(self, session_id: str) -> list[RecFrame]:
-        return [_frame(r) for r in self.store.session_frames(session_id)]
+    def session_frames(self, session_id: str) -> list[Classified]:
+        return [classified(r) for r in self.store.session_frames(session_id)]
 
     def has_session(self, session_id: str) -> bool:
         return bool(self.store.session_connections(session_id))
@@ -278,7 +302,7 @@ class Script:
     def session_ids(self, limit: int = 20) -> tuple[int, list[str]]:
         return self.store.session_ids(limit)
 
-    def protocol_version_of(self, frames: list[RecFrame]) -> int | None:
+    def protocol_version_of(self, frames: list[Classified]) -> int | None:
         """The protocol version of the first of ``frames`` whose connection has one."""
         for frame in frames:
             info = self.connections.get(frame.connection_id)
@@ -324,7 +348,7 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
             yield pending.popleft()
 
     for row in store.connection_frames(conn):
-        frame = _frame(row)
+        frame = classified(row)
         read_seq = frame.seq
         msg = frame.msg
         if frame.direction == C2A:
@@ -380,7 +404,7 @@ def _connection_steps(store: FrameStore, conn: int, counter: Iterator[int]) -> I
 class MemoryFrames:
     """A :class:`FrameStore` over frames held in memory (ordered by connection, then seq)."""
 
-    frames: list[RecFrame]
+    frames: list[Classified]
     versions: dict[int, int | None]
 
     def protocol_versions(self) -> dict[int, int | None]:
@@ -393,7 +417,7 @@ class MemoryFrames:
         after_seq: int = 0,
         client_method: str | None = None,
         client_only: bool = False,
-    ) -> Iterator[RecFrame]:
+    ) -> Iterator[Classified]:
         for f in self.frames:
             if f.connection_id != connection_id or f.seq <= after_seq:
                 continue
@@ -408,7 +432,7 @@ class MemoryFrames:
                 return f.seq
         return None
 
-    def session_frames(self, session_id: str) -> Iterator[RecFrame]:
+    def session_frames(self, session_id: str) -> Iterator[Classified]:
         return (f for f in self.frames if f.session_id == session_id)
 
     def session_connections(self, session_id: str) -> list[int]:
@@ -420,7 +444,7 @@ class MemoryFrames:
 
 
 def build_script(
-    frames: Iterable[RecFrame],
+    frames: Iterable[Classified],
     connections: dict[int, ConnectionInfo],
     *,
     step_connections: set[int] | None = None,

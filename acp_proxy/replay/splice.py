@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from acp_proxy.wire.surrogates import json_bytes as json_bytes  # re-exported for replay
+from acp_proxy.wire.surrogates import json_bytes
 
 Path = tuple[str, ...]
 

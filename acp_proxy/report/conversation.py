@@ -21,11 +21,8 @@ from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.timeline import Entity, Event, Exchange, Item, SessionTimeline
 from acp_proxy.console import Terminal, arrow, cells, wrap
 from acp_proxy.report.text import fmt_frame_what, fmt_time
-from acp_proxy.store.reader import (
-    ConnectionRow,
-    RecordingReader,
-    display_name,
-)
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, display_name
 from acp_proxy.store.transport_events import PlacedEvent, placed_events
 from acp_proxy.wire.frame import Frame
 

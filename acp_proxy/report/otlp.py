@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from acp_proxy.acp.spans import SpanRecord
+from acp_proxy.acp.span_records import SpanRecord
 from acp_proxy.formats.redact import redact_frame
 from acp_proxy.store.engine import Database
 from acp_proxy.store.reader import RecordingReader

@@ -1,9 +1,9 @@
 """The columns of the stored rows, listed once, and a connection row's values and writes.
 
-The frame row's columns in insert order, how the fields of a connection row become column
-values (structures as JSON text), and the statements that put on a connection row what a dead
-writer never wrote (:func:`recorded_totals`, :func:`note_losses`), for the writer's sinks, the
-JSONL import and the proxy's shipper.
+The frame row's columns in insert order, the connection row's columns, how the fields of a
+connection row become column values (structures as JSON text), and the statements that put
+on a connection row what a dead writer never wrote (:func:`recorded_totals`,
+:func:`note_losses`), for the writer's sinks, the JSONL import and the proxy's shipper.
 """
 
 from __future__ import annotations
@@ -26,6 +26,37 @@ FRAME_COLUMNS = (
 
 FRAME_COLUMN_NAMES = tuple(name.strip().strip('"') for name in FRAME_COLUMNS.split(","))
 """:data:`FRAME_COLUMNS` as names (unquoted), for code that builds its own statements."""
+
+CONNECTION_COLUMN_NAMES = (
+    "id",
+    "started_at",
+    "ended_at",
+    "transport",
+    "agent_command",
+    "cwd",
+    "pid",
+    "proxy_pid",
+    "exit_status",
+    "protocol_version",
+    "client_info",
+    "agent_info",
+    "label",
+    "peer",
+    "headers",
+    "frames_dropped",
+    "bytes_dropped",
+    "meta",
+    "last_seen_at",
+    "end_reason",
+    "host",
+    "digest",
+)
+"""Every column of a connection row the current schema has, listed once."""
+
+JSON_CONNECTION_COLUMNS = frozenset(
+    {"agent_command", "client_info", "agent_info", "headers", "meta"}
+)
+"""The connection columns that hold JSON text."""
 
 
 def json_text(value: Any) -> str | None:

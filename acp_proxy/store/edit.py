@@ -21,35 +21,12 @@ import orjson
 
 from acp_proxy.acp.exchanges import InitializeFacts
 from acp_proxy.acp.index import INDEX_COLUMNS, ConnectionIndexer, IndexColumns
+from acp_proxy.store.columns import CONNECTION_COLUMN_NAMES, JSON_CONNECTION_COLUMNS
 from acp_proxy.store.engine import engine_of
 from acp_proxy.store.pg import PgDatabase
 from acp_proxy.wire.frame import Direction
 
-_CONNECTION_WRITABLE = {
-    "id",
-    "started_at",
-    "ended_at",
-    "transport",
-    "agent_command",
-    "cwd",
-    "pid",
-    "proxy_pid",
-    "exit_status",
-    "protocol_version",
-    "client_info",
-    "agent_info",
-    "label",
-    "peer",
-    "headers",
-    "frames_dropped",
-    "bytes_dropped",
-    "meta",
-    "last_seen_at",
-    "end_reason",
-    "host",
-    "digest",
-}
-_JSON_COLUMNS = {"agent_command", "client_info", "agent_info", "headers", "meta"}
+_CONNECTION_WRITABLE = frozenset(CONNECTION_COLUMN_NAMES)
 
 
 def _json(value: Any) -> str | None:
@@ -57,8 +34,13 @@ def _json(value: Any) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class NewFrame:
-    """A frame to insert: its bytes and, optionally, times and index columns.
+class Capture:
+    """What :func:`insert_frames` makes a frame of: its bytes and, optionally, times and index
+    columns.
+
+    Not a :class:`~acp_proxy.wire.frame.Frame` (and not named one): it has no id, connection
+    or sequence number yet (:func:`insert_frames` assigns them), and a time left out (None,
+    not 0) is filled in from the sequence number.
 
     ``columns`` None: derived by :class:`ConnectionIndexer` when :func:`insert_frames` is
     asked to index, else left NULL (as an old recording before ``reindex``).
@@ -96,7 +78,7 @@ def insert_connection(db: WritableDatabase, **columns: Any) -> int:
     if unknown:
         raise ValueError(f"not connection columns: {sorted(unknown)}")
     values = {"started_at": 0.0, "transport": "stdio", **columns}
-    for name in _JSON_COLUMNS & set(values):
+    for name in JSON_CONNECTION_COLUMNS & set(values):
         if not isinstance(values[name], str) and values[name] is not None:
             values[name] = _json(values[name])
     names = list(values)
@@ -114,7 +96,7 @@ def insert_connection(db: WritableDatabase, **columns: Any) -> int:
 def insert_frames(
     db: WritableDatabase,
     connection_id: int,
-    frames: Iterable[NewFrame | tuple[Direction, bytes]],
+    frames: Iterable[Capture | tuple[Direction, bytes]],
     *,
     index: bool = False,
     first_seq: int = 1,
@@ -132,7 +114,7 @@ def insert_frames(
     def rows() -> Iterator[tuple[Any, ...]]:
         nonlocal count
         for seq, item in enumerate(frames, first_seq):
-            f = item if isinstance(item, NewFrame) else NewFrame(item[0], item[1])
+            f = item if isinstance(item, Capture) else Capture(item[0], item[1])
             cols = f.columns
             if cols is None and indexer is not None:
                 cols = indexer.index(f.direction, f.raw)

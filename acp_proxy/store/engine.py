@@ -39,6 +39,11 @@ from acp_proxy.store.pg import (
     safe_url,
     translate,
 )
+from acp_proxy.store.pg_partitions import (
+    PARTITIONED,
+    droppable_partitions_pg,
+    ensure_partitions_pg,
+)
 from acp_proxy.store.schema import RecordingError, connect, migrate
 
 SqliteConnection = sqlite3.Connection
@@ -116,6 +121,10 @@ class Engine:
     """A stored text may hold NUL (else no stored text equals a parameter with one)."""
     failure: str
     """What a failing read means, in an error message."""
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
 
 
 class SqliteEngine(Engine):
@@ -224,6 +233,16 @@ class SqliteEngine(Engine):
     def frame_writers(self, db: Database) -> frozenset[str]:
         """None: SQLite's one writer at a time commits frame ids in order."""
         return frozenset()
+
+    def prunable_partitions(self, db: Database, doomed: str, cut: float) -> list[str]:
+        """None: a SQLite recording has no partitions (see :mod:`~acp_proxy.store.retention`)."""
+        return []
+
+    def drop_partitions(self, db: Database, names: list[str]) -> None:
+        """Nothing to drop (no partitions)."""
+
+    def tidy_partitions(self, db: Database) -> None:
+        """Nothing to tidy (no partitions)."""
 
     @contextmanager
     def import_transaction(self, db: Database) -> Iterator[None]:
@@ -348,6 +367,29 @@ class PostgresEngine(Engine):
         """The transactions writing frames right now (see :mod:`~acp_proxy.store.live_tail`)."""
         return frozenset(str(r[0]) for r in db.execute(FRAME_WRITERS, []).fetchall())
 
+    def prunable_partitions(self, db: Database, doomed: str, cut: float) -> list[str]:
+        """The daily partitions of frames and stderr lines whose every row belongs to a
+        connection of the temporary table ``doomed`` (analyzed first, for the deletes' plans)
+        or that are empty and older than ``cut`` (see :mod:`~acp_proxy.store.retention`)."""
+        assert isinstance(db, PgDatabase)
+        db.execute(f"ANALYZE {doomed}")
+        return [
+            name
+            for table in PARTITIONED
+            for name in droppable_partitions_pg(db, table, doomed, cut)
+        ]
+
+    def drop_partitions(self, db: Database, names: list[str]) -> None:
+        """Drop these partitions (in the caller's transaction)."""
+        for name in names:
+            db.execute(f"DROP TABLE {name}")
+
+    def tidy_partitions(self, db: Database) -> None:
+        """The coming days' partitions created, and every row the default partition holds
+        moved into its day's (so that it too can be dropped by day)."""
+        assert isinstance(db, PgDatabase)
+        ensure_partitions_pg(db)
+
     @contextmanager
     def import_transaction(self, db: Database) -> Iterator[None]:
         """One transaction for an import (a savepoint inside the caller's), schema migrated."""
@@ -427,6 +469,14 @@ def database_errors() -> tuple[type[BaseException], ...]:
 def store_errors(location: str | Path) -> tuple[type[BaseException], ...]:
     """What a failing statement on the recording at ``location`` raises."""
     return engine_for(location).errors
+
+
+def create_database(location: str | Path) -> Database:
+    """Open the recording at ``location`` for writing, created (and given the schema) when it
+    is not there: a file path or a ``postgresql://`` URL, each with its engine's own
+    connect timeout (``import``, ``copy``'s destination)."""
+    url = database_url(location)
+    return connect_pg(url, create=True) if url else connect(Path(location), create=True)
 
 
 def open_database(

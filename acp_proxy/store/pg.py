@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 PG_MIGRATIONS: list[str] = [
     # frames and stderr_lines name their connection without a FOREIGN KEY constraint, as
     # SQLite (which never enforces them: no PRAGMA foreign_keys) effectively does. Enforced,
-    # its per-row check was 40% of the server's time per recorded frame (measured: 10.8 ->
-    # 6.4 us/row of COPY), and the recorder creates the connection row first anyway.
+    # its per-row check costs the server a large part of each recorded frame (docs/
+    # performance.md, "The store's and readers' choices"), and the recorder creates the
+    # connection row first anyway.
     # 1: the initial schema (SQLite's migration 1)
     """
     CREATE TABLE connections (
@@ -335,11 +336,15 @@ def check_readable_pg(db: PgDatabase) -> int:
 
 
 def migrate_pg(db: PgDatabase, *, create: bool = True) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION` (one transaction, under an advisory lock)."""
+    """Bring the schema to :data:`SCHEMA_VERSION` and the frames and stderr lines into daily
+    partitions (:mod:`~acp_proxy.store.pg_partitions`), in one transaction under an advisory
+    lock."""
+    from acp_proxy.store.pg_partitions import convert_pg, is_partitioned_pg
+
     version = schema_version_pg(db)
     if version is not None:
         _refuse_newer(version)
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and is_partitioned_pg(db):
             return version
     elif not create:
         raise RecordingError("the database holds no acp-proxy recording")
@@ -357,6 +362,8 @@ def migrate_pg(db: PgDatabase, *, create: bool = True) -> int:
             for number in range(current, SCHEMA_VERSION):
                 db.conn.execute(PG_MIGRATIONS[number])
                 db.execute("UPDATE acp_proxy_schema SET version = ?", (number + 1,))
+            if not is_partitioned_pg(db):  # a store made before partitions (one scan)
+                convert_pg(db)
     finally:
         db.execute("SELECT pg_advisory_unlock(?)", (_MIGRATION_LOCK,))
     return version or 0

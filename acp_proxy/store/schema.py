@@ -81,8 +81,8 @@ MIGRATIONS: list[str] = [
         detail TEXT                        -- JSON
     );
     """,
-    # 2: cheaper indexes for the recorder's hot path (about 15% less SQLite CPU per frame,
-    #    measured): rpc_id only where there is one (most frames are notifications), and
+    # 2: cheaper indexes for the recorder's hot path (docs/performance.md, "The store's and
+    #    readers' choices"): rpc_id only where there is one (most frames are notifications), and
     #    method + update_kind in one index, which still serves lookups by method, facet
     #    counts of either column (a covering scan) and update_kind filters.
     """

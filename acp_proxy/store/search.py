@@ -22,13 +22,13 @@ is never written to: an up-to-date index saved in it is used as it is, otherwise
 is built in memory for that search and dropped (:attr:`SearchIndex.in_file` is False).
 
 :func:`open_search_index` is the entry point for the CLI and for the inspector's text
-filter (the same index).
+filter (the same index). What a query means and what text a frame is indexed by are in
+:mod:`acp_proxy.store.search_text`; this module keeps the index and runs the queries.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
@@ -38,7 +38,7 @@ from typing import Any
 
 import sqlite_utils
 
-from acp_proxy.store.engine import database_url, engine_of, stream_rows
+from acp_proxy.store.engine import database_url, engine_of, memory_database, stream_rows
 from acp_proxy.store.pg import (
     SEARCH_LOCK,
     PgDatabase,
@@ -46,15 +46,16 @@ from acp_proxy.store.pg import (
     describe_error,
     ensure_search_tables_pg,
 )
-from acp_proxy.store.reader import (
-    FRAME_COLUMNS,
-    RecordingReader,
-    frame_of_row,
-    settled_frame_id,
-)
+from acp_proxy.store.reader import RecordingReader, settled_frame_id
+from acp_proxy.store.rows import FRAME_COLUMNS, frame_of_row
 from acp_proxy.store.schema import RecordingError, connect, open_readonly
+from acp_proxy.store.search_text import (
+    TEXT_CAP,
+    document_of,
+    query_phrases,
+    snippet,
+)
 from acp_proxy.wire.frame import Frame
-from acp_proxy.wire.jsonrpc import parse_json
 
 DOCS = "search_docs"
 STATE = "search_state"
@@ -66,81 +67,6 @@ def has_saved_index(db: sqlite_utils.Database) -> bool:
     user may have dropped in part)."""
     names = set(db.table_names())
     return all(name in names for name in _INDEX_TABLES)
-
-
-TEXT_CAP = 64 * 1024
-"""Characters of text kept per document (the rest of a huge frame or message is not indexed)."""
-
-MAX_QUERY_CHARS = 1000
-"""The longest query text searched (characters); a longer one is refused (:class:`QueryError`)."""
-
-MAX_QUERY_WORDS = 32
-"""The most words a query may hold (repeats counted once), so one search's cost is bounded."""
-
-
-class QueryError(ValueError):
-    """A query that cannot be searched: no words in it, or beyond the documented limits."""
-
-
-_WORD_BREAK = re.compile(r"[\W_]+")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_STORABLE = {0: " ", **{code: "\ufffd" for code in range(0xD800, 0xE000)}}
-
-
-def storable(text: str) -> str:
-    """``text`` as both engines can store it: a lone surrogate (from a ``\\ud800`` escape)
-    becomes U+FFFD and NUL a space (PostgreSQL's text holds neither)."""
-    return text.translate(_STORABLE) if _UNSTORABLE.search(text) else text
-
-
-def query_phrases(text: str) -> list[str]:
-    """The phrases a query means: each whitespace-separated piece of it, cut into words at
-    every run of non-alphanumeric characters (as FTS5's ``unicode61`` does) and lower-cased,
-    repeats dropped. Nothing in it is query syntax.
-
-    Raises :class:`QueryError` for a query with no words, longer than
-    :data:`MAX_QUERY_CHARS` or with more than :data:`MAX_QUERY_WORDS` words.
-    """
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(
-            f"the query is {len(text):,} characters long: at most {MAX_QUERY_CHARS:,} are searched"
-        )
-    phrases: list[str] = []
-    for piece in text.split():
-        phrase = _WORD_BREAK.sub(" ", piece).strip().lower()
-        if phrase and phrase not in phrases:
-            phrases.append(phrase)
-    if not phrases:
-        raise QueryError("the query has no words to search for (only spaces or punctuation)")
-    words = sum(len(phrase.split()) for phrase in phrases)
-    if words > MAX_QUERY_WORDS:
-        raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
-    return phrases
-
-
-_SKIP_KEYS = frozenset(
-    {
-        "jsonrpc",
-        "type",
-        "sessionUpdate",
-        "sessionId",
-        "messageId",
-        "toolCallId",
-        "terminalId",
-        "planId",
-        "compactionId",
-    }
-)
-_TOOL_VARIANTS = frozenset(
-    {
-        "tool_call",
-        "tool_call_update",
-        "tool_call_content_chunk",
-        "terminal_update",
-        "terminal_output_chunk",
-    }
-)
-_JOINED_CHUNKS = frozenset({"agent_message_chunk", "user_message_chunk", "agent_thought_chunk"})
 
 
 IndexProgress = Callable[[int], Callable[[int], None]]
@@ -182,67 +108,6 @@ def _count_after(db: sqlite3.Connection | PgDatabase, after_id: int, upto: int |
         sql, args = sql + " AND id <= ?", [after_id, upto]
     row = db.execute(sql, args).fetchone()
     return int(row[0]) if row else 0
-
-
-def _strings(value: Any, out: list[str], budget: list[int]) -> None:
-    if budget[0] <= 0:
-        return
-    if isinstance(value, str):
-        out.append(value)
-        budget[0] -= len(value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if key not in _SKIP_KEYS:
-                _strings(item, out, budget)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out, budget)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        out.append(str(value))
-
-
-def strings_of(value: Any) -> str:
-    """Every string (and number) in a JSON value, ids and type tags left out, space-joined."""
-    out: list[str] = []
-    _strings(value, out, [TEXT_CAP])
-    return " ".join(out)[:TEXT_CAP]
-
-
-def document_of(frame: Frame) -> tuple[str, str]:
-    """(field, text) of one frame: what a person would search it for (at most
-    :data:`TEXT_CAP` characters, :func:`storable`)."""
-    field, text = _document_of(frame)
-    return field, storable(text[:TEXT_CAP])
-
-
-def _document_of(frame: Frame) -> tuple[str, str]:
-    if frame.binary:
-        return "raw", frame.raw[:4096].decode("utf-8", "replace")
-    value, problem = parse_json(frame.raw)
-    if problem is not None or not isinstance(value, dict):
-        return "raw", frame.raw[:4096].decode("utf-8", "replace")
-    error = value.get("error")
-    if isinstance(error, dict):
-        code, message = error.get("code"), error.get("message")
-        return "error", f"error {code} {message if isinstance(message, str) else ''} " + (
-            strings_of(error.get("data"))
-        )
-    params = value.get("params")
-    if frame.method == "session/update" and isinstance(params, dict):
-        update = params.get("update")
-        variant = frame.update_kind or ""
-        if variant in _JOINED_CHUNKS and isinstance(update, dict):
-            content = update.get("content")
-            text = content.get("text") if isinstance(content, dict) else None
-            return "message", text if isinstance(text, str) else strings_of(content)
-        if variant in _TOOL_VARIANTS:
-            return "tool", strings_of(update)
-        return "update", strings_of(update)
-    if frame.method == "session/prompt" and frame.kind == "request" and isinstance(params, dict):
-        return "prompt", strings_of(params.get("prompt"))
-    if "result" in value:
-        return "result", strings_of(value.get("result"))
-    return frame.kind or "frame", strings_of(params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -550,25 +415,34 @@ class SearchIndex:
         session_id: str | None = None,
         limit: int = 50,
     ) -> list[Hit]:
-        """Documents matching every phrase of ``text`` (:func:`query_phrases`; each an FTS5
-        quoted phrase, no query syntax), in recording order."""
+        """Documents matching every phrase of ``text`` (:func:`query_phrases`, no query
+        syntax), in recording order, each with its :func:`snippet`."""
         phrases = query_phrases(text)
-        query = " ".join(f'"{phrase}"' for phrase in phrases)
+        match, args, documents = self._match(phrases)
         where, args = _where(
-            [f"{DOCS}_fts MATCH ?"],
-            [query],
+            [match],
+            args,
             connection_id,
             session_id,
             limit,
             beside_recording=self.in_file,
         )
         rows = self.store.execute(
-            f"SELECT {_HIT_COLUMNS}, d.text "
-            f"FROM {DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid "
+            f"SELECT {_HIT_COLUMNS}, d.text FROM {documents} "
             f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
             args,
         ).fetchall()
         return _hits(rows, phrases)
+
+    def _match(self, phrases: list[str]) -> tuple[str, list[Any], str]:
+        """The match term, its arguments and the documents it reads (as ``d``): each phrase
+        an FTS5 quoted phrase."""
+        query = " ".join(f'"{phrase}"' for phrase in phrases)
+        return (
+            f"{DOCS}_fts MATCH ?",
+            [query],
+            f"{DOCS}_fts JOIN {DOCS} d ON d.id = {DOCS}_fts.rowid",
+        )
 
     def close(self) -> None:
         if not self.in_file:
@@ -622,9 +496,6 @@ def _where(
     return where, args
 
 
-_SNIPPET_TOKENS = 16
-
-
 class PgSearchIndex(SearchIndex):
     """The index of a recording in PostgreSQL, kept in that database: the same documents
     (and runs of message chunks) as :class:`SearchIndex`, matched by PostgreSQL's own
@@ -640,85 +511,15 @@ class PgSearchIndex(SearchIndex):
     def _ensure_tables(self) -> None:
         ensure_search_tables_pg(self.store)
 
-    def search(
-        self,
-        text: str,
-        *,
-        connection_id: int | None = None,
-        session_id: str | None = None,
-        limit: int = 50,
-    ) -> list[Hit]:
-        """Documents matching every word of ``text`` (each whitespace-separated piece of it
-        a phrase, as FTS5's quoted query), in recording order, with FTS5-like snippets."""
-        pieces = query_phrases(text)
-        match = " && ".join("phraseto_tsquery('simple', ?)" for _ in pieces)
-        where, args = _where(
-            [f"d.words @@ ({match})"],
-            pieces,
-            connection_id,
-            session_id,
-            limit,
-            beside_recording=True,
-        )
-        rows = self.store.execute(
-            f"SELECT {_HIT_COLUMNS}, d.text FROM {DOCS} d "
-            f"WHERE {' AND '.join(where)} ORDER BY d.connection_id, d.seq LIMIT ?",
-            args,
-        ).fetchall()
-        return _hits(rows, pieces)
+    def _match(self, phrases: list[str]) -> tuple[str, list[Any], str]:
+        """Every phrase as ``phraseto_tsquery`` over the ``tsvector`` column, with FTS5-like
+        snippets made by :func:`snippet`."""
+        match = " && ".join("phraseto_tsquery('simple', ?)" for _ in phrases)
+        return f"d.words @@ ({match})", list(phrases), f"{DOCS} d"
 
     def close(self) -> None:
         self.store.close()
         self.source.close()
-
-
-def snippet(text: str, phrases: list[list[str]], size: int = _SNIPPET_TOKENS) -> str:
-    """FTS5's ``snippet(..., '[', ']', '…', 16)`` for a hit of either engine: ``size`` tokens
-    centred on the first match of any of the (lower-cased) ``phrases``, each match in
-    brackets, cuts marked ``…``.
-
-    Linear in the document's words (FTS5's own snippet took 52 s for 100 repeats of a word
-    over a document holding it 800 times): each phrase is looked for only where its first
-    word is, up to its first match, then matches only inside the window shown.
-    """
-    spans = [m.span() for m in re.finditer(r"[^\W_]+", text)]
-    if not spans:
-        return text[:200]
-    words = [text[a:b].lower() for a, b in spans]
-    where: dict[str, list[int]] = {}
-    for i, word in enumerate(words):
-        where.setdefault(word, []).append(i)
-
-    def starts(phrase: list[str]) -> Iterator[int]:
-        n = len(phrase)
-        return (i for i in where.get(phrase[0], ()) if words[i : i + n] == phrase)
-
-    first = min((next(starts(p), len(words)) for p in phrases if p), default=0)
-    if first == len(words):
-        first = 0
-    start = max(0, min(first - (size - 1) // 2, len(spans) - size))
-    end = min(len(spans), start + size)
-    ends: dict[int, int] = {}  # first token of a match in the window -> its last token
-    for phrase in phrases:
-        n = len(phrase)
-        for i in range(start, end):
-            if n and words[i : i + n] == phrase:
-                ends[i] = max(ends.get(i, i), i + n - 1)
-    out: list[str] = ["…" if start else ""]
-    pos = spans[start][0] if start else 0
-    close = -1
-    for i in range(start, end):
-        a, b = spans[i]
-        out.append(text[pos:a])
-        if i in ends and i > close:
-            out.append("[")
-            close = min(ends[i], end - 1)
-        out.append(text[a:b])
-        if i == close:
-            out.append("]")
-        pos = b
-    out.append(text[pos:] if end == len(spans) else "…")
-    return "".join(out)
 
 
 def writable(path: Path) -> bool:
@@ -749,12 +550,7 @@ def open_pg_search_index(url: str, progress: IndexProgress | None = None) -> Sea
         source.close()
         raise RecordingError(f"{source.source}: {describe_error(exc)}") from None
     index = SearchIndex(source, sqlite_utils.Database(memory=True), in_file=False)
-    try:
-        index.update(progress)
-    except BaseException:
-        index.close()
-        raise
-    return index
+    return _brought_up_to_date(index, progress)
 
 
 def open_search_index(path: str | Path, progress: IndexProgress | None = None) -> SearchIndex:
@@ -778,16 +574,50 @@ def open_search_index(path: str | Path, progress: IndexProgress | None = None) -
             conn.close()
             if "readonly" not in str(exc):
                 raise
-    conn = open_readonly(p)
-    saved = sqlite_utils.Database(conn)
-    if has_saved_index(saved):
-        index = SearchIndex(conn, saved, in_file=True)
-        if index.up_to_date():  # an index saved before the file became read-only
-            return index
-    index = SearchIndex(conn, sqlite_utils.Database(memory=True), in_file=False)
+    # an index saved before the file became read-only, else one in memory
+    index = _saved_or_in_memory(open_readonly(p), lambda: sqlite_utils.Database(memory=True))
+    return index if index.in_file else _brought_up_to_date(index, progress)
+
+
+def _brought_up_to_date(index: SearchIndex, progress: IndexProgress | None) -> SearchIndex:
+    """``index`` after an update (closed if the update fails)."""
     try:
         index.update(progress)
     except BaseException:
         index.close()
         raise
     return index
+
+
+def _saved_or_in_memory(
+    source: sqlite3.Connection, memory: Callable[[], sqlite_utils.Database]
+) -> SearchIndex:
+    """The up-to-date index saved in the SQLite recording ``source``, else a new one in the
+    ``memory`` database (to be brought up to date)."""
+    saved = sqlite_utils.Database(source)
+    if has_saved_index(saved):
+        index = SearchIndex(source, saved, in_file=True)
+        if index.up_to_date():
+            return index
+    return SearchIndex(source, memory(), in_file=False)
+
+
+def open_unwritten_index(location: str | Path, *, application_name: str) -> SearchIndex:
+    """The index of a recording for a reader that never writes it (the inspector).
+
+    An up-to-date index saved in a SQLite recording (by ``acp-proxy search``) is used as it
+    is; otherwise the same index is kept in memory, fed from a read-only connection of its own
+    (PostgreSQL: always), and brought up to date by each search: only frames recorded since
+    are indexed.
+    """
+    url = database_url(location)
+    if url is not None:
+        pg_source = connect_pg(url, create=False, readonly=True, application_name=application_name)
+        return SearchIndex(pg_source, _memory_index_database(), in_file=False)
+    source = connect(Path(location), create=False, readonly=True)
+    return _saved_or_in_memory(source, _memory_index_database)
+
+
+def _memory_index_database() -> sqlite_utils.Database:
+    """An in-memory database for an index, usable from any thread (the inspector's)."""
+    return sqlite_utils.Database(memory_database(autocommit=False))

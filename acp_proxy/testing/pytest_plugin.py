@@ -148,10 +148,11 @@ def acp_recording_path(request: pytest.FixtureRequest) -> Path:
     marker = request.node.get_closest_marker("acp_agent")
     if marker is not None and marker.kwargs.get("recording"):
         wanted = os.path.expandvars(str(marker.kwargs["recording"]))
-        if wanted.startswith(("postgresql://", "postgres://")):
-            from acp_proxy.store.engine import RecordingUrl
+        from acp_proxy.store.engine import RecordingUrl, parse_location
 
-            return RecordingUrl(wanted)  # type: ignore[return-value]  # a str, not a Path
+        location = parse_location(wanted)
+        if isinstance(location, RecordingUrl):
+            return location  # type: ignore[return-value]  # a str, not a Path
         return base / wanted
     directory = request.config.getini("acp_recordings_dir")
     module = _slug(Path(str(request.node.path)).stem)
@@ -166,7 +167,7 @@ def _remove_db(path: Path) -> None:
 
 
 def _import_jsonl(jsonl: Path, db_path: Path) -> None:
-    from acp_proxy.formats.jsonl import import_export
+    from acp_proxy.formats.jsonl_import import import_export
     from acp_proxy.store.schema import connect
 
     db = connect(db_path, create=True)

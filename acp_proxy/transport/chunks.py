@@ -17,9 +17,9 @@ class ChunkReader:
 
     ``os.read(fd, CHUNK)`` allocates CHUNK bytes for every read and shrinks them to what
     arrived. With small frames that churns the C heap until it hands pages back to the
-    kernel, and unmapping memory stalls every thread of the process: measured, pauses of
-    5-7 ms several times a second in a recording proxy under light traffic. Reading into
-    one buffer and copying out what arrived avoids it.
+    kernel, and unmapping memory stalls every thread of the process (the pauses measured:
+    docs/performance.md, "The store's and readers' choices"). Reading into one buffer and
+    copying out what arrived avoids it.
     """
 
     __slots__ = ("_buf", "_fd", "_view")

@@ -28,13 +28,8 @@ from acp_proxy.store.engine import SQLITE, RecordingUrl, database_errors, parse_
 from acp_proxy.store.live_tail import LiveTail
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.pool import ReadPool
-from acp_proxy.store.reader import (
-    ConnectionRow,
-    FrameFilter,
-    RecordingReader,
-    SessionSpan,
-    display_name,
-)
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, FrameFilter, SessionSpan, display_name
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Frame
 

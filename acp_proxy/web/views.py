@@ -23,17 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
-from acp_proxy.store.engine import database_errors, memory_database
-from acp_proxy.store.pg import connect_pg, describe_error
-from acp_proxy.store.reader import ConnectionRow, RecordingReader, SessionSpan
-from acp_proxy.store.schema import RecordingError, connect
-from acp_proxy.store.search import SearchIndex, has_saved_index
+from acp_proxy.store.engine import database_errors
+from acp_proxy.store.pg import describe_error
+from acp_proxy.store.reader import RecordingReader
+from acp_proxy.store.rows import ConnectionRow, SessionSpan
+from acp_proxy.store.schema import RecordingError
+from acp_proxy.store.search import open_unwritten_index
 from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -518,9 +517,8 @@ def _held_index(path: store.Location) -> _HeldIndex:
     """The search index the inspector reads for ``path``, without writing the recording.
 
     An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
-    otherwise the inspector keeps its own copy of the same index in memory
-    (:class:`acp_proxy.store.search.SearchIndex` over an in-memory database), brought up to
-    date with each search: only frames recorded since are indexed.
+    otherwise the inspector keeps its own copy of the same index in memory, brought up to
+    date with each search (:func:`acp_proxy.store.search.open_unwritten_index`).
     """
     key = store.location_key(path)
     with _cache_lock:
@@ -528,23 +526,7 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
-    index: Any = None
-    if not isinstance(path, Path):
-        # PostgreSQL: the same index in memory, fed from a read-only connection of its own
-        pg_source = connect_pg(path.url, create=False, readonly=True, application_name="acp web")
-        memory = sqlite_utils.Database(memory_database(autocommit=False))
-        index = SearchIndex(pg_source, memory, in_file=False)
-        return _keep_index(key, index)
-    source = connect(path, create=False, readonly=True)
-    saved = sqlite_utils.Database(source)
-    if has_saved_index(saved):
-        index = SearchIndex(source, saved, in_file=True)
-        if not index.up_to_date():
-            index = None
-    if index is None:
-        memory = sqlite_utils.Database(memory_database(autocommit=False))
-        index = SearchIndex(source, memory, in_file=False)
-    return _keep_index(key, index)
+    return _keep_index(key, open_unwritten_index(path, application_name="acp web"))
 
 
 def _keep_index(key: str, index: Any) -> _HeldIndex:

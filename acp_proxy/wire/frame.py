@@ -4,6 +4,12 @@
 every analysis (the model, the checker, statistics, the waterfall, spans) takes it. It is a
 :class:`~typing.NamedTuple` in the column order of the ``frames`` table, so a reader builds it
 from a SQL row in one step.
+
+Three records near it are not frames, and say why: :class:`acp_proxy.recorder.ipc.Whole`
+(a transport's message before the writer gives it a connection id and a sequence number),
+:class:`acp_proxy.store.edit.Capture` (what ``insert_frames`` numbers into frames) and
+:class:`acp_proxy.replay.script.Classified` (a :class:`Frame` with its JSON-RPC
+classification). ``tests/test_architecture.py`` fails on a fourth.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from acp_proxy.acp.index import ConnectionIndexer, IndexColumns
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 
 SID = "sess_big"
 
@@ -101,7 +101,7 @@ def generate(path: Path, turns: int, chunks: int = 93) -> int:
     indexer = ConnectionIndexer()
     count = 0
 
-    def rows() -> Iterator[NewFrame]:
+    def rows() -> Iterator[Capture]:
         nonlocal count
         cols: IndexColumns | None = None
         last_update: str | None = None
@@ -112,7 +112,7 @@ def generate(path: Path, turns: int, chunks: int = 93) -> int:
                 cols = indexer.index(direction, raw)  # type: ignore[arg-type]
             last_update = cols.update_kind
             count += 1
-            yield NewFrame(direction, raw, columns=cols)  # type: ignore[arg-type]
+            yield Capture(direction, raw, columns=cols)  # type: ignore[arg-type]
 
     insert_frames(
         path,

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from tests.acp.conformance.helpers import SID, A, C, Frame, er, nt, ok, rq, up, v1_prelude
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 
 PROMPTS = ("fix the failing test", "now the docs please")
 REJECTED = ("_acme/a", "_acme/b", "_acme/c", "_acme/d")
@@ -58,7 +58,7 @@ def make_stray_db(path: Path) -> None:
     insert_frames(
         path,
         [
-            NewFrame(d, raw, ts=now + ms / 1000, mono_ns=int(ms * 1_000_000))
+            Capture(d, raw, ts=now + ms / 1000, mono_ns=int(ms * 1_000_000))
             for ms, (d, raw) in stray_frames()
         ],
         connection={

@@ -19,7 +19,7 @@ from acp_proxy.acp.exchanges import EARLY_WINDOW, Exchanges, InitializeFacts
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.stats import StatsAccumulator
-from acp_proxy.store.reader import NEEDS_PAYLOAD_SQL
+from acp_proxy.store.rows import NEEDS_PAYLOAD_SQL
 from acp_proxy.wire.frame import Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from acp_proxy.acp.spans import SpanMapper, SpanRecord, parse_traceparent
+from acp_proxy.acp.span_records import SpanRecord, parse_traceparent
+from acp_proxy.acp.spans import SpanMapper
 from acp_proxy.wire.frame import Frame
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import echo_proxy, echo_through, frame_count, run_proxy
 from tests.formats.helpers import INIT, record
 from tests.formats.test_roundtrip import AWKWARD
-from tests.helpers import NewFrame, insert_frames, unwritable
+from tests.helpers import Capture, insert_frames, unwritable
 from tests.pg_server import PASSWORD, PgServer, free_port
 
 CONNECTION_COLUMNS = (
@@ -31,30 +31,30 @@ FRAME_COLUMNS = (
 )
 
 
-def session_frames(session: str, text: str) -> list[NewFrame]:
+def session_frames(session: str, text: str) -> list[Capture]:
     """A small conversation of one session (initialize, session/new, a prompt, a reply)."""
     sid = session.encode()
     return [
-        NewFrame("c2a", INIT, ts=1767225600.0, mono_ns=1),
-        NewFrame(
+        Capture("c2a", INIT, ts=1767225600.0, mono_ns=1),
+        Capture(
             "a2c",
             b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}\n',
             ts=1767225600.5,
             mono_ns=2,
         ),
-        NewFrame(
+        Capture(
             "c2a",
             b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/"}}\n',
             ts=1767225601.0,
             mono_ns=3,
         ),
-        NewFrame(
+        Capture(
             "a2c",
             b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"' + sid + b'"}}\n',
             ts=1767225601.25,
             mono_ns=4,
         ),
-        NewFrame(
+        Capture(
             "c2a",
             b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"'
             + sid
@@ -64,7 +64,7 @@ def session_frames(session: str, text: str) -> list[NewFrame]:
             ts=1767225602.0,
             mono_ns=5,
         ),
-        NewFrame("a2c", b"\x00\xff binary \xc3\x28", ts=1767225602.5, mono_ns=6, binary=True),
+        Capture("a2c", b"\x00\xff binary \xc3\x28", ts=1767225602.5, mono_ns=6, binary=True),
     ]
 
 
@@ -282,7 +282,7 @@ def test_errors_are_one_line(tmp_path: Path, pg_server: PgServer, pg_url: str) -
 def test_progress_on_stderr_for_a_long_copy(tmp_path: Path, pg_url: str) -> None:
     db = tmp_path / "big.db"
     frames = (
-        NewFrame("a2c", b'{"jsonrpc":"2.0","method":"_n","params":{"i":%d}}\n' % i, ts=1.0 + i)
+        Capture("a2c", b'{"jsonrpc":"2.0","method":"_n","params":{"i":%d}}\n' % i, ts=1.0 + i)
         for i in range(12_000)
     )
     insert_frames(db, frames, connection={"started_at": 1767225600.0}, index=True)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from acp_proxy.demo.agent import DemoAgent, SessionStore, StateError, serve
+from acp_proxy.demo.agent import DemoAgent, serve
 from acp_proxy.demo.history import replay_updates
+from acp_proxy.demo.sessions import SessionStore, StateError
 
 
 class Harness:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import ECHO_AGENT, run_proxy
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 
 
 def record(db: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
@@ -77,7 +77,7 @@ def make_big_recording(path: Path, frames: int, text_size: int = 2000) -> int:
     total = 0
     filler = ("lorem ipsum dolor sit amet " * (text_size // 27 + 1))[:text_size]
 
-    def rows() -> Iterator[NewFrame]:
+    def rows() -> Iterator[Capture]:
         nonlocal total
         for seq in range(1, frames + 1):
             secret = " Authorization: Bearer abc123def456ghi" if seq % 10 == 0 else ""
@@ -87,7 +87,7 @@ def make_big_recording(path: Path, frames: int, text_size: int = 2000) -> int:
                 f'"content":{{"type":"text","text":"{filler}{secret}"}}}}}}}}\n'
             ).encode()
             total += len(raw)
-            yield NewFrame("a2c", raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1000)
+            yield Capture("a2c", raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1000)
 
     insert_frames(
         path,

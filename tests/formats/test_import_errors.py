@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.formats.jsonl import ExportFormatError, import_export
+from acp_proxy.formats.jsonl import ExportFormatError
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.store.schema import connect
 from tests.formats.helpers import INIT, cli, one_line_error, record, table_counts
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from acp_proxy.formats.jsonl import import_export
+from acp_proxy.formats.jsonl_import import import_export
 from acp_proxy.recorder.handle import Recorder
 from tests.formats.helpers import cli, frame_rows, record, rows
 

@@ -134,22 +134,31 @@ def _second_proxy_under_lock(
     return holder, proc
 
 
-def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
-    db = tmp_path / "locked.db"
+LATER = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
+"""What the proxy forwards after the lock is released."""
+
+
+def _lock_then_release(db: Path, locked_says: bytes) -> bytes:
+    """A second proxy forwards 50 lines while ``db`` is locked (until its stderr says
+    ``locked_says``), then :data:`LATER` once it is released, and exits 0; its stderr."""
     holder, proc = _second_proxy_under_lock(db, retry=0.3)
     try:
         first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
         echo_through(proc, first)  # forwarding works while the recorder is stuck
-        seen = _read_stderr_until(proc, b"database is locked", 60)
+        seen = _read_stderr_until(proc, locked_says, 60)
     finally:
         holder.execute("COMMIT")
         holder.close()
-    later = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
-    echo_through(proc, later)
+    echo_through(proc, LATER)
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.close()
     assert proc.wait(60) == 0
-    stderr = seen + proc.stderr.read()
+    return seen + proc.stderr.read()
+
+
+def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
+    db = tmp_path / "locked.db"
+    stderr = _lock_then_release(db, b"database is locked")
     assert len(_incident_lines(stderr)) == 1, stderr
     con = sqlite3.connect(db)
     try:
@@ -163,7 +172,7 @@ def test_a_lock_held_longer_than_the_retry_window(tmp_path: Path) -> None:
     assert dropped >= 1
     assert len(frames) + dropped == 2 * (50 + 70)
     # what came after the lock was released is all there, in both directions
-    assert frames.count(later[: len(later) // 70]) == 140
+    assert frames.count(LATER[: len(LATER) // 70]) == 140
 
 
 def _not_recorded(stderr: bytes) -> int:
@@ -203,20 +212,7 @@ def test_after_a_lock_ends_the_row_counts_what_stderr_says_was_not_recorded(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "locked.db"
-    holder, proc = _second_proxy_under_lock(db, retry=0.3)
-    first = b'{"jsonrpc":"2.0","id":1,"method":"while-locked"}\n' * 50
-    try:
-        echo_through(proc, first)
-        seen = _read_stderr_until(proc, b"locked", 60)
-    finally:
-        holder.execute("COMMIT")
-        holder.close()
-    later = b'{"jsonrpc":"2.0","id":2,"method":"after-unlock"}\n' * 70
-    echo_through(proc, later)
-    assert proc.stdin is not None and proc.stderr is not None
-    proc.stdin.close()
-    assert proc.wait(60) == 0
-    stderr = seen + proc.stderr.read()
+    stderr = _lock_then_release(db, b"locked")
     con = sqlite3.connect(db)
     try:
         (dropped,) = con.execute("SELECT frames_dropped FROM connections WHERE id = 2").fetchone()

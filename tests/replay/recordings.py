@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from acp_proxy.store.edit import NewFrame
+from acp_proxy.store.edit import Capture
 from tests.helpers import insert_frames
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def write_db(path: Path, frames: Frames, protocol_version: int = 1) -> Path:
     insert_frames(
         path,
         [
-            NewFrame(d, raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1_000_000)
+            Capture(d, raw, ts=1767225600.0 + seq / 1000, mono_ns=seq * 1_000_000)
             for seq, (d, raw) in enumerate(frames, 1)
         ],
         connection={

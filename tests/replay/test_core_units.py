@@ -9,10 +9,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_proxy.acp.jsonpaths import parse_path
 from acp_proxy.replay.engine import Note, ReplayEngine, ReplayOptions, Send, Wait
 from acp_proxy.replay.history import history_frames
-from acp_proxy.replay.match import SessionMap, compare_call, parse_path
-from acp_proxy.replay.script import ConnectionInfo, RecFrame, build_script, rec_frame
+from acp_proxy.replay.match import SessionMap, compare_call
+from acp_proxy.replay.script import Classified, ConnectionInfo, build_script, classified_bytes
 from acp_proxy.replay.splice import find_spans, splice
 
 # -- splice -----------------------------------------------------------------------------
@@ -82,13 +83,13 @@ def test_compare_call_ignores_ids_cwd_and_maps_sessions() -> None:
 # -- history ----------------------------------------------------------------------------
 
 
-def frames_of(lines: list[tuple[str, dict[str, Any]]], conn: int = 1) -> list[RecFrame]:
+def frames_of(lines: list[tuple[str, dict[str, Any]]], conn: int = 1) -> list[Classified]:
     out = []
     for i, (direction, msg) in enumerate(lines, 1):
         raw = orjson.dumps(msg) + b"\n"
         params = msg.get("params") or {}
         sid = params.get("sessionId") if isinstance(params, dict) else None
-        out.append(rec_frame(conn, i, i * 1000, direction, raw, sid or "S"))  # type: ignore[arg-type]
+        out.append(classified_bytes(conn, i, i * 1000, direction, raw, sid or "S"))  # type: ignore[arg-type]
     return out
 
 
@@ -299,7 +300,7 @@ RECORDING = [
 
 
 def engine() -> ReplayEngine:
-    frames = [rec_frame(1, i, i, d, raw) for i, (d, raw) in enumerate(RECORDING, 1)]  # type: ignore[arg-type]
+    frames = [classified_bytes(1, i, i, d, raw) for i, (d, raw) in enumerate(RECORDING, 1)]  # type: ignore[arg-type]
     script = build_script(frames, {1: ConnectionInfo(1, 1)})
     return ReplayEngine(script, ReplayOptions())
 
@@ -362,7 +363,7 @@ def test_engine_binds_sessions_it_announces() -> None:
         ("c2a", b'{"jsonrpc":"2.0","id":4,"method":"_go","params":{"sessionId":"B"}}\n'),
         ("a2c", b'{"jsonrpc":"2.0","id":4,"result":"from B"}\n'),
     ]
-    frames = [rec_frame(1, i, i, d, raw) for i, (d, raw) in enumerate(lines, 1)]  # type: ignore[arg-type]
+    frames = [classified_bytes(1, i, i, d, raw) for i, (d, raw) in enumerate(lines, 1)]  # type: ignore[arg-type]
     e = ReplayEngine(build_script(frames, {1: ConnectionInfo(1, 1)}))
     e.receive(b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}\n')
     e.receive(b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}\n')
@@ -391,11 +392,11 @@ def test_v1_user_messages_echoed_by_the_agent_are_not_rebuilt() -> None:
 # -- multi-connection recordings ----------------------------------------------------------
 
 
-def _conn_frames(conn: int, lines: list[tuple[str, bytes]]) -> list[RecFrame]:
+def _conn_frames(conn: int, lines: list[tuple[str, bytes]]) -> list[Classified]:
     out = []
     for i, (direction, raw) in enumerate(lines, 1):
         sid = orjson.loads(raw).get("params", {}).get("sessionId")
-        out.append(rec_frame(conn, i, i, direction, raw, sid))  # type: ignore[arg-type]
+        out.append(classified_bytes(conn, i, i, direction, raw, sid))  # type: ignore[arg-type]
     return out
 
 
@@ -426,7 +427,7 @@ NEW = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}\n'
 LOAD = b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"S","cwd":"/x"}}\n'
 
 
-def _session_s(conn: int, said: str) -> list[RecFrame]:
+def _session_s(conn: int, said: str) -> list[Classified]:
     """Connection ``conn``: initialize, session/new answered with session S, one message."""
     return _conn_frames(
         conn,

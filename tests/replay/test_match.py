@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_proxy.replay.match import (
-    DEFAULT_IGNORES,
-    SessionMap,
-    compare_call,
-    parse_path,
-    session_of,
-)
+from acp_proxy.acp.jsonpaths import parse_path
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, compare_call, session_of
 
 IGNORES = [parse_path(path) for path in DEFAULT_IGNORES]
 

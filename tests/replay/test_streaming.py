@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from acp_proxy.replay.engine import ReplayEngine, Send
-from acp_proxy.replay.script import ConnectionInfo, MemoryFrames, RecFrame, Script, rec_frame
+from acp_proxy.replay.script import (
+    Classified,
+    ConnectionInfo,
+    MemoryFrames,
+    Script,
+    classified_bytes,
+)
 from tests.acp.generate import SID, frames, frames_per_turn, generate
 from tests.conftest import proxy_exe
 
@@ -31,7 +37,7 @@ class CountingFrames(MemoryFrames):
 
     read = 0
 
-    def connection_frames(self, connection_id: int, **kwargs: Any) -> Iterator[RecFrame]:
+    def connection_frames(self, connection_id: int, **kwargs: Any) -> Iterator[Classified]:
         for frame in super().connection_frames(connection_id, **kwargs):
             self.read += 1
             yield frame
@@ -40,7 +46,7 @@ class CountingFrames(MemoryFrames):
 def test_the_engine_reads_only_the_steps_it_serves() -> None:
     turns, chunks = 300, 20
     recorded = [
-        rec_frame(1, seq, seq, d, raw)  # type: ignore[arg-type]
+        classified_bytes(1, seq, seq, d, raw)  # type: ignore[arg-type]
         for seq, (d, raw) in enumerate(frames(turns, chunks), 1)
     ]
     store = CountingFrames(recorded, {1: ConnectionInfo(1, 2).protocol_version})

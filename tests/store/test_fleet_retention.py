@@ -1,4 +1,5 @@
-"""docs/fleet.md's retention query, run as written on a real PostgreSQL recording."""
+"""docs/fleet.md's retention query, run as written on a real PostgreSQL recording, and
+``acp-proxy prune`` beside it: one rule."""
 
 from __future__ import annotations
 
@@ -33,16 +34,15 @@ def vacuum_command() -> str:
     return match.group(1)
 
 
-def test_the_retention_query_deletes_old_connections_with_all_their_rows(
-    pg_server: PgServer, pg_url: str, tmp_path: Path
-) -> None:
-    now = time.time()
-    db = connect_pg(pg_url, create=True)
+def old_and_new_connections(url: str, now: float) -> dict[str, int]:
+    """Connections of every kind a retention rule must tell apart, with rows in every table."""
+    db = connect_pg(url, create=True)
     ids = {}
     for name, started, ended, seen in [
         ("old", now - 40 * DAY, now - 40 * DAY + 60, now - 40 * DAY + 60),
         ("old-killed", now - 40 * DAY, None, now - 39 * DAY),  # its proxy died: stale heartbeat
         ("old-still-open", now - 40 * DAY, None, now - 5),  # a long session, still recording
+        ("old-ended-lately", now - 40 * DAY, now - 10 * DAY, now - 10 * DAY),  # started long ago
         ("recent", now - 2 * DAY, now - 2 * DAY + 60, now - 2 * DAY + 60),
     ]:
         ids[name] = db.execute(
@@ -65,6 +65,32 @@ def test_the_retention_query_deletes_old_connections_with_all_their_rows(
             "INSERT INTO events (connection_id, ts, kind) VALUES (?, ?, 'client_eof')",
             (ids[name], started),
         )
+    db.close()
+    return ids
+
+
+def kept_rows(url: str) -> dict[str, set[int]]:
+    db = connect_pg(url, create=False)
+    kept = {}
+    for table, column in [
+        ("connections", "id"),
+        ("frames", "connection_id"),
+        ("stderr_lines", "connection_id"),
+        ("events", "connection_id"),
+    ]:
+        rows = db.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall()
+        kept[table] = {r[0] for r in rows}
+    db.close()
+    return kept
+
+
+def test_the_retention_query_and_prune_delete_the_same_connections_with_all_their_rows(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    now = time.time()
+    ids = old_and_new_connections(pg_url, now)
+    twin = pg_server.database()
+    assert old_and_new_connections(twin, now) == ids
     # beside the server's data (readable by its user; pytest's own tmp root is 0700)
     script = pg_server.base / f"retention-{dbname_of(pg_url)}.sql"
     script.write_text(retention_sql())
@@ -74,17 +100,14 @@ def test_the_retention_query_deletes_old_connections_with_all_their_rows(
     common = ["-h", str(pg_server.data), "-p", str(pg_server.port), "-U", "acp", "-d", dbname]
     pg_server._run(psql, *common, "-v", "ON_ERROR_STOP=1", "-f", str(script))
     pg_server._run(psql, *common, "-c", vacuum_command())
-    kept = {ids["old-still-open"], ids["recent"]}
-    for table, column in [
-        ("connections", "id"),
-        ("frames", "connection_id"),
-        ("stderr_lines", "connection_id"),
-        ("events", "connection_id"),
-    ]:
-        rows = db.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall()
-        assert {r[0] for r in rows} == kept, table
-    assert db.execute("SELECT count(*) FROM frames").fetchone() == (4,)
-    db.close()
+    kept = {ids["old-still-open"], ids["old-ended-lately"], ids["recent"]}
+    assert kept_rows(pg_url) == dict.fromkeys(
+        ("connections", "frames", "stderr_lines", "events"), kept
+    )
+    done = run_proxy(["prune", twin, "--older-than", "30d"])
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.startswith(b"pruned 2 connection(s) that ended before "), done.stdout
+    assert kept_rows(twin) == kept_rows(pg_url)
 
 
 def recorded_connection(url: str, word: str) -> None:

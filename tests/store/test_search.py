@@ -7,13 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_proxy.store.search import (
-    QueryError,
-    document_of,
-    open_search_index,
-    query_phrases,
-    storable,
-)
+from acp_proxy.store.search import open_search_index
+from acp_proxy.store.search_text import QueryError, document_of, query_phrases, storable
 from acp_proxy.wire.frame import Frame
 from tests.acp.conformance.helpers import write_recording
 from tests.commands.test_search import connection_one, connection_two

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.transport_events import describe, placed_events
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 
 MSG = b'{"jsonrpc":"2.0","method":"x"}'
 
 
 def _recording(path: Path, frame_ts: list[float], events: list[tuple[float, str, object]]) -> None:
-    insert_frames(path, [NewFrame("c2a", MSG, ts=ts, mono_ns=n) for n, ts in enumerate(frame_ts)])
+    insert_frames(path, [Capture("c2a", MSG, ts=ts, mono_ns=n) for n, ts in enumerate(frame_ts)])
     with sqlite3.connect(path) as db:
         db.executemany(
             "INSERT INTO events (connection_id, ts, kind, detail) VALUES (1, ?, ?, ?)",

@@ -20,7 +20,7 @@ from typing import Any
 from acp_proxy.acp.index import IndexColumns
 from acp_proxy.store.schema import connect
 from tests.conftest import proxy_exe, run_proxy
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 from tests.peers import PEERS
 
 HERE = Path(__file__).parent
@@ -113,17 +113,17 @@ def make_big_db(path: Path, frames: int, *, connections: int = 2) -> None:
 _FILLER = "x" * 200
 
 
-def _big_frame(c: int, seq: int, now: float, i: int) -> NewFrame:
+def _big_frame(c: int, seq: int, now: float, i: int) -> Capture:
     if seq % 2:
         raw = (
             f'{{"jsonrpc":"2.0","id":{seq},"method":"session/prompt","params":{{"sessionId":'
             f'"s{c}","prompt":[{{"type":"text","text":"{_FILLER}"}}]}}}}\n'
         ).encode()
         cols = IndexColumns("request", str(seq), "session/prompt", f"s{c}")
-        return NewFrame("c2a", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
+        return Capture("c2a", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
     raw = f'{{"jsonrpc":"2.0","id":{seq - 1},"result":{{"messageId":"m{seq}"}}}}\n'.encode()
     cols = IndexColumns("response", str(seq - 1), "session/prompt", f"s{c}")
-    return NewFrame("a2c", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
+    return Capture("a2c", raw, ts=now + i / 1000, mono_ns=i * 1000, columns=cols)
 
 
 URL_RE = re.compile(r"(http://\S+)")
@@ -412,7 +412,7 @@ def make_rich_db(path: Path) -> None:
     """:func:`rich_frames` as one ended connection, plus a second short connection."""
     now = time.time()
     frames = [
-        NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in rich_frames()
+        Capture(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in rich_frames()
     ]
     insert_frames(
         path,
@@ -421,7 +421,7 @@ def make_rich_db(path: Path) -> None:
         index=True,
     )
     other = [
-        NewFrame(d, raw, ts=now + 0.0005 + ms / 1000, mono_ns=ms * 1_000_000)
+        Capture(d, raw, ts=now + 0.0005 + ms / 1000, mono_ns=ms * 1_000_000)
         for ms, d, raw in rich_frames()[:4]
     ]
     insert_frames(
@@ -445,7 +445,7 @@ def make_diff_db(path: Path) -> None:
     for frames in (base, changed):
         insert_frames(
             path,
-            [NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
+            [Capture(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
             connection={"started_at": now, "ended_at": now + 1, "protocol_version": 2},
             index=True,
         )

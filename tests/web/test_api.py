@@ -20,7 +20,8 @@ from aiohttp.test_utils import TestClient
 
 from acp_proxy.store.schema import connect
 from acp_proxy.web import store, views
-from acp_proxy.web.server import CSP, make_app
+from acp_proxy.web.guard import CSP
+from acp_proxy.web.server import make_app
 from tests.conftest import proxy_exe
 from tests.helpers import insert_frames
 from tests.web.conftest import PROMPTS

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.acp.stray import PROMPTS, make_stray_db
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 from tests.web.helpers import RICH_SESSION, make_diff_db, rows, web_server
 from tests.web.test_browser import CHROMIUM, TIMEOUT_MS, Page, browser  # noqa: F401
 
@@ -418,7 +418,7 @@ def test_diff_pairs_each_turn_with_its_own_and_shows_slower_figures(
     for frames in (a, b):
         insert_frames(
             db,
-            [NewFrame(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
+            [Capture(d, raw, ts=now + ms / 1000, mono_ns=ms * 1_000_000) for ms, d, raw in frames],
             connection={"started_at": now, "ended_at": now + 3, "protocol_version": 1},
             index=True,
         )

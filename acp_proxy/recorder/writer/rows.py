@@ -24,10 +24,10 @@ from acp_proxy.recorder.ipc import (
     Control,
     Drops,
     End,
-    Frame,
     Gap,
     Item,
     Losses,
+    Whole,
 )
 from acp_proxy.store.columns import json_text
 from acp_proxy.wire.frame import A2C, C2A, Direction
@@ -158,7 +158,7 @@ class Rows:
                     _rows(
                         st, stream, item[2], item[3], lines, frame_rows, stderr_rows, False, nulls
                     )
-            elif isinstance(item, Frame):
+            elif isinstance(item, Whole):
                 _rows(
                     st,
                     item[1],

@@ -50,10 +50,14 @@ from acp_proxy.store.pg import (
     is_unavailable,
     safe_url,
 )
+from acp_proxy.store.pg_partitions import WRITER_MOVE_LIMIT, ensure_partitions_pg
 from acp_proxy.store.schema import RecordingError
 
 CONNECT_SECONDS = 5.0
 """How long one connection attempt may take (libpq ``connect_timeout``)."""
+
+PARTITIONS_RETRY_SECONDS = 600.0
+"""How soon a writer tries again to create the coming days' partitions after it failed."""
 
 _FRAME_COPY = f"COPY frames ({FRAME_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 _FRAME_TYPES = ["int8", "int8", "float8", "int8", "text", "bytea", "int8", "int8"] + ["text"] * 7
@@ -91,6 +95,8 @@ class PostgresSink(SqlSink):
         self._pid = 0
         self._committing = False
         self._doubt: _Doubt | None = None
+        self._partitions_at = 0.0
+        """When to create the coming days' partitions next (:meth:`_keep_partitions`)."""
 
     @property
     def is_open(self) -> bool:
@@ -109,6 +115,19 @@ class PostgresSink(SqlSink):
         except RecordingError as exc:
             raise SinkFailed(str(exc)) from None
         self._db.conn.adapters.register_dumper(bytearray, bytes_dumper)
+        self._partitions_at = 0.0
+
+    def _keep_partitions(self) -> None:
+        """Today's partitions and the next days' (on connecting, then daily), outside any
+        batch's transaction; a failure (a role without DDL rights, a lock not granted in
+        time) only means the rows go to the default partition until the next try."""
+        assert self._db is not None
+        try:
+            self._partitions_at = ensure_partitions_pg(self._db, move_limit=WRITER_MOVE_LIMIT)
+        except POSTGRES.errors:
+            if self._db.conn.broken:
+                raise
+            self._partitions_at = time.time() + PARTITIONS_RETRY_SECONDS
 
     def write(self, ops: list[Op], give_up_at: Callable[[], float]) -> int:
         """Store ``ops`` in one transaction; see :meth:`Sink.write`.
@@ -120,6 +139,8 @@ class PostgresSink(SqlSink):
         if self._db is None:
             self.open(give_up_at)
         try:
+            if time.time() >= self._partitions_at:
+                self._keep_partitions()
             doubt, self._doubt = self._doubt, None
             if (
                 doubt is not None

@@ -122,6 +122,12 @@ class AcpEndpoint(WsServer):
         too_big = f"the body is over the {limit}-byte limit (--max-message-size)"
         if request.content_length is not None and request.content_length > limit:
             return refuse(request, 413, too_big)
+        content = request.content
+        if content.is_eof():  # the whole body came with the headers: no wait, no timer
+            body = content.read_nowait()
+            if len(body) > limit:
+                return refuse(request, 413, too_big, Connection="close")
+            return body
         parts: list[bytes] = []
         size = 0
         stall = header_timeout()  # a body that stops coming is cut like a header that does

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
@@ -55,6 +56,10 @@ class HttpUpstream:
         self.upstream = upstream
         self.recorders: dict[str, ConnectionRecorder] = {}
         self._http: aiohttp.ClientSession | None = None
+        self._url = URL(upstream)  # parsed once, not on every request
+        self._drop = HOP_BY_HOP | (
+            {"authorization"} if settings.token is not None else set()
+        )  # with its own --token: the proxy's token, not the upstream's
 
     def http(self) -> aiohttp.ClientSession:
         if self._http is None:
@@ -67,9 +72,7 @@ class HttpUpstream:
         return self._http
 
     def _request_headers(self, request: web.Request) -> dict[str, str]:
-        drop = set(HOP_BY_HOP)
-        if self.settings.token is not None:
-            drop.add("authorization")  # the proxy's token, not the upstream's
+        drop = self._drop
         return {k: v for k, v in request.headers.items() if k.lower() not in drop}
 
     @staticmethod
@@ -105,7 +108,7 @@ class HttpUpstream:
             rec.frame(C2A, body)
         try:
             resp = await self.http().post(
-                self.upstream, data=body, headers=self._request_headers(request)
+                self._url, data=body, headers=self._request_headers(request)
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return self._unreachable(request, exc)
@@ -135,7 +138,7 @@ class HttpUpstream:
     async def get(self, request: web.Request) -> web.StreamResponse:
         rec = self.recorders.get(request.headers.get(CONNECTION_ID_HEADER) or "")
         try:
-            resp = await self.http().get(self.upstream, headers=self._request_headers(request))
+            resp = await self.http().get(self._url, headers=self._request_headers(request))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return self._unreachable(request, exc)
         async with resp:
@@ -181,7 +184,7 @@ class HttpUpstream:
         cid = request.headers.get(CONNECTION_ID_HEADER) or ""
         rec = self.recorders.get(cid)
         try:
-            resp = await self.http().delete(self.upstream, headers=self._request_headers(request))
+            resp = await self.http().delete(self._url, headers=self._request_headers(request))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return self._unreachable(request, exc)
         async with resp:

@@ -17,17 +17,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from acp_proxy.acp.diff import SlowerLimit
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.acp.jsonpaths import parse_path
+from acp_proxy.console import warn
 from acp_proxy.replay.agent_check import CheckResult, ClientPlayer
-from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap, parse_path
-from acp_proxy.replay.script import RecFrame
+from acp_proxy.replay.match import DEFAULT_IGNORES, SessionMap
+from acp_proxy.replay.script import Classified
 from acp_proxy.transport.chunks import write_all
 from acp_proxy.transport.process.agent import AgentStartError, spawn_agent
 from acp_proxy.wire.framing import LineFramer
 
 
 def check_agent(
-    frames: list[RecFrame],
+    frames: list[Classified],
     argv: Sequence[str],
     *,
     ignores: list[tuple[str, ...]] | None = None,
@@ -144,7 +145,7 @@ def check_agent(
     return result
 
 
-def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: Any) -> int:
+def run_check(connections: list[list[Classified]], argv: Sequence[str], **kwargs: Any) -> int:
     """CLI helper: one fresh agent per recorded connection, diffs on stdout.
 
     Exit code 0 (no differences), 1 (differences), or the agent start error's code.
@@ -160,10 +161,10 @@ def run_check(connections: list[list[RecFrame]], argv: Sequence[str], **kwargs: 
                 frames, argv, sessions=sessions, earlier_sessions=earlier, **kwargs
             )
         except AgentStartError as exc:
-            warn_stderr(str(exc))
+            warn(str(exc))
             return exc.exit_code
         for note in result.notes:
-            warn_stderr(note)
+            warn(note)
         for t in result.slower:
             verdict = "past --fail-slower" if t.fails else "reported, not a failure"
             sys.stdout.write(

@@ -12,7 +12,7 @@ import select
 import time
 from collections.abc import Callable
 
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.console import warn
 from acp_proxy.replay.engine import Note, Output, ReplayEngine, Send, Wait
 from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.wire.framing import LineFramer
@@ -24,7 +24,7 @@ def serve_stdio(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     answer_timeout: float = 60.0,
-    note: Callable[[str], None] = warn_stderr,
+    note: Callable[[str], None] = warn,
 ) -> int:
     """Serve one client until its stdin closes; returns the exit code (0, or 1 on a broken pipe)."""
     framer = LineFramer()

@@ -206,10 +206,7 @@ class AgentBridge:
         for payload, binary in messages:
             if self.client_gone:
                 break
-            try:
-                await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
-            except (ConnectionError, RuntimeError):
-                self.client_gone = True
+            await self._deliver(payload, binary)
         if len(messages) < len(lines):
             await self._refusetoo_big()
 
@@ -220,11 +217,15 @@ class AgentBridge:
             return False
         self.rec.frame(A2C, payload, binary=binary)  # before sending: causal order
         if not self.client_gone:
-            try:
-                await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
-            except (ConnectionError, RuntimeError):
-                self.client_gone = True
+            await self._deliver(payload, binary)
         return True
+
+    async def _deliver(self, payload: bytes, binary: bool) -> None:
+        """Send one recorded message; a client that is gone is noted, not raised."""
+        try:
+            await self.ws.send_frame(payload, WSMsgType.BINARY if binary else WSMsgType.TEXT)
+        except (ConnectionError, RuntimeError):
+            self.client_gone = True
 
     async def _refusetoo_big(self) -> None:
         """The agent wrote a line over the limit: close 1009; the agent is then ended."""

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 from aiohttp import WebSocketError, WSMsgType, web
 
-from acp_proxy.console import warn as warn_stderr
+from acp_proxy.console import warn
 from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.ws.rules import (
     CLOSE_TOO_BIG,
@@ -25,7 +25,7 @@ from acp_proxy.transport.ws.rules import (
     too_big_reason,
 )
 
-log = warn_stderr
+log = warn
 """One line on the proxy's stderr."""
 
 

@@ -15,7 +15,7 @@ from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.store.schema import connect
 from acp_proxy.wire.frame import Direction, Frame
 from tests.conftest import proxy_exe
-from tests.helpers import NewFrame, insert_frames
+from tests.helpers import Capture, insert_frames
 
 Line = tuple[Direction, bytes]
 SID = "s1"
@@ -243,7 +243,7 @@ def write_generated(path: Path, frames: Iterable[Line]) -> int:
 
     insert_frames(
         path,
-        (NewFrame(d, raw, mono_ns=seq) for seq, (d, raw) in enumerate(counted(), 1)),
+        (Capture(d, raw, mono_ns=seq) for seq, (d, raw) in enumerate(counted(), 1)),
         connection={"started_at": now, "ended_at": now + 1, "transport": "stdio"},
         start_ts=now,
     )

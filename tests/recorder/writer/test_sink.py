@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_proxy.recorder.ipc import STDERR, Control, Frame
+from acp_proxy.recorder.ipc import STDERR, Control, Whole
 from acp_proxy.recorder.writer.rows import Rows
 from acp_proxy.recorder.writer.sink import Sink, SqliteSink
 from acp_proxy.recorder.writer.sink_pg import PostgresSink
@@ -38,9 +38,9 @@ def test_rows_of_many_connections_in_one_batch_keep_their_connection_and_order(
     items = []
     for n in range(1, 5):
         for k in keys:
-            items.append(Frame(k, "a2c", 2.0, n, b'{"k":"%s","n":%d}\n' % (k.encode(), n), False))
+            items.append(Whole(k, "a2c", 2.0, n, b'{"k":"%s","n":%d}\n' % (k.encode(), n), False))
             if n == 2:
-                items.append(Frame(k, STDERR, 2.0, n, b"%s warns\n" % k.encode(), False))
+                items.append(Whole(k, STDERR, 2.0, n, b"%s warns\n" % k.encode(), False))
         if n == 3:
             items.append(Control("b", "close", {"ended_at": 3.0, "end_reason": "client"}))
     assert sink.write(rows.build(items), _deadline) == 12

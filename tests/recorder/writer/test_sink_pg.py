@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_proxy.recorder.ipc import Control, Frame
+from acp_proxy.recorder.ipc import Control, Whole
 from acp_proxy.recorder.writer.rows import Op, Rows
 from acp_proxy.recorder.writer.sink import SinkFailed
 from acp_proxy.recorder.writer.sink_pg import PostgresSink
@@ -55,7 +55,7 @@ class _LosingSink(PostgresSink):
 
 def _batch(rows: Rows, key: object, n: int) -> list[Op]:
     items: list[Any] = [Control(key, "open", {"transport": "stdio", "started_at": 1.0})]
-    items += [Frame(key, "c2a", 2.0, 3, b'{"n":%d}\n' % i, False) for i in range(n)]
+    items += [Whole(key, "c2a", 2.0, 3, b'{"n":%d}\n' % i, False) for i in range(n)]
     return rows.build(items)
 
 
@@ -79,7 +79,7 @@ def test_a_batch_whose_commit_got_no_answer_is_stored_exactly_once(
     rows = Rows(PostgresSink.null)
     ops = _batch(rows, "conn", 100)
     assert _write_until_stored(sink, ops) == 100
-    more = rows.build([Frame("conn", "a2c", 2.0, 3, b'{"more":1}\n', False)])
+    more = rows.build([Whole("conn", "a2c", 2.0, 3, b'{"more":1}\n', False)])
     assert sink.write(more, lambda: time.monotonic() + 5) == 1
     sink.close()
     with psycopg.connect(pg_url) as conn:
@@ -103,7 +103,7 @@ def test_missing_index_values_are_null_and_nul_is_escaped(pg_url: str) -> None:
         b'{"jsonrpc":"2.0","method":"a\\u0000b"}\n',
     ]
     items: list[Any] = [Control("c", "open", {"transport": "stdio", "started_at": 1.0})]
-    items += [Frame("c", "c2a", 2.0, 3, raw, False) for raw in raws]
+    items += [Whole("c", "c2a", 2.0, 3, raw, False) for raw in raws]
     try:
         assert sink.write(rows.build(items), lambda: time.monotonic() + 5) == len(raws)
     finally:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from acp_proxy.transport.http import rules
 from acp_proxy.transport.http.rules import (
     StreamRouter,
     accepts_sse,
@@ -24,6 +29,37 @@ def test_classify_post() -> None:
     assert prompt.session_scoped and prompt.session_id == "s" and prompt.id == "a"
     assert classify_post(b'{"id":5,"result":{}}').kind == "response"
     assert classify_post(b'{"method":"session/cancel","params":{}}').kind == "notification"
+
+
+EDGE_BODIES = [
+    b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"m"}',  # over 64 bits
+    b'{"id":1.0,"method":"m"}',
+    b'{"id":-0.0,"result":{}}',
+    b'{"id":true,"method":"m"}',
+    b'{"id":NaN,"method":"m"}',  # json reads NaN, orjson does not
+    b'{"id":1e400,"method":"m"}',
+    b'\xef\xbb\xbf{"id":1,"method":"m"}',  # a BOM
+    b'{"id":"\\ud800","method":"m"}',  # a lone surrogate
+    b'{"id":1,"method":"m","params":{"sessionId":"s"},"id":2}',  # a repeated key
+    b'\xff{"id":1}',
+    b' \n {"id": 7, "method": "m"} \n',
+    b"[" * 2000 + b"]" * 2000,  # deeper than orjson reads
+    b'{"id":[1],"method":"m"}',
+]
+
+
+def test_classify_post_answers_as_json_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson reads POST bodies first, for speed; the answers are json's, edge cases too."""
+    fast = [classify_post(body) for body in EDGE_BODIES]
+    monkeypatch.setattr(rules, "_fast_loads", lambda raw: rules._NOT_READ)
+    assert fast == [classify_post(body) for body in EDGE_BODIES]
+    assert fast[0].id == "123456789012345678901234567890"
+
+
+def test_id_key_is_the_json_text() -> None:
+    for value in [1, -5, 10**30, True, False, 1.5, [1], {"a": 1}]:
+        assert rules.id_key(value) == json.dumps(value)
+    assert rules.id_key("7") == "7" and rules.id_key(None) is None
 
 
 def test_router_follows_the_sdk_server() -> None:

@@ -115,7 +115,11 @@ def _recording(tmp_path: Path) -> Path:
     return db
 
 
-def test_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> None:
+def _replay_client(
+    tmp_path: Path, step_timeout: str, output: int
+) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """``acp-proxy replay --client`` of a one-request recording against the wrapper agent,
+    started; the process and the pids of the agent's tree."""
     db = _recording(tmp_path)
     pidfile = tmp_path / "pids"
     proc = subprocess.Popen(
@@ -125,15 +129,19 @@ def test_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> N
             "--client",
             str(db),
             "--step-timeout",
-            "0.5",
+            step_timeout,
             "--",
             *wrapper_agent(pidfile),
         ],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=output,
+        stderr=output,
     )
-    pids = tree_pids(pidfile, proc)
+    return proc, tree_pids(pidfile, proc)
+
+
+def test_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> None:
+    proc, pids = _replay_client(tmp_path, "0.5", subprocess.PIPE)
     try:
         proc.wait(TIMEOUT)  # the agent never answers: the replay ends after its timeouts
         assert_all_gone(pids)
@@ -145,24 +153,7 @@ def test_replay_client_leaves_no_process_of_the_agents_tree(tmp_path: Path) -> N
 def test_a_signal_to_replay_client_leaves_no_process_of_the_agents_tree(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    db = _recording(tmp_path)
-    pidfile = tmp_path / "pids"
-    proc = subprocess.Popen(
-        [
-            *proxy_exe(),
-            "replay",
-            "--client",
-            str(db),
-            "--step-timeout",
-            "30",
-            "--",
-            *wrapper_agent(pidfile),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    pids = tree_pids(pidfile, proc)
+    proc, pids = _replay_client(tmp_path, "30", subprocess.DEVNULL)
     try:
         proc.send_signal(sig)
         proc.wait(TIMEOUT)

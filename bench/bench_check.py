@@ -4,7 +4,9 @@ The recording is one v2 connection of realistic turns (prompt, running, user_mes
 response, thought and message chunks of ~300 bytes, tool call updates, idle), written
 straight into SQLite. The benchmark then runs the real ``acp-proxy check --json`` on it and
 reports wall time, frames/s, MB/s and the command's peak RSS (its memory should not grow
-with the recording), plus the engine alone in process (no SQLite) for comparison.
+with the recording), against the baseline of merely reading every frame's raw bytes and
+parsing each once with orjson (same run, a fresh interpreter each: the ratio is printed),
+plus the engine alone in process (no SQLite) for comparison.
 
 Usage::
 
@@ -14,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import subprocess
@@ -34,6 +37,13 @@ sys.path.insert(0, str(ROOT))
 from tests.acp.conformance.helpers import write_generated  # noqa: E402
 
 SID = "sess_bench"
+
+BASELINE = """
+import sqlite3, sys, orjson
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+for (raw,) in conn.execute("SELECT raw FROM frames ORDER BY connection_id, seq"):
+    orjson.loads(raw)
+"""
 
 
 def _line(obj: object) -> bytes:
@@ -173,6 +183,14 @@ def main() -> None:
             f"written in {time.perf_counter() - t0:.1f}s"
         )
 
+        # The baseline: read every frame's raw bytes in order and parse each once with orjson
+        # (a fresh interpreter, as check's); the target is check <= 2x its time.
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", BASELINE, str(path)], check=True)
+        base = time.perf_counter() - t0
+        print(f"read + orjson.loads every frame: {base:.1f}s, {count / base:,.0f} frames/s")
+
         exe = shutil.which("acp-proxy") or "acp-proxy"
         t0 = time.perf_counter()
         done = subprocess.run([exe, "check", str(path), "--json"], capture_output=True)
@@ -184,6 +202,7 @@ def main() -> None:
             f"{size / 2**20 / wall:.1f} MiB/s, peak RSS {rss:.0f} MiB, exit {done.returncode}, "
             f"errors {summary['error']} warnings {summary['warning']}"
         )
+        print(f"check / (read + parse) = {wall / base:.2f} (target <= 2)")
 
         checker = ConnectionChecker(1, transport="stdio")
         t0 = time.perf_counter()

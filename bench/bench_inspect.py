@@ -1,4 +1,6 @@
-"""Benchmark: ``acp-proxy show`` and ``stats`` on a generated recording (default 1M frames).
+"""Benchmark: ``acp-proxy show``, ``stats`` and ``ls`` on a generated recording (default 1M
+frames); ``stats`` and ``ls`` with ``--recount`` (every frame read) against the per-connection
+aggregates (derived by the first run, then read), in the same run.
 
 The recording (one v2 connection: turns of a prompt, running, user_message, response,
 93 agent message chunks, two tool call updates, idle) is written straight into SQLite by
@@ -15,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -65,14 +68,36 @@ def main() -> None:
         f"generated {count} frames ({db.stat().st_size / 1e6:.0f} MB) "
         f"in {time.perf_counter() - start:.1f}s"
     )
-    commands = [["show"], ["stats"], ["stats", "--json"]]
+    # stats and ls: counting every frame (--recount), then from the per-connection
+    # aggregates: the first run derives and stores them, the next ones read them.
+    commands = [
+        ["ls", "--recount"],
+        ["ls"],
+        ["ls"],
+        ["stats", "--recount"],
+        ["stats"],
+        ["stats"],
+        ["stats", "--json"],
+        ["show"],
+    ]
     if not opts.no_json:
         commands.append(["show", "--json"])
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
     for command in commands:
         seconds, rss = run([*command, str(db)])
+        name = " ".join(command)
+        first.setdefault(name, seconds)
+        last[name] = seconds
         print(
-            f"{' '.join(command):<12} {seconds:7.1f}s  {count / seconds:9.0f} frames/s  "
-            f"peak RSS {rss:6.0f} MB"
+            f"{name:<16} {seconds:7.2f}s  {count / seconds:9.0f} frames/s  peak RSS {rss:6.0f} MB"
+        )
+    for name in ("ls", "stats"):
+        full = last[f"{name} --recount"]
+        print(
+            f"{name}: {full:.2f}s counting every frame, {first[name]:.2f}s deriving the "
+            f"aggregates, {last[name]:.2f}s from them ({full / last[name]:.0f}x)"
         )
     if opts.keep is None:
         shutil.rmtree(workdir)

@@ -22,6 +22,11 @@ For each target it measures, through real pipes and processes:
 - the recording ceilings of each recording target: recorded / (the machine's CPU time over the
   run / its CPUs), the most that much work could reach with every CPU busy throughout, and
   for the private server recorded / its CPU time, the most one server process could;
+- ``proxy-record-metrics``: ``acp-proxy --record`` again with ``--metrics`` served and
+  scraped once a second by a thread of the benchmark (Prometheus scrapes every 15-60 s),
+  to compare with ``proxy-record`` in the same run; its writer runs the live conformance
+  check (``acp_proxy_findings_total``), which ``proxy-record-metrics-nocheck`` turns off
+  (``ACP_PROXY_LIVE_CHECK=0``), so the two show what the check costs;
 - a paced run (``--rate``, default 100,000 frames/s): the same flood written by the agent at a
   steady rate through ``acp-proxy --record`` (into SQLite, and into PostgreSQL when that is
   measured too), while a reader polls the database. It reports
@@ -64,6 +69,7 @@ HERE = Path(__file__).resolve().parent
 WARMUP_PINGS = 200  # also lets acp-proxy's recorder writer process finish starting
 AGENT = [sys.executable, str(HERE / "bench_agent.py")]
 RELAY = [sys.executable, str(HERE / "relay.py")]
+NO_CHECK = ["env", "ACP_PROXY_LIVE_CHECK=0"]  # env execs the proxy: the pid sampled is the proxy's
 
 
 @dataclass
@@ -375,6 +381,42 @@ def run_target(
     return res
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for ``--metrics``)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Scraper:
+    """Scrapes a ``/metrics`` URL once a second from a thread, as Prometheus would (faster)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as response:
+                    response.read()
+                self.scrapes += 1
+            except OSError:
+                pass  # not listening yet, or gone
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        return self.scrapes
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--frames", type=int, default=1_000_000, help="chunks per flood")
@@ -382,7 +424,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="keep the recording in this directory")
     ap.add_argument(
         "--only",
-        default="agent,relay,proxy,proxy-record,proxy-record-pg,proxy-record-pg-bare",
+        default="agent,relay,proxy,proxy-record,proxy-record-metrics-nocheck,"
+        "proxy-record-metrics,proxy-record-pg,proxy-record-pg-bare",
         help="comma-separated targets",
     )
     ap.add_argument(
@@ -409,7 +452,16 @@ def main() -> int:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     extra = args.proxy_args.split()
     only = args.only.split(",")
-    known = ("agent", "relay", "proxy", "proxy-record", "proxy-record-pg", "proxy-record-pg-bare")
+    known = (
+        "agent",
+        "relay",
+        "proxy",
+        "proxy-record",
+        "proxy-record-metrics-nocheck",
+        "proxy-record-metrics",
+        "proxy-record-pg",
+        "proxy-record-pg-bare",
+    )
     unknown = [key for key in only if key not in known]
     if unknown:
         print(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
@@ -425,6 +477,7 @@ def main() -> int:
         if pg is not None and "proxy-record-pg-bare" in only
         else None
     )
+    metrics_at = f"127.0.0.1:{free_port()}"
     targets: dict[str, tuple[str, list[str], Path | str | None]] = {
         "agent": ("agent directly", AGENT, None),
         "relay": ("asyncio line relay (baseline)", [*RELAY, *AGENT], None),
@@ -432,6 +485,16 @@ def main() -> int:
         "proxy-record": (
             "acp-proxy --record",
             [exe, *extra, "--record", str(db), "--", *AGENT],
+            db,
+        ),
+        "proxy-record-metrics-nocheck": (
+            "acp-proxy --record --metrics, no live check",
+            [*NO_CHECK, exe, *extra, "--record", str(db), "--metrics", metrics_at, "--", *AGENT],
+            db,
+        ),
+        "proxy-record-metrics": (
+            "acp-proxy --record --metrics (scraped every second, live check)",
+            [exe, *extra, "--record", str(db), "--metrics", metrics_at, "--", *AGENT],
             db,
         ),
         "proxy-record-pg": (
@@ -462,7 +525,10 @@ def main() -> int:
             if pg is not None and key.startswith("proxy-record-pg"):
                 rec = pg.fresh(str(rec))
             server = pg if key.startswith("proxy-record-pg") else None
+            scraper = Scraper(f"http://{metrics_at}/metrics") if "--metrics" in argv else None
             results.append(run_target(name, argv, args.frames, args.pings, rec, pg=server))
+            if scraper is not None:
+                print(f"  {scraper.stop()} scrapes of /metrics", file=sys.stderr)
         # paced: into SQLite, and into PostgreSQL when it was measured too
         for key in ("proxy-record", "proxy-record-pg"):
             if not args.rate or (key == "proxy-record-pg" and key not in only):

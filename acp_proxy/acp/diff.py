@@ -15,10 +15,14 @@ with turn 2's.
 
 Memory: the alignment holds only the signatures (small integers) of both connections and,
 for the LCS, one bit row per frame of B over the frames of A after the common prefix and
-suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it the
-alignment falls back to a linear greedy walk (:func:`greedy_pairs`, look-ahead
-:data:`GREEDY_WINDOW`) and says so in :attr:`ConnectionAlignment.note`. The frames' bytes
-are compared as they are streamed (:func:`compare_aligned`), never held.
+suffix are trimmed: at most :data:`LCS_CELLS` bits (20k x 20k frames, 50 MB). Beyond it
+whole turns are aligned first (:func:`turn_pairs`: an LCS over the turns, each turn one
+symbol, then the frames of the turns that differ), which on two runs of one conversation
+gives the LCS over every frame at the cost of the differing turns only (100k frames a side:
+exact). Only when that is still too big does the alignment fall back to a linear greedy walk
+(:func:`greedy_pairs`, look-ahead :data:`GREEDY_WINDOW`), and it says so in
+:attr:`ConnectionAlignment.note`. The frames' bytes are compared as they are streamed
+(:func:`compare_aligned`), never held.
 
 Timing: the latency of every request/response exchange (paired with
 :class:`~acp_proxy.acp.exchanges.Exchanges`, the one pairing model) and the duration of every
@@ -37,17 +41,17 @@ from typing import Any, Literal
 
 from acp_proxy.acp.exchanges import Exchanges
 from acp_proxy.acp.jsonpaths import Difference, diff_values, remove_paths
+from acp_proxy.acp.lcs import GREEDY_WINDOW as GREEDY_WINDOW
+from acp_proxy.acp.lcs import LCS_CELLS as LCS_CELLS
+from acp_proxy.acp.lcs import align_pairs as align_pairs
+from acp_proxy.acp.lcs import greedy_pairs as greedy_pairs
+from acp_proxy.acp.lcs import lcs_pairs as lcs_pairs
+from acp_proxy.acp.lcs import turn_pairs as turn_pairs
 from acp_proxy.acp.turns import Turn, TurnTracker
 from acp_proxy.acp.volatile import scrub
 from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
-
-LCS_CELLS = 20_000 * 20_000
-"""Largest (frames of A) x (frames of B), after trimming the common ends, aligned by LCS."""
-
-GREEDY_WINDOW = 200
-"""How far the greedy fallback looks ahead for a frame's counterpart."""
 
 Signature = tuple[Direction, str | None, str | None, str | None]
 """(direction, kind, method, update variant)."""
@@ -202,100 +206,6 @@ class Alignment:
     note: str | None = None
 
 
-def lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
-    """A longest common subsequence of ``a`` and ``b`` as index pairs, in order.
-
-    Bit-parallel (one Python integer of ``len(a)`` bits per element of ``b``), so the time is
-    about ``len(a) * len(b) / 64`` word operations and the memory ``len(a) * len(b)`` bits.
-    """
-    n, m = len(a), len(b)
-    if not n or not m:
-        return []
-    masks: dict[int, int] = {}
-    for i, symbol in enumerate(a):
-        masks[symbol] = masks.get(symbol, 0) | (1 << i)
-    full = (1 << n) - 1
-    v = full
-    rows = [v]
-    for symbol in b:
-        u = v & masks.get(symbol, 0)
-        v = ((v + u) | (v - u)) & full
-        rows.append(v)
-
-    def length(j: int, i: int) -> int:  # LCS of a[:i] and b[:j]
-        return i - (rows[j] & ((1 << i) - 1)).bit_count()
-
-    out: list[tuple[int, int]] = []
-    i, j = n, m
-    while i > 0 and j > 0:
-        if a[i - 1] == b[j - 1]:
-            i -= 1
-            j -= 1
-            out.append((i, j))
-        elif length(j - 1, i) >= length(j, i - 1):
-            j -= 1
-        else:
-            i -= 1
-    out.reverse()
-    return out
-
-
-def greedy_pairs(
-    a: Sequence[int], b: Sequence[int], window: int = GREEDY_WINDOW
-) -> list[tuple[int, int]]:
-    """A linear-time common subsequence: walk both, re-synchronising within ``window``."""
-    out: list[tuple[int, int]] = []
-    i, j, n, m = 0, 0, len(a), len(b)
-    while i < n and j < m:
-        if a[i] == b[j]:
-            out.append((i, j))
-            i += 1
-            j += 1
-            continue
-        in_b = next((k for k in range(j + 1, min(m, j + window)) if b[k] == a[i]), None)
-        in_a = next((k for k in range(i + 1, min(n, i + window)) if a[k] == b[j]), None)
-        if in_b is None and in_a is None:
-            i += 1
-            j += 1
-        elif in_a is None or (in_b is not None and in_b - j <= in_a - i):
-            assert in_b is not None
-            j = in_b
-        else:
-            i = in_a
-    return out
-
-
-def align_pairs(
-    a: Sequence[int], b: Sequence[int], max_cells: int = LCS_CELLS
-) -> tuple[list[tuple[int, int]], str | None]:
-    """Matched index pairs of two sequences: common ends, then LCS (greedy past ``max_cells``).
-
-    The second item is ``None``, or a note saying the alignment was greedy.
-    """
-    n, m = len(a), len(b)
-    head = 0
-    while head < n and head < m and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
-        tail += 1
-    mid_a, mid_b = a[head : n - tail], b[head : m - tail]
-    note = None
-    if len(mid_a) * len(mid_b) <= max_cells:
-        middle = lcs_pairs(mid_a, mid_b)
-    else:
-        note = (
-            f"the differing middle is {len(mid_a)} x {len(mid_b)} frames, past the LCS limit "
-            f"of {max_cells:,} cells: aligned greedily (linear; may report more changes than "
-            "an exact alignment)"
-        )
-        middle = greedy_pairs(mid_a, mid_b)
-    pairs = [(k, k) for k in range(head)]
-    pairs += [(i + head, j + head) for i, j in middle]
-    pairs += [(n - tail + k, m - tail + k) for k in range(tail)]
-    return pairs, note
-
-
 def align(
     a: Sequence[int],
     b: Sequence[int],
@@ -303,6 +213,8 @@ def align(
     a_content: Sequence[int] | None = None,
     b_content: Sequence[int] | None = None,
     max_cells: int = LCS_CELLS,
+    a_starts: Sequence[bool] | None = None,
+    b_starts: Sequence[bool] | None = None,
 ) -> Alignment:
     """Align two signature sequences into opcodes.
 
@@ -310,17 +222,26 @@ def align(
     equal (after normalising) are aligned first, and only the frames left between them are
     aligned by signature: so among several frames of one signature (a run of message chunks)
     the equal ones pair up and the one that differs is *changed* or *added*, not whichever
-    the signature LCS happened to pick.
+    the signature LCS happened to pick. ``a_starts``/``b_starts`` (whether each frame starts
+    a turn) let a big alignment go turn by turn (:func:`turn_pairs`) before greedy.
     """
     if a_content is None or b_content is None:
-        by_signature, note = align_pairs(a, b, max_cells)
+        by_signature, note = align_pairs(a, b, max_cells, a_starts=a_starts, b_starts=b_starts)
         return Alignment(opcodes_from_pairs(by_signature, len(a), len(b)), note is None, note)
-    anchors, note = align_pairs(a_content, b_content, max_cells)
+    anchors, note = align_pairs(
+        a_content, b_content, max_cells, a_starts=a_starts, b_starts=b_starts
+    )
     pairs: list[tuple[int, int]] = []
     i = j = 0
     for pi, pj in [*anchors, (len(a), len(b))]:
         if pi > i and pj > j:  # a gap on both sides: align it by signature
-            gap, gap_note = align_pairs(a[i:pi], b[j:pj], max_cells)
+            gap, gap_note = align_pairs(
+                a[i:pi],
+                b[j:pj],
+                max_cells,
+                a_starts=None if a_starts is None else a_starts[i:pi],
+                b_starts=None if b_starts is None else b_starts[j:pj],
+            )
             note = note or gap_note
             pairs += [(i + gi, j + gj) for gi, gj in gap]
         if pi < len(a) and pj < len(b):
@@ -380,12 +301,20 @@ def align_connections(
             a_content=[a.content[i] for i in ia] if keyed else None,
             b_content=[b.content[j] for j in ib] if keyed else None,
             max_cells=max_cells,
+            a_starts=[_starts_turn(a.signature(i)) for i in ia],
+            b_starts=[_starts_turn(b.signature(j)) for j in ib],
         )
         note = note or sub.note
         for tag, i1, i2, j1, _j2 in sub.opcodes:
             if tag == "equal":
                 pairs += [(ia[i1 + k], ib[j1 + k]) for k in range(i2 - i1)]
     return ConnectionAlignment(merge_rows(pairs, len(a), len(b)), note is None, note)
+
+
+def _starts_turn(sig: Signature) -> bool:
+    """Whether a frame opens a turn for :func:`turn_pairs`: the prompt request (the client's
+    side), the prompt's response (the agent's)."""
+    return sig[2] == "session/prompt" and sig[1] in ("request", "response")
 
 
 def merge_rows(pairs: Iterable[tuple[int, int]], n: int, m: int) -> list[Row]:

@@ -98,44 +98,89 @@ LineageKey = tuple[int, str]
 """(connection the session lineage starts on, sessionId)."""
 
 
+@dataclass(slots=True)
+class ConnectionPart:
+    """What one connection adds to the statistics, on its own: its methods' outcomes and its
+    sessions in the order they first appear, each with whether the connection created it.
+
+    :meth:`StatsAccumulator.add` merges parts in connection order into exactly what feeding
+    every frame would give, so a connection's part can be derived once and stored
+    (:mod:`acp_proxy.analysis.aggregates`); :meth:`to_json` and :meth:`from_json` round-trip.
+    """
+
+    connection_id: int
+    methods: dict[tuple[str, str], MethodStats] = field(default_factory=dict)
+    sessions: dict[str, tuple[bool, SessionStats]] = field(default_factory=dict)
+    protocol_version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": self.protocol_version,
+            "m": [
+                [m, d, s.latencies.tolist(), s.errors, s.unanswered, s.reordered]
+                for (m, d), s in self.methods.items()
+            ],
+            "s": [
+                [
+                    sid,
+                    creates,
+                    s.frames,
+                    s.bytes,
+                    s.turns,
+                    s.unfinished,
+                    s.durations.tolist(),
+                    list(s.stop_reasons.items()),
+                ]
+                for sid, (creates, s) in self.sessions.items()
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, connection_id: int, data: dict[str, Any]) -> ConnectionPart:
+        part = cls(connection_id, protocol_version=data["v"])
+        for m, d, latencies, errors, unanswered, reordered in data["m"]:
+            part.methods[(m, d)] = MethodStats(array("q", latencies), errors, unanswered, reordered)
+        for sid, creates, frames, size, turns, unfinished, durations, reasons in data["s"]:
+            stats = SessionStats(sid, [], frames, size, turns, unfinished, array("q", durations))
+            stats.stop_reasons.update(dict(reasons))
+            part.sessions[sid] = (creates, stats)
+        return part
+
+
 class StatsAccumulator:
-    """Feed frames in recording order (connection, then seq); read :meth:`to_json`."""
+    """Feed frames in recording order (connection, then seq), or :meth:`add` connections'
+    parts in that order; read :meth:`to_json`."""
 
     def __init__(self) -> None:
         self.methods: dict[tuple[str, str], MethodStats] = {}
         self.sessions: dict[LineageKey, SessionStats] = {}
         self.protocol_versions: dict[int, int | None] = {}
         """Each connection's protocol version (see :class:`InitializeFacts`)."""
+        self.last_part: ConnectionPart | None = None
+        """The part of the connection fed last, once it is done (see :meth:`finish`)."""
         self._latest: dict[str, LineageKey] = {}  # sessionId -> its latest lineage
-        self._conn: int | None = None
-        self._conn_sessions: dict[str, SessionStats] = {}  # this connection's sessions
+        self._part: ConnectionPart | None = None  # the connection being fed
         # request: (method, sent at); an early response: (payload, received at)
         self._exchanges: Exchanges[tuple[str, int], tuple[Any, int]] = Exchanges()
         self._facts = InitializeFacts()
         self._tracker = TurnTracker()
 
     def _method(self, method: str, direction: str) -> MethodStats:
+        assert self._part is not None
         key = (method, direction)
-        stats = self.methods.get(key)
+        stats = self._part.methods.get(key)
         if stats is None:
-            stats = self.methods[key] = MethodStats()
+            stats = self._part.methods[key] = MethodStats()
         return stats
 
     def _session(self, sid: str, creates: bool = False) -> SessionStats:
         """The session ``sid`` means on the current connection (see the module docstring)."""
-        stats = self._conn_sessions.get(sid)
-        if stats is not None:
-            return stats
-        assert self._conn is not None
-        key = self._latest.get(sid)
-        if creates or key is None:
-            key = (self._conn, sid)
-            self._latest[sid] = key
-        stats = self.sessions.get(key)
-        if stats is None:
-            stats = self.sessions[key] = SessionStats(sid)
-        stats.connections.append(self._conn)
-        self._conn_sessions[sid] = stats
+        assert self._part is not None
+        entry = self._part.sessions.get(sid)
+        if entry is not None:
+            return entry[1]
+        stats = SessionStats(sid)
+        self._part.sessions[sid] = (creates, stats)
         return stats
 
     def feed(self, frame: Frame, payload: Any = None) -> None:
@@ -143,9 +188,9 @@ class StatsAccumulator:
         connection_id, direction, kind = frame.connection_id, frame.direction, frame.kind
         rpc_id, method, session_id = frame.rpc_id, frame.method, frame.session_id
         update_kind, mono_ns, size = frame.update_kind, frame.mono_ns, frame.size
-        if connection_id != self._conn:
+        if self._part is None or connection_id != self._part.connection_id:
             self._end_connection()
-            self._conn = connection_id
+            self._part = ConnectionPart(connection_id)
         self._exchanges.tick()  # responses that answered nothing: no latency, no outcome
         if session_id is not None:
             creates = kind == "response" and method in SESSION_RESULT_METHODS
@@ -165,6 +210,35 @@ class StatsAccumulator:
             turn = self._tracker.state(session_id, update.get("state"), update, None, mono_ns)
             if turn is not None:
                 self._turn_done(turn)
+
+    def add(self, part: ConnectionPart) -> None:
+        """Merge one connection's part (after every earlier connection's)."""
+        self._end_connection()
+        cid = part.connection_id
+        self.protocol_versions[cid] = part.protocol_version
+        for key, m in part.methods.items():
+            total = self.methods.get(key)
+            if total is None:
+                total = self.methods[key] = MethodStats()
+            total.latencies.extend(m.latencies)
+            total.errors += m.errors
+            total.unanswered += m.unanswered
+            total.reordered += m.reordered
+        for sid, (creates, s) in part.sessions.items():
+            lineage = self._latest.get(sid)
+            if creates or lineage is None:
+                lineage = (cid, sid)
+                self._latest[sid] = lineage
+            total_s = self.sessions.get(lineage)
+            if total_s is None:
+                total_s = self.sessions[lineage] = SessionStats(sid)
+            total_s.connections.append(cid)
+            total_s.frames += s.frames
+            total_s.bytes += s.bytes
+            total_s.turns += s.turns
+            total_s.unfinished += s.unfinished
+            total_s.durations.extend(s.durations)
+            total_s.stop_reasons.update(s.stop_reasons)
 
     def _feed_item(self, direction: Direction, item: Any, mono_ns: int) -> None:
         if not isinstance(item, dict):
@@ -238,8 +312,10 @@ class StatsAccumulator:
         stats.stop_reasons[encodable(str(reason)) if reason is not None else "(none)"] += 1
 
     def _end_connection(self) -> None:
-        if self._conn is not None:
-            self.protocol_versions[self._conn] = self._facts.protocol_version
+        part = self._part
+        if part is None:
+            return
+        part.protocol_version = self._facts.protocol_version
         for (direction, _rid), (method, _ns) in self._exchanges.pending.items():
             self._method(method, direction).unanswered += 1
         for turn in self._tracker.unfinished():
@@ -249,11 +325,12 @@ class StatsAccumulator:
         self._exchanges.clear()
         self._facts = InitializeFacts()
         self._tracker = TurnTracker()
-        self._conn_sessions = {}
+        self._part = None
+        self.last_part = part
+        self.add(part)
 
     def finish(self) -> None:
         self._end_connection()
-        self._conn = None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -31,10 +31,21 @@ from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.wire.frame import Frame
 
+SeqRange = tuple[int, int]
+"""Frames ``first``..``last`` (sequence numbers, both included) of one connection: a turn."""
 
-def _frames(db: Database, connection_id: int) -> Iterator[Frame]:
-    """The one place this module reads frames: one connection, in order, streamed."""
-    return RecordingReader(db).frames(connection_id=connection_id)
+
+def _frames(db: Database, connection_id: int, seqs: SeqRange | None = None) -> Iterator[Frame]:
+    """The one place this module reads frames: one connection (or ``seqs`` of it), in
+    order, streamed."""
+    if seqs is None:
+        yield from RecordingReader(db).frames(connection_id=connection_id)
+        return
+    first, last = seqs
+    for f in RecordingReader(db).frames(connection_id=connection_id, after_seq=first - 1):
+        if f.seq > last:
+            return
+        yield f
 
 
 def pick_connection(db: Database, wanted: int | None) -> int:
@@ -52,10 +63,12 @@ def sketch_connection(
     connection_id: int,
     table: Signatures,
     ignores: Sequence[tuple[str, ...]] = (),
+    seqs: SeqRange | None = None,
 ) -> ConnectionSketch:
-    """One connection's signatures, content keys, frame numbers and latencies (streamed)."""
+    """One connection's (or its ``seqs``') signatures, content keys, frame numbers and
+    latencies (streamed)."""
     sketch = ConnectionSketch(table, ignores)
-    for f in _frames(db, connection_id):
+    for f in _frames(db, connection_id, seqs):
         sketch.add(f)
     sketch.finish()
     return sketch
@@ -160,20 +173,23 @@ def compare_connections(
     ignores: Sequence[tuple[str, ...]] = (),
     threshold_ns: int = 1_000_000_000,
     fail_slower: SlowerLimit | None = None,
+    a_seqs: SeqRange | None = None,
+    b_seqs: SeqRange | None = None,
 ) -> Comparison:
-    """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b``.
+    """Align connection ``a_connection`` of ``db_a`` with ``b_connection`` of ``db_b`` (or
+    only frames ``a_seqs`` of one with ``b_seqs`` of the other: one turn with another).
 
     Exchanges and turns slower by more than ``threshold_ns`` are reported; only those past
     ``fail_slower`` make the connections differ."""
     table = Signatures()
-    a = sketch_connection(db_a, a_connection, table, ignores)
-    b = sketch_connection(db_b, b_connection, table, ignores)
+    a = sketch_connection(db_a, a_connection, table, ignores, a_seqs)
+    b = sketch_connection(db_b, b_connection, table, ignores, b_seqs)
     alignment = align_connections(a, b)
     changes = list(
         compare_aligned(
             alignment,
-            (f.raw for f in _frames(db_a, a_connection)),
-            (f.raw for f in _frames(db_b, b_connection)),
+            (f.raw for f in _frames(db_a, a_connection, a_seqs)),
+            (f.raw for f in _frames(db_b, b_connection, b_seqs)),
             ignores,
         )
     )

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.stats import StatsAccumulator
+from acp_proxy.analysis.aggregates import aggregates, merged_counts, merged_stats
+from acp_proxy.store.connection_aggregates import forget_aggregates
 from acp_proxy.store.edit import (
     WritableDatabase,
     update_connection_facts,
     update_index_columns,
+    write_transaction,
 )
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.rows import ConnectionRow
@@ -118,15 +122,27 @@ def check_connection(
     return check.report()
 
 
-def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> dict[str, Any]:
+def collect_stats(
+    reader: RecordingReader,
+    connection_id: int | None = None,
+    *,
+    location: str | Path | None = None,
+    write: bool = True,
+) -> dict[str, Any]:
     """All statistics of a recording (or one connection) as plain data (``stats --json``).
 
-    Counts and bytes are aggregated by the reader; latencies and turns come from one
-    streamed pass that parses only the frames the accumulator needs.
+    With the recording's ``location``, from each connection's aggregate
+    (:mod:`acp_proxy.analysis.aggregates`: kept for ended connections, so only the live
+    ones' frames are read; ``write``: what is derived may be stored in the recording).
+    Without, from the frames: counts and bytes aggregated by the
+    reader; latencies and turns from one streamed pass that parses only the frames the
+    accumulator needs (``stats --recount``). Both give the same numbers.
     """
     ids = None if connection_id is None else [connection_id]
-    frames, size, _with_frames = reader.totals(ids)
     connections = len(ids) if ids is not None else len(reader.connection_ids())  # as ls counts
+    if location is not None:
+        return _stats_of_aggregates(reader, connection_id, location, connections, write)
+    frames, size, _with_frames = reader.totals(ids)
     methods = reader.method_counts(ids)
     updates = reader.update_counts(ids)
     acc = StatsAccumulator()
@@ -134,7 +150,35 @@ def collect_stats(reader: RecordingReader, connection_id: int | None = None) -> 
         payload = parse_json(f.raw)[0] if f.raw else None
         acc.feed(f, payload)
     acc.finish()
-    derived = acc.to_json()
+    return _stats_json(frames, size, connections, methods, updates, acc.to_json())
+
+
+def _stats_of_aggregates(
+    reader: RecordingReader,
+    connection_id: int | None,
+    location: str | Path,
+    connections: int,
+    write: bool,
+) -> dict[str, Any]:
+    if connection_id is None:
+        rows = reader.connections(sizes=False, counts=False)
+    else:
+        rows = [reader.connection(connection_id, sizes=False)]
+    aggs = list(aggregates(location, reader, rows, "stats", write=write).values())
+    methods, updates = merged_counts(aggs)
+    frames = sum(a.frames for a in aggs)
+    size = sum(a.bytes for a in aggs)
+    return _stats_json(frames, size, connections, methods, updates, merged_stats(aggs))
+
+
+def _stats_json(
+    frames: int,
+    size: int,
+    connections: int,
+    methods: list[dict[str, Any]],
+    updates: list[dict[str, Any]],
+    derived: dict[str, Any],
+) -> dict[str, Any]:
     latency = {(x["method"], x["direction"]): x for x in derived["latency"]}
     for m in methods:
         lat = latency.get((m["method"], m["direction"]))
@@ -191,4 +235,7 @@ def reindex_connection(
             progress(seen)
     if indexer.facts.changed:
         update_connection_facts(db, connection_id, indexer.facts)
+    if changed or indexer.facts.changed:
+        with write_transaction(db):
+            forget_aggregates(db, [connection_id])  # derived from the old columns
     return seen, changed

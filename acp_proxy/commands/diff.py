@@ -97,7 +97,8 @@ def diff_command(
     idle in v2, to the prompt's response in v1) that got slower than --timing-threshold:
     those are a difference only past --fail-slower. A and B may be the same file with two
     --connection values. Without --connection: the first connection of each. Past 20k x
-    20k differing frames the alignment is greedy (linear) and says so. Frames read
+    20k differing frames whole turns are aligned first, then the frames of those that differ;
+    only if that is still too big is it greedy (linear), and says so. Frames read
     "-> request session/prompt" (-> client to agent, <- agent to client; --json keeps
     c2a/a2c). On a terminal: coloured, cut to its width (--wide: whole lines).
     Examples:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from acp_proxy.analysis.aggregates import aggregates
 from acp_proxy.commands.common import (
     RECORDING_ARG,
     fmt_bytes,
@@ -64,9 +66,19 @@ def _duration(row: ConnectionRow, now: float) -> float | None:
     metavar="N",
     help="Only the newest N connections (of those --host keeps); quick on a big store.",
 )
+@click.option(
+    "--recount",
+    is_flag=True,
+    help="Count every frame, not the totals kept for ended connections.",
+)
 @terminal_options()
 def ls_command(
-    recording_path: Path, as_json: bool, host: str | None, last: int | None, terminal: Terminal
+    recording_path: Path,
+    as_json: bool,
+    host: str | None,
+    last: int | None,
+    recount: bool,
+    terminal: Terminal,
 ) -> None:
     """List the connections in a recording: when, which agent and client, how it ended.
 
@@ -76,7 +88,8 @@ def ls_command(
     connection ended, e.g. a proxy killed with SIGKILL; --json's end_reason says which:
     proxy-lost, recorder-lost or none), transport, negotiated protocol version, agent
     and client (name and version from initialize), the --label, the host it was recorded on
-    (when known), frames and bytes recorded, and the frames the recorder had to drop.
+    (when known), frames and bytes recorded, and the frames the recorder had to drop
+    (counted once for an ended connection and kept in the recording; --recount: count again).
     On a terminal the table fits its width (names and labels cut with …, the start time
     shortened, a column with one value in every row left out); --wide or a pipe: all of it.
 
@@ -90,7 +103,16 @@ def ls_command(
 
     now = time.time()
     with recording(recording_path) as db:
-        rows = RecordingReader(db).connections(now=now, host=host, last=last)
+        reader = RecordingReader(db)
+        if recount:
+            rows = reader.connections(now=now, host=host, last=last)
+        else:
+            rows = reader.connections(now=now, host=host, last=last, sizes=False, counts=False)
+            totals = aggregates(recording_path, reader, rows, "size")
+            rows = [
+                replace(r, frame_count=totals[r.id].frames, byte_count=totals[r.id].bytes)
+                for r in rows
+            ]
         if as_json:
             for r in rows:
                 obj = {k: getattr(r, k) for k in r.__slots__}

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    live_check_for_writer,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.options import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
+from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
 from acp_proxy.recorder.handle import Recorder
 from acp_proxy.transport.stdio.proxy import StdioProxy
@@ -34,6 +42,8 @@ from acp_proxy.transport.stdio.proxy import StdioProxy
 @queue_option()
 @otlp_live_options
 @ui_options
+@metrics_options
+@tls_server_options
 @click.argument("agent_command", nargs=-1, required=True, metavar="-- AGENT [ARGS]...")
 def proxy_command(
     record: Path | str | None,
@@ -45,6 +55,10 @@ def proxy_command(
     ui: tuple[str, int] | None = None,
     ui_token: str | None = None,
     otlp: LiveExport | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> None:
     """Run AGENT behind a transparent, byte-exact stdio proxy, optionally recording.
 
@@ -58,13 +72,16 @@ def proxy_command(
       ACP_PROXY_RECORD=session.db acp-proxy -- python my_agent.py --verbose
       acp-proxy ls session.db
     """
+    check_metrics_option(metrics, metrics_token)
+    tls = server_tls(tls_cert, tls_key)  # --tls-cert here: for --metrics
     inspector = start_ui(ui, ui_token, record)
     started: list[Recorder] = []
+    exporters: list[Any] = []
 
     def start_recorder() -> Recorder:
         # Called once the agent is starting: its interpreter loads while the writer
         # process is started and this process gets ready to forward.
-        with (otlp or LiveExport()).for_writer():
+        with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
             recorder = Recorder(
                 record,
                 queue_bytes=queue_mb * MIB,
@@ -73,6 +90,9 @@ def proxy_command(
                 open_first=False,  # the writer process opens the file: see Recorder
             )
         started.append(recorder)
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
+        if exporter is not None:
+            exporters.append(exporter)
         return recorder
 
     code = 1
@@ -83,4 +103,6 @@ def proxy_command(
             recorder.close()
         if inspector is not None:
             inspector.stop()
+        for exporter in exporters:
+            exporter.stop()
     sys.exit(code)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH, ignore_paths, single_option, slower_limit
+from acp_proxy.commands.metrics_options import metrics_options
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.console import warn
 from acp_proxy.formats.source import open_replay_frames
@@ -108,6 +109,7 @@ from acp_proxy.store.schema import RecordingError
     help="Serve over WebSocket at ws://HOST:PORT/acp (one fresh replay per connection) "
     "instead of stdio.",
 )
+@metrics_options
 @tls_server_options
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
 def replay_command(
@@ -128,6 +130,8 @@ def replay_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     fail_slower: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve RECORDING (a .db or an export file) over stdio as a deterministic agent.
 
@@ -158,6 +162,8 @@ def replay_command(
     )
     if listen is None and (tls_cert or tls_key):
         raise OptionError("--tls-cert and --tls-key need --listen")
+    if listen is None and metrics is not None:
+        raise OptionError("--metrics needs --listen (a replay over stdio ends with its client)")
     tls = server_tls(tls_cert, tls_key)
     paths = [*([] if no_default_ignores else DEFAULT_IGNORES), *ignores]
     parsed = ignore_paths(paths)
@@ -211,7 +217,12 @@ def replay_command(
         from acp_proxy.commands.ws import serve_replay_listen
 
         serve_replay_listen(
-            listen, lambda: ReplayEngine(script, options), answer_timeout=answer_timeout, tls=tls
+            listen,
+            lambda: ReplayEngine(script, options),
+            answer_timeout=answer_timeout,
+            tls=tls,
+            metrics=metrics,
+            metrics_token=metrics_token,
         )
         return
     engine = ReplayEngine(script, options)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
+from acp_proxy.commands.metrics_options import metrics_options
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ws import (
@@ -52,6 +53,7 @@ from acp_proxy.commands.ws import (
 @grace_option("Seconds an agent gets after its connection ends before SIGTERM (then SIGKILL).")
 @queue_option(256)
 @otlp_live_options
+@metrics_options
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="-- AGENT [ARGS]...")
@@ -72,6 +74,8 @@ def serve_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve ACP at http://HOST:PORT/acp: Streamable HTTP (POST + SSE) and WebSocket.
 
@@ -112,4 +116,6 @@ def serve_command(
         label=label,
         tls=tls,
         upstream_tls=upstream_tls,
+        metrics=metrics,
+        metrics_token=metrics_token,
     )

@@ -1,9 +1,10 @@
 """``acp-proxy stats DB``: counts, bytes and latencies per method; turns per session.
 
-The numbers come from :func:`acp_proxy.analysis.connection.collect_stats`: counts and bytes
-aggregated by the reader over the index columns; latencies and turns from one streamed pass
-that reads raw bytes only for responses, prompts, state updates and batches
-(:class:`~acp_proxy.acp.stats.StatsAccumulator`), so memory stays flat.
+The numbers come from :func:`acp_proxy.analysis.connection.collect_stats`: per connection,
+counts and bytes aggregated by the reader over the index columns; latencies and turns from
+one streamed pass that reads raw bytes only for responses, prompts, state updates and
+batches (:class:`~acp_proxy.acp.stats.StatsAccumulator`), so memory stays flat. Ended
+connections' results are kept (:mod:`acp_proxy.analysis.aggregates`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,18 @@ def _table(
 @RECORDING_ARG
 @single_option("--connection", "-c", "connection_id", type=int, help="Only this connection.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
+@click.option(
+    "--recount",
+    is_flag=True,
+    help="Count from every frame, not from the totals kept for ended connections.",
+)
 @terminal_options()
 def stats_command(
-    recording_path: Path, connection_id: int | None, as_json: bool, terminal: Terminal
+    recording_path: Path,
+    connection_id: int | None,
+    as_json: bool,
+    recount: bool,
+    terminal: Terminal,
 ) -> None:
     """Per method: counts, bytes, latency p50/p99/max. Per session: turns and durations.
 
@@ -59,6 +69,8 @@ def stats_command(
     requests). A turn runs from session/prompt to its v1 result or the v2 idle state
     update (an agent-initiated running..idle stretch counts too). dir: -> client to agent,
     <- agent to client. On a terminal the tables fit its width (--wide: whole).
+    Ended connections' totals are derived once and kept in the recording (when it can be
+    written), so only connections still recording are read again; --recount reads all.
 
     \b
     Examples:
@@ -69,7 +81,7 @@ def stats_command(
         reader = RecordingReader(db)
         if connection_id is not None:
             reader.connection(connection_id, sizes=False)  # "no connection N" if there is none
-        data = collect_stats(reader, connection_id)
+        data = collect_stats(reader, connection_id, location=None if recount else recording_path)
     if as_json:
         click.echo(orjson.dumps(data).decode())
         return

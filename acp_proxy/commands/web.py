@@ -7,6 +7,11 @@ from pathlib import Path
 import click
 
 from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option, serving
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen
@@ -26,6 +31,7 @@ TOKEN_HELP = "Require this token on every request (?token=... once in the browse
     help=LISTEN_HELP + " Port 0 picks a free port.",
 )
 @click.option("--token", envvar="ACP_PROXY_WEB_TOKEN", show_envvar=True, help=TOKEN_HELP)
+@metrics_options
 @tls_server_options
 def web_command(
     recording_path: Path,
@@ -33,6 +39,8 @@ def web_command(
     token: str | None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Open a browser inspector on a recording: sessions, frames, findings, live.
 
@@ -53,6 +61,7 @@ def web_command(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     tls = server_tls(tls_cert, tls_key)
+    check_metrics_option(metrics, metrics_token)
     try:
         store.open_checked(recording_path)  # a damaged file: the one line `ls` gives, exit 1
     except RecordingError as exc:
@@ -61,5 +70,10 @@ def web_command(
     def ready(url: str) -> None:
         click.echo(f"acp-proxy: inspector for {recording_path} on {url} (Ctrl-C to stop)")
 
-    with serving(host, port):
-        server.serve_forever(recording_path, host, port, token=token, on_ready=ready, tls=tls)
+    exporter = start_metrics_option(metrics, metrics_token, None, tls=tls)
+    try:
+        with serving(host, port):
+            server.serve_forever(recording_path, host, port, token=token, on_ready=ready, tls=tls)
+    finally:
+        if exporter is not None:
+            exporter.stop()

@@ -20,6 +20,12 @@ from acp_proxy.commands.common import (
     queue_option,
     run_stdio_bridge,
 )
+from acp_proxy.commands.metrics_options import (
+    check_metrics_option,
+    live_check_for_writer,
+    metrics_options,
+    start_metrics_option,
+)
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
@@ -128,6 +134,7 @@ TOKEN_OPTION = click.option(
 @queue_option(256)
 @otlp_live_options
 @ui_options
+@metrics_options
 @tls_server_options
 @cafile_option
 @click.argument("agent_command", nargs=-1, metavar="[-- AGENT [ARGS]...]")
@@ -150,6 +157,8 @@ def ws_command(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     cafile: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ws://HOST:PORT/acp, recording every connection.
 
@@ -188,6 +197,8 @@ def ws_command(
             label=label,
             tls=tls,
             upstream_tls=upstream_tls,
+            metrics=metrics,
+            metrics_token=metrics_token,
         )
     finally:
         if inspector is not None:
@@ -285,6 +296,8 @@ def serve_replay_listen(
     answer_timeout: float,
     record: Path | str | None = None,
     tls: ssl.SSLContext | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """``acp-proxy replay RECORDING --listen HOST:PORT``: the replay over WebSocket.
 
@@ -305,8 +318,12 @@ def serve_replay_listen(
         )
     from acp_proxy.transport.http.replay import serve_replay_both  # both halves of /acp
 
-    recorder = Recorder(record, backend="process")
+    check_metrics_option(metrics, metrics_token)
+    with live_check_for_writer(metrics):
+        recorder = Recorder(record, backend="process")
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         serve_replay_both(
             new_engine,
             host,
@@ -322,6 +339,8 @@ def serve_replay_listen(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()
 
 
 def check_server_options(
@@ -369,14 +388,19 @@ def run_recording_server(
     label: str | None,
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
+    metrics: tuple[str, int] | None = None,
+    metrics_token: str | None = None,
 ) -> None:
     """Open the recording, run ``serve_with(settings)`` until Ctrl-C, close the recording.
 
     The server half ``ws`` and ``serve`` share; a bind error is one ``Error:`` line.
+    ``--metrics`` is served (with the server's TLS) for as long as the recording is open.
     """
     from acp_proxy.transport.ws.handshake import WsSettings  # aiohttp: lazily
 
-    with (otlp or LiveExport()).for_writer():
+    check_metrics_option(metrics, metrics_token)
+
+    with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
         recorder = Recorder(
             record, queue_bytes=queue_mb * MIB, spool_bytes=spool_mb * MIB, backend="process"
         )
@@ -393,7 +417,9 @@ def run_recording_server(
         tls=tls,
         upstream_tls=upstream_tls,
     )
+    exporter = None
     try:
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls)
         asyncio.run(serve_with(settings))
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
@@ -401,3 +427,5 @@ def run_recording_server(
         pass
     finally:
         recorder.close()
+        if exporter is not None:
+            exporter.stop()

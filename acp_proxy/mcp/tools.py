@@ -188,7 +188,7 @@ class StoreTools:
         with self._reader() as reader:
             row = reader.connection(connection)
             data = store.connection_json(reader, row, reader.session_spans([connection]))
-            stats = collect_stats(reader, connection)
+            stats = collect_stats(reader, connection, location=self.where, write=False)
             report = check_connection(reader, row, max_per_rule=CHECK_MAX_PER_RULE)
             directions = reader.direction_counts(connection)
             stderr = reader.stderr_count([connection])
@@ -396,7 +396,7 @@ class StoreTools:
         with self._reader() as reader:
             if connection is not None:
                 reader.connection(connection, sizes=False)
-            data = collect_stats(reader, connection)
+            data = collect_stats(reader, connection, location=self.where, write=False)
         lines = [
             f"{data['connections']} connection(s), {len(data['sessions'])} session(s), "
             f"{data['frames']} frames, {data['bytes']} bytes",

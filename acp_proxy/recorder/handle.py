@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
+from acp_proxy.counters import COUNTERS
 from acp_proxy.recorder.ipc import STDERR, Whole
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
@@ -134,6 +135,9 @@ class ConnectionRecorder:
         self._recorder = recorder
         self._journal = recorder.journal if recorder.enabled else None
         self.closed = False
+        self._transport = str(fields.get("transport", ""))
+        if COUNTERS.enabled:
+            COUNTERS.opened(self._transport)
         if self._journal is not None:
             recorder._opened(self, fields)
 
@@ -162,6 +166,8 @@ class ConnectionRecorder:
 
     def frame(self, direction: str, raw: bytes, *, binary: bool = False) -> None:
         """Record one whole frame (a WebSocket message) that was just forwarded."""
+        if COUNTERS.enabled:
+            COUNTERS.forwarded[direction].frame(len(raw))
         if self._journal is not None:
             self._journal.frames(
                 self, [Whole(self, direction, time.time(), time.monotonic_ns(), raw, binary)]
@@ -170,6 +176,8 @@ class ConnectionRecorder:
     def frames(self, direction: str, raws: list[bytes]) -> None:
         """Record whole frames forwarded together (the lines of one read): one journal call,
         one clock reading."""
+        if COUNTERS.enabled:
+            COUNTERS.forwarded[direction].messages(raws)
         if self._journal is not None and raws:
             ts, ns = time.time(), time.monotonic_ns()
             self._journal.frames(self, [Whole(self, direction, ts, ns, raw, False) for raw in raws])
@@ -197,6 +205,8 @@ class ConnectionRecorder:
         if self.closed:
             return
         self.closed = True
+        if COUNTERS.enabled:
+            COUNTERS.closed(self._transport)
         if self._journal is None:
             return
         fields.setdefault("ended_at", time.time())

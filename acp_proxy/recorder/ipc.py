@@ -15,8 +15,9 @@ frame is so written from the forwarded buffer itself and read into one buffer of
 size, never copied through :mod:`marshal`.
 
 Back from the writer process, on its stdout, come :class:`Progress` lines
-(:func:`progress_line`, :func:`parse_progress`); the location of a PostgreSQL recording
-travels in the environment (:data:`LOCATION_ENV`).
+(:func:`progress_line`, :func:`parse_progress`) and, when they change, its measures for
+``--metrics`` (:func:`measures_line`, :func:`parse_measures`); the location of a
+PostgreSQL recording travels in the environment (:data:`LOCATION_ENV`).
 """
 
 from __future__ import annotations
@@ -252,21 +253,23 @@ class Progress(NamedTuple):
     queued_bytes: int  # in its journal, not written yet
     unsaved: bool  # a batch is waiting for the store (locked, unreachable)
     in_doubt: int  # frames whose COMMIT the server never answered (maybe stored)
+    store_away: bool = False  # the database server is away now (an outage is waited out)
+    outages: int = 0  # times it went away
 
 
 def progress_line(p: Progress) -> str:
     """``p`` as the writer writes it: ``p frames batches index_cpu sqlite_cpu dropped
-    queued_bytes unsaved in_doubt`` and a newline."""
+    queued_bytes unsaved in_doubt store_away outages`` and a newline."""
     return (
         f"p {p.frames_written} {p.batches} {p.index_cpu:.3f} {p.sqlite_cpu:.3f} {p.dropped} "
-        f"{p.queued_bytes} {int(p.unsaved)} {p.in_doubt}\n"
+        f"{p.queued_bytes} {int(p.unsaved)} {p.in_doubt} {int(p.store_away)} {p.outages}\n"
     )
 
 
 def parse_progress(line: bytes) -> Progress | None:
     """The :class:`Progress` a line of the writer's stdout reports (None: not a progress line)."""
     parts = line.split()
-    if len(parts) != 9 or parts[0] != b"p":
+    if len(parts) != 11 or parts[0] != b"p":
         return None
     return Progress(
         int(parts[1]),
@@ -277,4 +280,27 @@ def parse_progress(line: bytes) -> Progress | None:
         int(parts[6]),
         parts[7] == b"1",
         int(parts[8]),
+        parts[9] == b"1",
+        int(parts[10]),
     )
+
+
+def measures_line(measures: dict[str, Any]) -> str:
+    """The writer's measures (durations, findings, OTLP counts: plain JSON-able data) as
+    the line it writes: ``m`` and compact JSON."""
+    import json  # (here: the stdio proxy imports this module before it forwards)
+
+    return f"m {json.dumps(measures, separators=(',', ':'))}\n"
+
+
+def parse_measures(line: bytes) -> dict[str, Any] | None:
+    """The measures a line of the writer's stdout carries (None: not a measures line)."""
+    if not line.startswith(b"m "):
+        return None
+    import json  # (the first measures line: the proxy forwards by then)
+
+    try:
+        value = json.loads(line[2:])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -353,6 +353,11 @@ class Journal:
         with self._cond:
             return self._queued_bytes
 
+    def spooled_bytes(self) -> int:
+        """The part of :meth:`queued_bytes` waiting in the spool file."""
+        with self._cond:
+            return self._spooled_bytes
+
     def take(self) -> list[Item] | None:
         """Wait for queued items and take up to one batch's worth; None when stopped.
 

@@ -9,9 +9,10 @@ process (:mod:`acp_proxy.recorder.writer.main`, at the lowest priority). A clean
 :class:`~acp_proxy.recorder.ipc.Fin` batch, then end of input; ``SIGUSR1`` first tells
 the writer the proxy is exiting, so it stops waiting for a locked database soon.
 
-On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines; its
-warnings go straight to the shared stderr. If it dies, what it never wrote is counted here
-and put on the connection rows (:meth:`Shipper.settle_lost`).
+On its stdout the writer reports :class:`~acp_proxy.recorder.ipc.Progress` lines, and
+for ``--metrics`` a line of its measures (:func:`~acp_proxy.recorder.ipc.parse_measures`)
+whenever they change; its warnings go straight to the shared stderr. If it dies, what it
+never wrote is counted here and put on the connection rows (:meth:`Shipper.settle_lost`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from acp_proxy.recorder.ipc import (
     Whole,
     encode_batch,
     frames_in,
+    parse_measures,
     parse_progress,
 )
 from acp_proxy.recorder.journal import ProxyJournal
@@ -129,6 +131,10 @@ class WriterProcess:
         self.queued_bytes = 0
         self.unsaved = False
         self.in_doubt = 0  # frames whose COMMIT the server never answered (maybe stored)
+        self.store_away = False  # the database server is away now
+        self.outages = 0
+        self.progressed_at = time.monotonic()  # when frames_written last grew
+        self.measures: dict[str, Any] = {}  # the writer's Measures.snapshot(), as last reported
         self._ready = False  # it reported once: its SIGUSR1 handler is installed
         self._drain_wanted = False
         self._lock = threading.Lock()
@@ -185,8 +191,14 @@ class WriterProcess:
                 if drain:
                     with contextlib.suppress(OSError):
                         self.proc.send_signal(signal.SIGUSR1)
+            measures = parse_measures(line)
+            if measures is not None:  # durations, findings, OTLP counts (for --metrics)
+                self.measures = measures
+                continue
             progress = parse_progress(line)
             if progress is not None:
+                if progress.frames_written != self.frames_written:
+                    self.progressed_at = time.monotonic()
                 self.frames_written = progress.frames_written
                 self.batches = progress.batches
                 self.index_cpu = progress.index_cpu
@@ -195,6 +207,8 @@ class WriterProcess:
                 self.queued_bytes = progress.queued_bytes
                 self.unsaved = progress.unsaved
                 self.in_doubt = progress.in_doubt
+                self.store_away = progress.store_away
+                self.outages = progress.outages
         with contextlib.suppress(OSError):
             self._stdout.close()
         self._on_exit()  # its output ended: it exited (or is about to)

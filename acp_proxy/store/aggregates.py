@@ -20,6 +20,17 @@ def _count_kind(kind: str) -> str:
     return f"sum(CASE WHEN kind = '{kind}' THEN 1 WHEN kind IS NULL THEN NULL ELSE 0 END)"
 
 
+def method_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`Aggregates.method_counts`: most frames first, then by method and
+    direction."""
+    return (-row["frames"], text_key(row["method"]), text_key(row["direction"]))
+
+
+def update_count_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order of :meth:`Aggregates.update_counts`: most frequent first."""
+    return (-row["count"], text_key(row["variant"]))
+
+
 class Aggregates(ReaderBase):
     """The reader's counts and side-table reads (see the module docstring)."""
 
@@ -74,8 +85,7 @@ class Aggregates(ReaderBase):
                 args,
             )
         ]
-        # Most frames first, then by method (and, for equal methods, SQLite's order of groups).
-        rows.sort(key=lambda m: (-m["frames"], text_key(m["method"]), text_key(m["direction"])))
+        rows.sort(key=method_count_order)
         return rows
 
     def update_counts(self, connection_ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
@@ -89,7 +99,7 @@ class Aggregates(ReaderBase):
                 args,
             )
         ]
-        rows.sort(key=lambda u: (-u["count"], text_key(u["variant"])))
+        rows.sort(key=update_count_order)
         return rows
 
     def direction_counts(self, connection_id: int) -> dict[str, int]:

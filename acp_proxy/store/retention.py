@@ -38,6 +38,9 @@ PRUNABLE = "COALESCE(ended_at, last_seen_at, started_at) < ?"
 """The rule, on ``connections``: it ended (or its heartbeat stopped) before the cut."""
 
 DOOMED = "acp_prune_doomed"
+
+DERIVED_TABLES = ("connection_aggregates",)
+"""Per-connection rows derived from the frames (``ls``/``stats`` totals), where a store has them."""
 """The temporary table of the connection ids being pruned."""
 
 
@@ -79,6 +82,7 @@ def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = 
     """
     engine = engine_of(db)
     has_search = bool(table_columns(db, "search_docs"))
+    derived = [t for t in DERIVED_TABLES if table_columns(db, t)]
     where = PRUNABLE
     args: list[object] = [cut]
     if host is not None:
@@ -97,13 +101,13 @@ def prune(db: Database, cut: float, *, host: str | None = None, dry_run: bool = 
                     slices = _slices(db)
                 else:
                     engine.drop_partitions(db, done.partitions)  # first: fewer rows to delete
-                    _delete(db, f"SELECT id FROM {DOOMED}", [], has_search)
+                    _delete(db, f"SELECT id FROM {DOOMED}", [], has_search, derived)
         finally:
             db.execute(f"DROP TABLE {DOOMED}")
     for ids in slices:
         time.sleep(SLICE_PAUSE_SECONDS)  # a waiting writer's turn
         with engine.write_transaction(db):
-            _delete(db, ", ".join("?" for _ in ids), ids, has_search)
+            _delete(db, ", ".join("?" for _ in ids), ids, has_search, derived)
     if not dry_run:
         engine.tidy_partitions(db)  # what is left in the default partition, by day
     return done
@@ -149,8 +153,9 @@ def _count(db: Database, has_search: bool) -> Pruned:
     return Pruned(int(connections), int(frames), int(nbytes), int(lines), int(events), int(docs))
 
 
-def _delete(db: Database, ids: str, args: list[int], has_search: bool) -> None:
+def _delete(db: Database, ids: str, args: list[int], has_search: bool, derived: list[str]) -> None:
     """Delete the connections ``ids`` (a subquery or ``?`` marks of ``args``) and their rows."""
-    for table in ("frames", "stderr_lines", "events", *(["search_docs"] if has_search else [])):
+    search = ["search_docs"] if has_search else []
+    for table in ("frames", "stderr_lines", "events", *search, *derived):
         db.execute(f"DELETE FROM {table} WHERE connection_id IN ({ids})", args)
     db.execute(f"DELETE FROM connections WHERE id IN ({ids})", args)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from acp_proxy.acp.preview import display_name as display_name  # re-exported: readers name rows
 from acp_proxy.store.columns import CONNECTION_COLUMN_NAMES
 from acp_proxy.store.engine import Database
 from acp_proxy.store.liveness import State
@@ -143,16 +144,6 @@ def json_column(text: Any) -> Any:
         return text
     value, problem = parse_json(text.encode())
     return text if problem is not None else value
-
-
-def display_name(info: Any) -> str | None:
-    """``title`` (else ``name``) and ``version`` of a ``clientInfo``/``agentInfo`` value."""
-    if isinstance(info, dict):
-        name = info.get("title") or info.get("name")
-        if isinstance(name, str) and name:
-            version = info.get("version")
-            return f"{name} {version}" if isinstance(version, str) and version else name
-    return None
 
 
 def frame_of_row(r: tuple[Any, ...]) -> Frame:

@@ -265,7 +265,7 @@ async def api_diff(request: web.Request) -> web.StreamResponse:
         with store.read_connection(path) as reader:
             _require_connection(reader, a)
             _require_connection(reader, b)
-            return views.diff(path, reader, a, b)
+            return views.diff(path, reader, a, b, **views.turn_spans(request.query))
 
     return _json(await _blocking(work))
 

@@ -8,9 +8,9 @@ It serves the page and routes the API (:mod:`acp_proxy.web.api`) behind the guar
 ``/api/connections/{id}/sessions/{sid}`` (the reconstructed conversation),
 ``/api/connections/{id}/timeline`` (waterfall, turns and per-method latency figures),
 ``/api/export.jsonl`` (the filtered frames as JSON lines), ``/api/diff?a=&b=`` (two
-connections aligned side by side), ``/api/search?q=`` (the search index) and ``/api/live``
-(WebSocket: the server polls the database every ``poll_interval`` seconds and pushes the
-frames committed since, also those several writers commit out of id order:
+connections, or with ``as=&bs=`` two turns, aligned), ``/api/search?q=`` (the search index)
+and ``/api/live`` (WebSocket: the server polls the database every ``poll_interval`` seconds
+and pushes the frames committed since, also those several writers commit out of id order:
 :mod:`acp_proxy.store.live_tail`).
 
 Security: loopback by default; a token (header ``Authorization: Bearer``, ``?token=`` or the

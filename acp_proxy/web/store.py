@@ -26,6 +26,7 @@ import orjson
 from acp_proxy.acp.preview import frame_preview
 from acp_proxy.store.engine import SQLITE, RecordingUrl, database_errors, parse_location
 from acp_proxy.store.live_tail import LiveTail
+from acp_proxy.store.liveness import END_REASONS
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.pool import ReadPool
 from acp_proxy.store.reader import RecordingReader
@@ -155,6 +156,7 @@ def connection_json(
         "live": row.running,
         "last_seen_at": row.last_seen_at,
         "end_reason": row.end_reason,
+        "end_note": END_REASONS.get(row.end_reason or ""),
         "duration": row.duration,
         "last_frame_at": reader.last_frame_at(row.id),
         "transport": row.transport,
@@ -217,6 +219,7 @@ def _summary(reader: RecordingReader, f: Frame) -> dict[str, Any]:
     }
     shown = frame_preview(f.raw, f.size, kind=f.kind, method=f.method, update_kind=f.update_kind)
     item["label"] = shown.label
+    item["summary"] = shown.summary
     item["text"] = shown.text
     item["message_id"] = shown.message_id or (
         f.entity_id if f.entity_type in ("agent_message", "user_message", "agent_thought") else None

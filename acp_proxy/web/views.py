@@ -25,14 +25,16 @@ from typing import Any
 
 from acp_proxy.acp.model import ConnectionModel
 from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
+from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
+from acp_proxy.store.connection_aggregates import writable_without_migrating
 from acp_proxy.store.engine import database_errors
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.rows import ConnectionRow, SessionSpan
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.store.search import open_unwritten_index
+from acp_proxy.store.search import open_pg_search_index, open_unwritten_index
 from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -292,33 +294,17 @@ class ConnectionTotals:
     updates: dict[str, int]
 
     @classmethod
-    def read(cls, reader: RecordingReader, ids: list[int]) -> dict[int, ConnectionTotals]:
-        """Those connections' totals, counted now: two queries over their frames alone
-        (the database picks index ranges or one pass over the table)."""
-        if not ids:
-            return {}
-        methods: dict[int, dict[str, int]] = {i: {} for i in ids}
-        updates: dict[int, dict[str, int]] = {i: {} for i in ids}
-        counts = dict.fromkeys(ids, 0)
-        sessions: dict[int, list[SessionSpan]] = {i: [] for i in ids}
-        for start in range(0, len(ids), _TOTALS_CHUNK):
-            chunk = ids[start : start + _TOTALS_CHUNK]
-            for cid, method, update, n in reader.kind_counts(chunk):
-                counts[cid] += n
-                if method is not None:
-                    methods[cid][str(method)] = methods[cid].get(str(method), 0) + n
-                if update is not None:
-                    updates[cid][str(update)] = updates[cid].get(str(update), 0) + n
-            for span in reader.session_spans(chunk):
-                sessions[span.connection_id].append(span)
-        return {i: cls(counts[i], sessions[i], methods[i], updates[i]) for i in ids}
-
-
-_TOTALS_CHUNK = 500
-"""Connections counted per query (SQLite takes at most 32,766 parameters)."""
-
-_totals: OrderedDict[str, dict[tuple[int, float], ConnectionTotals]] = OrderedDict()
-"""Per recording: the totals of its ended connections, by (id, started_at)."""
+    def of(cls, agg: Aggregate) -> ConnectionTotals:
+        """What the list counts, from the connection's aggregate (derived to ``counts``)."""
+        assert agg.counts is not None
+        methods: dict[str, int] = {}
+        updates: dict[str, int] = {}
+        for method, update, n in agg.counts.kinds:
+            if method is not None:
+                methods[str(method)] = methods.get(str(method), 0) + n
+            if update is not None:
+                updates[str(update)] = updates.get(str(update), 0) + n
+        return cls(agg.frames, list(agg.counts.spans), methods, updates)
 
 
 def connection_totals(
@@ -326,25 +312,16 @@ def connection_totals(
 ) -> dict[int, ConnectionTotals]:
     """The totals of every connection in ``rows``, by id.
 
-    A connection that has ended (its row's ``ended_at`` set) has all its frames stored: the
-    recorder writes its end after them, and an import writes a connection in one
-    transaction. Its totals are counted once and kept, so a refresh of the list while
-    frames arrive counts only the connections still being recorded (and new ones) instead of
-    every frame of the store (3M frames: 1.3 s each time). A connection deleted since is
-    forgotten; one whose derived columns ``reindex`` rewrote meanwhile shows the new counts
-    after the inspector restarts.
+    From :func:`acp_proxy.analysis.aggregates.aggregates`: an ended connection's are
+    counted once and kept in this process (or read from the recording, where ``ls`` or
+    ``stats`` stored them; the inspector never writes a recording), so a refresh of the list
+    while frames arrive counts only the connections still being recorded (and new ones)
+    instead of every frame of the store (3M frames: 1.3 s each time).
     """
-    where = store.location_key(path)
-    with _cache_lock:
-        known = _totals.pop(where, {})
-    out = {row.id: known[key] for row in rows if (key := (row.id, row.started_at)) in known}
-    out.update(ConnectionTotals.read(reader, [row.id for row in rows if row.id not in out]))
-    kept = {(r.id, r.started_at): out[r.id] for r in rows if r.ended_at is not None}
-    with _cache_lock:
-        _totals[where] = kept
-        while len(_totals) > _CACHE_MAX:
-            _totals.popitem(last=False)
-    return out
+    return {
+        cid: ConnectionTotals.of(agg)
+        for cid, agg in aggregates(path, reader, rows, "counts", write=False).items()
+    }
 
 
 def connections(path: store.Location, reader: RecordingReader) -> list[dict[str, Any]]:
@@ -464,13 +441,39 @@ DIFF_ROWS = 3000
 """Aligned rows the side-by-side diff sends at most (the summary covers them all)."""
 
 
-def diff(path: store.Location, reader: RecordingReader, a: int, b: int) -> dict[str, Any]:
+def seq_range(text: str | None) -> tuple[int, int] | None:
+    """``FIRST-LAST`` (frame sequence numbers, e.g. a turn's ``12-40``) of a query, or None."""
+    if not text:
+        return None
+    first, sep, last = text.partition("-")
+    if not sep or not first.isdigit() or not last.isdigit() or int(first) > int(last):
+        raise ValueError(f"a frame range is FIRST-LAST (e.g. 12-40), not {text!r}")
+    return int(first), int(last)
+
+
+def turn_spans(query: Any) -> dict[str, tuple[int, int] | None]:
+    """``a_seqs``/``b_seqs`` for :func:`diff` from a query's ``as``/``bs`` (a turn each)."""
+    return {"a_seqs": seq_range(query.get("as")), "b_seqs": seq_range(query.get("bs"))}
+
+
+def diff(
+    path: store.Location,
+    reader: RecordingReader,
+    a: int,
+    b: int,
+    *,
+    a_seqs: tuple[int, int] | None = None,
+    b_seqs: tuple[int, int] | None = None,
+) -> dict[str, Any]:
     """Two connections of the recording side by side: :func:`acp_proxy.analysis.compare.
     compare_connections` (what ``acp-proxy diff`` runs) plus the aligned rows in order,
     each ``equal``, ``changed`` (with its members), ``removed`` (A only) or ``added`` (B only).
+    ``a_seqs``/``b_seqs`` narrow each side to a range of its frames (one turn each).
     """
-    result = compare_connections(reader.db, a, reader.db, b)
+    result = compare_connections(reader.db, a, reader.db, b, a_seqs=a_seqs, b_seqs=b_seqs)
     data = result.to_json(str(path), str(path))
+    data["a"]["seqs"] = list(a_seqs) if a_seqs else None
+    data["b"]["seqs"] = list(b_seqs) if b_seqs else None
     changed = {(c.a, c.b): [member_json(d) for d in c.members] for c in result.changes}
     slower = {
         (t.a, t.b): {"a_ms": t.a_ns / 1e6, "b_ms": t.b_ns / 1e6, "what": t.what, "fails": t.fails}
@@ -516,9 +519,13 @@ _INDEXES_MAX = 2
 def _held_index(path: store.Location) -> _HeldIndex:
     """The search index the inspector reads for ``path``, without writing the recording.
 
-    An up-to-date index saved in the recording (by ``acp-proxy search``) is used as it is;
-    otherwise the inspector keeps its own copy of the same index in memory, brought up to
-    date with each search (:func:`acp_proxy.store.search.open_unwritten_index`).
+    A SQLite file: an up-to-date index saved in it (by ``acp-proxy search``) is used as it
+    is; otherwise the inspector keeps its own copy of the same index in memory, brought up
+    to date with each search (:func:`acp_proxy.store.search.open_unwritten_index`).
+    PostgreSQL: the index in the database (:class:`acp_proxy.store.search.PgSearchIndex`,
+    full-text, what ``acp-proxy search`` keeps: derived data, the one thing the inspector
+    writes), brought up to date the same way, without reading the whole store into memory
+    (in memory only for a role that may not write it).
     """
     key = store.location_key(path)
     with _cache_lock:
@@ -526,6 +533,10 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
+    if not isinstance(path, Path) and writable_without_migrating(path):
+        # PostgreSQL: the database's own full-text index, brought up to date incrementally
+        # (a store that would need migrating first is searched in memory, as before)
+        return _keep_index(key, open_pg_search_index(path.url))
     return _keep_index(key, open_unwritten_index(path, application_name="acp web"))
 
 
@@ -555,8 +566,9 @@ def search(
     list summary, so the frame list can show it."""
     held = _held_index(path)
     with held.lock:
-        if held.index.in_file and not held.index.up_to_date():
-            # the saved index fell behind (frames recorded since): keep a copy in memory
+        if isinstance(path, Path) and held.index.in_file and not held.index.up_to_date():
+            # the index saved in the file fell behind (frames recorded since): the inspector
+            # does not write the file, so it keeps a copy in memory
             with _cache_lock:
                 _indexes.pop(store.location_key(path), None)
             held.index.close()

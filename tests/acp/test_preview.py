@@ -79,3 +79,84 @@ def test_long_text_is_shortened_and_a_cut_frame_still_reads() -> None:
 def test_invalid_frames_say_so() -> None:
     p = frame_preview(b"not json\n", 9, kind="invalid", method=None, update_kind=None)
     assert p.label == 'invalid "not json"'
+    assert p.summary == '"not json"'  # the method column says invalid
+
+
+def update(upd: dict[str, Any]) -> bytes:
+    return raw({"method": "session/update", "params": {"sessionId": "s", "update": upd}})
+
+
+def test_previews_say_something_and_the_summary_drops_the_method() -> None:
+    b = raw(
+        {
+            "id": 0,
+            "result": {
+                "protocolVersion": 2,
+                "info": {"name": "claude-code", "version": "2.1.0"},  # v2's name
+                "capabilities": {},
+            },
+        }
+    )
+    p = frame_preview(b, len(b), kind="response", method="initialize", update_kind=None)
+    assert p.summary == p.label == "result agent claude-code 2.1.0 \u00b7 protocol 2"
+    b = raw(
+        {
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": 2, "clientInfo": {"name": "zed", "version": "0.200"}},
+        }
+    )
+    p = frame_preview(b, len(b), kind="request", method="initialize", update_kind=None)
+    assert p.summary == "client zed 0.200 \u00b7 protocol 2"
+    assert p.label == "initialize client zed 0.200 \u00b7 protocol 2"
+    b = raw(
+        {
+            "id": 4,
+            "method": "session/request_permission",
+            "params": {
+                "sessionId": "s",
+                "toolCall": {"toolCallId": "t1", "title": "Write x.py"},
+                "options": [
+                    {"optionId": "a", "name": "Allow once", "kind": "allow_once"},
+                    {"optionId": "r", "name": "Reject", "kind": "reject_once"},
+                ],
+            },
+        }
+    )
+    p = frame_preview(
+        b, len(b), kind="request", method="session/request_permission", update_kind=None
+    )
+    assert p.summary == '"Write x.py" \u00b7 Allow once / Reject'
+    commands = [{"name": n, "description": n} for n in ("help", "plan", "review")]
+    b = update({"sessionUpdate": "available_commands_update", "availableCommands": commands})
+    p = frame_preview(
+        b, len(b), kind="notification", method="session/update",
+        update_kind="available_commands_update",
+    )  # fmt: skip
+    assert p.summary == "3 commands: /help, /plan, /review"
+    b = update({"sessionUpdate": "session_info_update", "title": "Fix the test"})
+    p = frame_preview(
+        b, len(b), kind="notification", method="session/update", update_kind="session_info_update"
+    )
+    assert p.summary == 'title: "Fix the test"'
+    assert p.label == 'session/update \u00b7 session_info_update title: "Fix the test"'
+    b = chunk("Echo: hi")
+    p = frame_preview(
+        b, len(b), kind="notification", method="session/update", update_kind="agent_message_chunk"
+    )
+    assert p.summary == '"Echo: hi"'
+    b = update({"sessionUpdate": "_vendor_x", "span": "abc", "n": 3})
+    p = frame_preview(b, len(b), kind="notification", method="session/update", update_kind=None)
+    assert p.summary == "span=abc n=3"
+    b = raw({"method": "session/cancel", "params": {"sessionId": "s"}})
+    p = frame_preview(b, len(b), kind="notification", method="session/cancel", update_kind=None)
+    assert p.summary == "sessionId=s"
+
+
+def test_a_session_opening_names_its_directory_and_session() -> None:
+    b = raw({"id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+    p = frame_preview(b, len(b), kind="request", method="session/new", update_kind=None)
+    assert p.summary == 'cwd "/tmp"'
+    b = raw({"id": 2, "method": "session/load", "params": {"sessionId": "s1", "cwd": "/w"}})
+    p = frame_preview(b, len(b), kind="request", method="session/load", update_kind=None)
+    assert p.summary == 'sessionId=s1 cwd "/w"'

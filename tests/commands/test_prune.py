@@ -150,6 +150,8 @@ def test_prune_deletes_what_ended_before_the_cut_and_never_the_live_connection(
     record(store, "delta")
     sql(store, "UPDATE connections SET ended_at = ? WHERE id = 5", (NOW - 2 * DAY,))
     assert searched(store, "here") == {1, 2, 3, 4, 5}  # the search index is built
+    assert run_proxy(["ls", store]).returncode == 0  # ls keeps the ended ones' totals
+    assert {1, 2} <= set(rows_by_connection(store, "connection_aggregates"))
     frames_before = rows_by_connection(store, "frames")
     assert set(rows_by_connection(store, "stderr_lines")) == {1, 2, 3, 4, 5}
     for cid in (1, 2, 3, 4, 5):  # (not every connection has an event of its own)
@@ -186,7 +188,7 @@ def test_prune_deletes_what_ended_before_the_cut_and_never_the_live_connection(
         assert partition_name("frames", day_start(day41)) in partitions(store)
     kept = {4, 5}
     assert [r[0] for r in sql(store, "SELECT id FROM connections ORDER BY id")] == [4, 5]
-    for table in ("frames", "stderr_lines", "events", "search_docs"):
+    for table in ("frames", "stderr_lines", "events", "search_docs", "connection_aggregates"):
         assert set(rows_by_connection(store, table)) <= kept, table
     assert rows_by_connection(store, "frames") == {c: frames_before[c] for c in kept}
     assert searched(store, "alpha") == set()

@@ -195,11 +195,11 @@ async def test_tools_listed_with_schemas_annotations_and_instructions(demo_store
 
 
 async def test_each_tool_answers_as_the_cli_does(demo_store: Path) -> None:
-    before = _digest(demo_store)
     ls = [
         orjson.loads(line)
         for line in run_proxy(["ls", str(demo_store), "--json"]).stdout.splitlines()
     ]
+    before = _digest(demo_store)  # (after ls, which keeps the connections' totals in the file)
     async with _client(demo_store) as client:
         listed = await _call(client, "list_connections")
         ids = [int(m) for m in re.findall(r"^connection (\d+),", listed, re.M)]

@@ -44,17 +44,19 @@ def test_previews_folded_chunks_and_sorting(page: Page, rich_db: Path) -> None:
         p.goto(url + "#c=1")
         total = rows(rich_db, "SELECT count(*) FROM frames WHERE connection_id = 1")[0][0]
         page.wait_rows(total)
-        # Human previews computed by the server, text kept as recorded (no CSS rewriting).
+        # Human previews computed by the server, text kept as recorded (no CSS rewriting),
+        # without the method the method column shows.
         prompt = frame_id(rich_db, "method = 'session/prompt' AND kind = 'request'")
-        assert p.inner_text(f"#fr-{prompt} .c-preview") == (
-            'session/prompt "Can you fix the failing test?"'
-        )
+        assert p.inner_text(f"#fr-{prompt} .c-preview") == '"Can you fix the failing test?"'
+        assert p.inner_text(f"#fr-{prompt} .c-method") == "session/prompt"
         error = frame_id(rich_db, "instr(raw, '-32603') > 0")
         assert p.inner_text(f"#fr-{error} .c-preview") == "error -32603 Internal error"
         # The three chunks of message a1 are one row: count, bytes, joined text.
         group = p.locator("#frame-rows .frow.group").first
         assert group.get_attribute("data-count") == "3"
-        assert 'agent_message_chunk \u00d73 "Echo: looking at the test now."' in group.inner_text()
+        assert group.locator(".c-method").inner_text() == "agent_message_chunk"
+        joined = '\u00d73 "Echo: looking at the test now."'
+        assert group.locator(".c-preview").inner_text() == joined
         sizes = rows(
             rich_db,
             "SELECT sum(size) FROM frames WHERE connection_id = 1 AND instr(raw, '\"a1\"') > 0 "

@@ -52,7 +52,15 @@ PROGRESS_SECONDS = 0.1
 
 def serve(pipeline: Pipeline, fd: int, report: IO[str]) -> None:
     """Run ``pipeline`` on batches read from ``fd`` until end of input, then finish it."""
-    from acp_proxy.recorder.ipc import Control, Fin, Item, Progress, progress_line, read_batch
+    from acp_proxy.recorder.ipc import (
+        Control,
+        Fin,
+        Item,
+        Progress,
+        measures_line,
+        progress_line,
+        read_batch,
+    )
     from acp_proxy.recorder.journal import WriterJournal
 
     journal = pipeline.journal
@@ -61,6 +69,7 @@ def serve(pipeline: Pipeline, fd: int, report: IO[str]) -> None:
 
     def progress() -> None:
         last = None
+        measured = -1
         while True:
             done = stop.wait(PROGRESS_SECONDS)
             line = progress_line(
@@ -73,8 +82,14 @@ def serve(pipeline: Pipeline, fd: int, report: IO[str]) -> None:
                     journal.queued_bytes(),
                     bool(pipeline.unsaved),
                     pipeline.in_doubt,
+                    pipeline.store_away,
+                    pipeline.outages,
                 )
             )
+            measures = pipeline.measures
+            if measures.changes != measured:  # durations, findings, OTLP counts: --metrics
+                measured = measures.changes
+                line = measures_line(measures.snapshot()) + line
             if line != last or done:
                 with contextlib.suppress(OSError, ValueError):
                     report.write(line)

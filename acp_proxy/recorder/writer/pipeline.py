@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from acp_proxy.recorder.ipc import STDERR, Control, Item, frames_in
 from acp_proxy.recorder.journal import Journal
+from acp_proxy.recorder.writer.measures import Measures
 from acp_proxy.recorder.writer.priority import lower_priority
 from acp_proxy.recorder.writer.rows import ControlOp, Op, Rows, RowsOp, sanitized
 from acp_proxy.recorder.writer.sink import Sink, SinkFailed, SqliteSink
@@ -95,6 +96,9 @@ class Pipeline:
         self._outage: float | None = None  # when the database server went away (monotonic)
         self._outage_gave_up = False  # it stayed away through the exit drain
         self._call_since: float | None = None  # when the database call under way began
+        self.outages = 0  # times the database server went away (metrics: outages total)
+        self.measures = Measures(warn=warn)  # durations and live findings, for --metrics
+        self.measures.otlp = getattr(observer, "live", None)  # its spans sent and dropped
         self._backoff = 0.0
         self._woken = threading.Event()  # drain() cuts an outage's wait short
         self._batch_deadline = 0.0
@@ -128,6 +132,7 @@ class Pipeline:
                 cpu = time.thread_time()
                 ops = self._build(items)
                 self.index_cpu += time.thread_time() - cpu
+                self.measures.observe_ops(ops)
                 if self.observer is not None:
                     ops.extend(self._observe(self.observer.observe, ops))
                 self._hand_over(ops)
@@ -316,10 +321,16 @@ class Pipeline:
                 "that waited are being written"
             )
 
+    @property
+    def store_away(self) -> bool:
+        """The database server is away now (an outage is being waited out)."""
+        return self._outage is not None
+
     def _outage_began(self, reason: str) -> None:
         """The database server is away: say so once, then keep the batches for it."""
         if self._outage is None:
             self._outage = time.monotonic()
+            self.outages += 1
             self._backoff = 0.05
             self.warn(f"recording: database unreachable ({reason}); frames wait in the spool")
 

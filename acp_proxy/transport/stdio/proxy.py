@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
+from acp_proxy.counters import COUNTERS
 from acp_proxy.recorder.handle import STDERR, ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.transport.process.agent import (
@@ -183,10 +184,19 @@ class StdioProxy:
         """Pump ``src`` to ``dst``; when recording, each chunk is queued as ``stream``."""
         conn = self.conn
         assert conn is not None
+        counted = COUNTERS.forwarded[stream].lines if COUNTERS.enabled else None
         if not self.recorder.enabled:
-            pump(src, dst, None, on_error)
+            pump(src, dst, counted, on_error)
             return
-        pump(src, dst, lambda data: conn.stream(stream, data), on_error)
+        if counted is None:
+            pump(src, dst, lambda data: conn.stream(stream, data), on_error)
+        else:
+
+            def record_and_count(data: bytes) -> None:
+                conn.stream(stream, data)
+                counted(data)
+
+            pump(src, dst, record_and_count, on_error)
         conn.stream_end(stream)
 
     def _client_to_agent(self) -> None:

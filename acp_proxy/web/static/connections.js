@@ -72,15 +72,26 @@ export function renderConnections() {
       h("span", {}, `#${c.id}`),
       h("span", { class: "name", title: c.agent || "" }, c.agent || "(unknown agent)"),
       live ? h("span", { class: "badge live" }, "live") : null,
-      c.state === "unknown-end" ? h("span", { class: "badge warning", title: "the recorder stopped before the connection closed its row" }, "unknown end") : null,
       c.frames_dropped ? h("span", { class: "badge error", title: "frames the recorder dropped" }, `${c.frames_dropped} dropped`) : null);
     items.push(h("li", { class: "conn" + (state.connection === c.id && state.view !== "session" ? " current" : "") },
       h("button", { type: "button", on: { click: () => selectConnection(c.id) } },
-        title, h("div", { class: "conn-meta" }, meta),
+        title, labelAndEnd(c), h("div", { class: "conn-meta" }, meta),
         h("div", { class: "conn-meta" }, findingBadges(c.findings))),
       sessions));
   }
   ul.replaceChildren(...items);
+}
+
+// The connection's --label and how it ended, in the words `ls` and `stats` use (the server's
+// state_reason: "exit 0", "signal 9", "ended (unknown end)", "running"; the recorded
+// end_reason explained in the title).
+function labelAndEnd(c) {
+  const reason = c.state_reason || (c.live ? "running" : "ended");
+  const bad = c.state === "unknown-end" || (c.exit_status !== null && c.exit_status !== undefined && c.exit_status !== 0);
+  const title = c.end_note || (c.state === "unknown-end" ? "no end was recorded and the recorder's heartbeat stopped" : reason);
+  return h("div", { class: "conn-line" },
+    c.label ? h("span", { class: "conn-label", title: "the connection's --label" }, c.label) : null,
+    h("span", { class: `conn-end${bad ? " bad" : ""}${c.live ? " live" : ""}`, title }, reason));
 }
 
 async function fetchMissingFindings() {

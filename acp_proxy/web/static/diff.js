@@ -5,28 +5,37 @@ import { showLoadError } from "./connections.js";
 import { $, api, h } from "./dom.js";
 import { ms } from "./format.js";
 import { openFrameInList } from "./frames.js";
-import { setDiffA, setDiffB, state } from "./state.js";
+import { setDiffA, setDiffB, setDiffSeqs, state, writeHash } from "./state.js";
 
 let diffGen = 0;
+// what the two compared turns are ("turn 1 “Fix the test”"), when a turn's compare… chose them
+let turnNames = null;
+export function nameTurns(a, b) { turnNames = [a, b]; }
 export async function loadDiff() {
   const body = $("diff-body");
   if (showLoadError(body)) return;
   const ids = state.connections.map((c) => c.id);
   if (ids.length < 2) { body.replaceChildren(h("p", { class: "muted" }, "A diff needs two connections; this recording has " + ids.length + ".")); return; }
   if (!ids.includes(state.diffA)) setDiffA(state.connection !== null && ids.includes(state.connection) ? state.connection : ids[0]);
-  if (!ids.includes(state.diffB) || state.diffB === state.diffA) setDiffB(ids.find((x) => x !== state.diffA));
+  if (!ids.includes(state.diffB) || (state.diffB === state.diffA && !state.diffSeqs)) setDiffB(ids.find((x) => x !== state.diffA));
   const gen = ++diffGen;
   const pick = (which) => {
     const sel = h("select", { id: `diff-${which}`, "aria-label": `connection ${which.toUpperCase()}` },
       state.connections.map((c) => h("option", { value: String(c.id) }, `#${c.id} ${c.agent || ""} (${c.frame_count} frames)`)));
     sel.value = String(which === "a" ? state.diffA : state.diffB);
-    sel.addEventListener("change", () => { if (which === "a") setDiffA(Number(sel.value)); else setDiffB(Number(sel.value)); loadDiff(); });
+    sel.addEventListener("change", () => { if (which === "a") setDiffA(Number(sel.value)); else setDiffB(Number(sel.value)); setDiffSeqs(null); turnNames = null; writeHash(true); loadDiff(); });
     return sel;
   };
-  const head = h("div", { class: "diff-pick" }, h("label", {}, "A ", pick("a")), h("label", {}, "B ", pick("b")));
+  const seqs = state.diffSeqs;
+  const turns = seqs ? h("span", { id: "diff-turns", class: "diff-turns" },
+    turnNames ? `${turnNames[0]} of A against ${turnNames[1]} of B: ` : "",
+    `frames #${seqs[0][0]}–#${seqs[0][1]} of A against #${seqs[1][0]}–#${seqs[1][1]} of B (one turn each) `,
+    h("button", { type: "button", class: "link", on: { click: () => { setDiffSeqs(null); turnNames = null; writeHash(true); loadDiff(); } } }, "compare the whole connections")) : null;
+  const head = h("div", { class: "diff-pick" }, h("label", {}, "A ", pick("a")), h("label", {}, "B ", pick("b")), turns);
   body.replaceChildren(head, h("p", { class: "muted" }, "aligning…"));
   let data;
-  try { data = await api(`/api/diff?a=${state.diffA}&b=${state.diffB}`); }
+  const span = seqs ? `&as=${seqs[0].join("-")}&bs=${seqs[1].join("-")}` : "";
+  try { data = await api(`/api/diff?a=${state.diffA}&b=${state.diffB}${span}`); }
   catch (e) { if (gen === diffGen) body.replaceChildren(head, h("p", { class: "warnline", role: "alert" }, e.message)); return; }
   if (gen !== diffGen) return;
   const s = data.summary;

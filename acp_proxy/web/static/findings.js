@@ -14,6 +14,14 @@ export function openFinding(cid, index) {
   route();
 }
 
+// A finding where it happened (Session and Timeline): a badge naming the rule; it opens the
+// finding in the Findings view.
+export function findingBadge(cid, index, f) {
+  return h("button", {
+    type: "button", class: `badge finding ${f.tier}`, title: `${f.tier}: ${f.reason || ""} (open in Findings)`,
+    dataset: { finding: `${cid}-${index}` }, on: { click: (e) => { e.stopPropagation(); openFinding(cid, index); } },
+  }, `⚑ ${f.rule}`);
+}
 function findingFrameLinks(seqs, ids) {
   const link = (i) => ids[i]
     ? h("button", { type: "button", class: "link", on: { click: () => openFrameInList(ids[i]) } }, `#${seqs[i]}`)

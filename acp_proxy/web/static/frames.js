@@ -24,48 +24,60 @@ const CHUNKS = new Set(["agent_message_chunk", "user_message_chunk", "agent_thou
 const expanded = new Set(); // first frame id of each unfolded chunk run
 const SORTS = {
   seq: (r) => r.seq, time: (r) => r.ts, conn: (r) => r.connection_id, dir: (r) => r.direction,
-  kind: (r) => r.kind || "", method: (r) => r.update_kind || r.method || "", rpc: (r) => r.rpc_id || "",
+  method: (r) => r.update_kind || r.method || "",
   pair: (r) => (r.pair && r.pair.latency_ms !== null ? r.pair.latency_ms : -1), size: (r) => r.size,
-  preview: (r) => r.label || "",
+  preview: (r) => r.summary || r.label || "",
 };
 
+// The pair column: which way the other half is and how long it took (its frame number and
+// the JSON-RPC id in the title; p jumps to it).
 function pairText(fr) {
-  if (!fr.pair) return [false, ""];
-  if (fr.pair.seq === null) return [true, fr.pair.role === "request" ? "no response" : "no request"];
-  return [false, `${fr.pair.role === "request" ? "→" : "←"} #${fr.pair.seq} ${ms(fr.pair.latency_ms)}`];
+  if (!fr.pair) return [false, "", ""];
+  const id = fr.rpc_id === null || fr.rpc_id === undefined ? "" : `id ${fr.rpc_id}`;
+  if (fr.pair.seq === null) {
+    const missing = fr.pair.role === "request" ? "no answer" : "no request";
+    return [true, missing, `${id}: ${fr.pair.role === "request" ? "no response recorded" : "no request recorded"}`];
+  }
+  const arrowTo = fr.pair.role === "request" ? "→" : "←";
+  const title = `${id} · ${fr.pair.role === "request" ? "answered by" : "answers"} #${fr.pair.seq} · ${ms(fr.pair.latency_ms)}`;
+  return [false, `${arrowTo} ${ms(fr.pair.latency_ms)}`, title];
 }
+// The time column: minutes, seconds and milliseconds (the hour and date in the title).
+const rowClock = (ts) => clock(ts).slice(3);
+const fullTime = (ts) => dateTime(ts) + clock(ts).slice(8);
+// The method column: the method, or for session/update the update variant alone.
 function whatOf(fr) {
-  if (!fr.update_kind) return fr.method || "";
-  return fr.method === "session/update" ? `update · ${fr.update_kind}` : `${fr.method || ""} · ${fr.update_kind}`;
+  if (fr.kind === "invalid") return "invalid";
+  if (!fr.update_kind) return fr.method || fr.kind || "";
+  return fr.method === "session/update" ? fr.update_kind : `${fr.method || ""} · ${fr.update_kind}`;
+}
+function whatTitle(fr) {
+  const rpc = fr.rpc_id === null || fr.rpc_id === undefined ? "" : ` id ${fr.rpc_id}`;
+  return `${fr.kind || "?"}${rpc}: ${fr.method || ""}${fr.update_kind ? ` · ${fr.update_kind}` : ""}`;
 }
 
 function rowFor(fr, extra) {
   const what = whatOf(fr);
-  const [pairMissing, pair] = pairText(fr);
-  const cls = "frow" + (fr.id === state.frame ? " selected" : "") + (extra && extra.child ? " child" : "");
+  const [pairMissing, pair, pairTitle] = pairText(fr);
+  const cls = "frow" + (fr.id === state.frame ? " selected" : "") + (extra && extra.child ? " child" : "") + ` k-${fr.kind || "none"}`;
   return h("div", {
     class: cls, role: "option", id: `fr-${fr.id}`, "aria-selected": fr.id === state.frame ? "true" : "false",
-    dataset: { id: String(fr.id) }, hidden: extra && extra.hidden,
+    dataset: { id: String(fr.id), kind: fr.kind || "" }, hidden: extra && extra.hidden,
   },
   h("span", { class: "c-id", title: `frame id ${fr.id}, sequence ${fr.seq} on connection ${fr.connection_id}` }, `#${fr.seq}`),
-  h("span", { class: "c-time", title: dateTime(fr.ts) }, clock(fr.ts)),
+  h("span", { class: "c-time", title: fullTime(fr.ts) }, rowClock(fr.ts)),
   h("span", { class: "c-conn" }, String(fr.connection_id)),
   h("span", { class: `c-dir dir-${fr.direction}`, title: dirTitle(fr.direction) }, arrow(fr.direction)),
-  h("span", { class: `c-kind k-${fr.kind || "none"}${fr.error ? " err" : ""}`, title: fr.kind || "" }, fr.kind || "?"),
-  h("span", { class: "c-method", title: what }, what),
-  h("span", { class: "c-rpc", title: fr.rpc_id || "" }, fr.rpc_id === null ? "" : fr.rpc_id),
-  h("span", { class: "c-pair", title: pair }, pairMissing ? h("span", { class: "missing" }, pair) : pair),
+  h("span", { class: `c-method${fr.error || fr.kind === "invalid" ? " err" : ""}`, title: whatTitle(fr) }, what),
+  h("span", { class: "c-pair", title: pairTitle }, pairMissing ? h("span", { class: "missing" }, pair) : pair),
   h("span", { class: "c-size", title: `${fr.size} bytes` }, bytes(fr.size)),
-  h("span", { class: `c-preview${fr.error ? " err" : ""}`, title: fr.label || "" }, previewParts(fr)));
+  h("span", { class: `c-preview${fr.error ? " err" : ""}`, title: fr.label || "" }, previewText(fr)));
 }
-// The preview, its leading method / variant apart: a narrow window hides that part, which
-// the method column already shows.
-function previewParts(fr) {
-  const label = (fr.label || fr.preview).slice(0, 300);
-  if (fr.kind === "response" || !fr.method) return label;
-  const prefix = fr.update_kind && label.startsWith(`${fr.method} · ${fr.update_kind}`) ? `${fr.method} · ${fr.update_kind}` : fr.method;
-  if (!label.startsWith(prefix) || label.length === prefix.length) return label;
-  return [h("span", { class: "p-what" }, prefix), label.slice(prefix.length)];
+// The preview without the method and variant the method column shows (acp/preview.py's
+// summary); a search hit's snippet as it is.
+function previewText(fr) {
+  const said = fr.summary !== undefined && fr.summary !== null ? fr.summary : (fr.label || fr.preview);
+  return said.slice(0, 300);
 }
 
 // A run of chunks of one message (same connection, session, variant and message id, one
@@ -91,7 +103,7 @@ function groupRow(run) {
   const total = run.reduce((n, r) => n + r.size, 0);
   const text = run.map((r) => r.text || "").join("");
   const shown = text.length > 240 ? text.slice(0, 239) + "…" : text;
-  const label = `${first.update_kind} ×${run.length} "${shown.replace(/\s+/g, " ")}"`;
+  const label = `×${run.length} "${shown.replace(/\s+/g, " ")}"`;
   const toggle = h("button", {
     type: "button", class: "fold", "aria-expanded": String(open),
     title: open ? "fold the chunks into one row" : `show the ${run.length} chunks`,
@@ -103,12 +115,10 @@ function groupRow(run) {
     dataset: { id: String(first.id), group: String(first.id), count: String(run.length) },
   },
   h("span", { class: "c-id", title: `frames #${first.seq}–#${last.seq}` }, toggle, `#${first.seq}`),
-  h("span", { class: "c-time", title: dateTime(first.ts) }, clock(first.ts)),
+  h("span", { class: "c-time", title: fullTime(first.ts) }, rowClock(first.ts)),
   h("span", { class: "c-conn" }, String(first.connection_id)),
   h("span", { class: `c-dir dir-${first.direction}`, title: dirTitle(first.direction) }, arrow(first.direction)),
-  h("span", { class: "c-kind k-notification", title: `${run.length} notifications` }, `${run.length} chunks`),
-  h("span", { class: "c-method", title: whatOf(first) }, whatOf(first)),
-  h("span", { class: "c-rpc" }, ""),
+  h("span", { class: "c-method", title: `${run.length} ${whatOf(first)} notifications` }, whatOf(first)),
   h("span", { class: "c-pair", title: `${duration(last.ts - first.ts)} from first to last chunk` }, duration(last.ts - first.ts)),
   h("span", { class: "c-size", title: `${total} bytes in ${run.length} frames` }, bytes(total)),
   h("span", { class: "c-preview", title: text.slice(0, 2000) }, label));

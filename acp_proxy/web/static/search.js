@@ -18,7 +18,8 @@ export async function searchHits() {
     const fr = hit.summary;
     if (!fr || seen.has(fr.id)) continue;
     seen.add(fr.id);
-    rows.push({ ...fr, label: `${hit.snippet}${hit.frames > 1 ? ` (${hit.frames} frames, #${hit.seq}–#${hit.last_seq})` : ""}` });
+    const said = `${hit.snippet}${hit.frames > 1 ? ` (${hit.frames} frames, #${hit.seq}–#${hit.last_seq})` : ""}`;
+    rows.push({ ...fr, label: said, summary: said });
   }
   return { rows, status: data.more ? `first ${data.limit} hits` : `${data.hits.length} hit(s) in the search index` };
 }

@@ -1,10 +1,12 @@
 // The session view: one session rebuilt from its frames as a conversation (messages,
 // thoughts, tool calls, terminals, plans, permission prompts, RPCs, usage), each item linked to
-// the frame it came from.
+// the frame it came from; replayed history in one band per replay, findings as badges on the
+// items whose frames broke a rule.
 
 import { renderConnections, selectSession, showLoadError, updateScope } from "./connections.js";
 import { $, api, h } from "./dom.js";
 import { arrow, ms } from "./format.js";
+import { findingBadge } from "./findings.js";
 import { openFrameInList } from "./frames.js";
 import { setConnection, setSession, state, writeHash } from "./state.js";
 
@@ -49,7 +51,7 @@ function folded(key, summary, ...content) {
   return d;
 }
 function marks(item) {
-  return [item.replayed ? h("span", { class: "badge muted", title: "sent inside a load/resume replay window" }, "replayed") : null,
+  return [item.replayed ? h("span", { class: "badge muted replayed", title: "sent inside a load/resume replay window" }, "replayed") : null,
     item.continued ? h("span", { class: "badge muted" }, "continued") : null,
     item.removed ? h("span", { class: "badge muted" }, "removed") : null,
     item.problems ? h("span", { class: "badge warning", title: item.problems.join("; ") }, "problem") : null];
@@ -180,11 +182,32 @@ function renderEvent(it, data, idx) {
         h("span", { class: "usage-tokens" }, `${p.used !== undefined ? p.used : "?"}/${p.size !== undefined ? p.size : "?"} tokens`),
         cost ? h("span", { class: "usage-cost" }, ` · cost ${cost}`) : null);
     }
+    case "session_info_update":
+    case "available_commands_update":
+    case "current_mode_update":
+    case "config_option_update":
+      return factLine(it, p, link);
     default:
       return h("div", { class: "item small" },
         h("div", { class: "who" }, it.kind === "notification" ? `notification ${it.method || ""}` : String(it.kind || it.item).replace(/_/g, " "), ...marks(it), link),
         folded(key, "details", jsonPre(p)));
   }
+}
+
+// A session fact that changed (title, commands, mode, config): one line, "title: …".
+function factLine(it, p, link) {
+  let said;
+  if (it.kind === "available_commands_update") {
+    const cmds = Array.isArray(p.availableCommands) ? p.availableCommands : [];
+    said = `commands: ${cmds.length} (${cmds.map((c) => `/${c.name}`).join(", ")})`;
+  } else if (it.kind === "current_mode_update") said = `mode: ${p.currentModeId}`;
+  else if (it.kind === "config_option_update") said = `config options: ${Array.isArray(p.configOptions) ? p.configOptions.length : "?"}`;
+  else {
+    said = Object.entries(p).filter(([k]) => k !== "sessionUpdate" && k !== "_meta")
+      .map(([k, v]) => `${k}: ${typeof v === "string" ? `“${v}”` : JSON.stringify(v)}`).join(" · ") || "(no fields)";
+  }
+  return h("div", { class: "item fact", dataset: { kind: it.kind } },
+    h("span", { class: "fact-text", title: JSON.stringify(p) }, said), ...marks(it), link);
 }
 
 // A permission prompt: what was asked, the options, the one chosen (or cancelled).
@@ -234,7 +257,13 @@ function renderSession() {
   const turnLine = turnCount ? h("div", { class: "turns muted" },
     `${turnCount} turn(s)${turnCount > turns.length ? `, last ${turns.length}` : ""}: ` + turns.map((t) => `${t.stopReason || (t.error && t.error.code !== undefined ? `error ${t.error.code}` : t.endSeq === null ? "open" : "ended")}${t.durationMs !== null ? " " + ms(t.durationMs) : ""}`).join(", ")) : null;
   data.echoed = echoedPrompts(s.items);
-  const items = h("div", { class: "items" }, s.items.map((it, i) => it.item === "entity" ? renderEntity(it, data, i) : renderEvent(it, data, i)));
+  const owners = findingOwners(s.items, sessionFindings);
+  const rendered = s.items.map((it, i) => {
+    const el = it.item === "entity" ? renderEntity(it, data, i) : renderEvent(it, data, i);
+    if (owners.has(i)) badgeFindings(el, owners.get(i), data.connectionId);
+    return el;
+  });
+  const items = h("div", { class: "items" }, replayBands(s.items, rendered));
   const total = data.totalItems || s.items.length;
   const more = total > s.items.length ? h("p", {},
     h("span", { class: "muted" }, `showing ${s.items.length} of ${total} items · `),
@@ -242,6 +271,62 @@ function renderSession() {
       `show ${Math.min(SESSION_PAGE, total - s.items.length)} more`)) : null;
   box.replaceChildren(...[sessionPicker(), head, turnLine, items, more].filter(Boolean));
   box.scrollTop = atBottom ? box.scrollHeight : top;
+}
+
+// History the agent replayed (items inside a session/load or session/resume-with-replayFrom
+// window, as acp/model.py marks them: the frames `check` reads as replay): one band per run.
+function replayBands(items, rendered) {
+  const out = [];
+  let band = null;
+  items.forEach((it, i) => {
+    if (!it.replayed) { band = null; out.push(rendered[i]); return; }
+    if (!band) {
+      const opener = [...items.slice(0, i)].reverse().find((x) => x.item === "rpc" && (x.method === "session/load" || x.method === "session/resume"));
+      band = { count: 0, head: h("div", { class: "replay-head" }, "Replayed history"), box: h("div", { class: "replay-band", role: "group", "aria-label": "replayed history" }) };
+      band.opener = opener ? `${opener.method} id ${opener.id}` : "a load";
+      band.box.append(band.head);
+      out.push(band.box);
+    }
+    band.count++;
+    band.head.textContent = `Replayed history · ${band.count} item${band.count > 1 ? "s" : ""} sent again by the agent for ${band.opener} (not new work)`;
+    band.box.append(rendered[i]);
+  });
+  return out;
+}
+
+// Findings in place: each finding's frames (seqs) go to the item that holds that frame, an
+// event or request by its own frames, else the entity whose span covers it (the narrowest).
+let sessionFindings = null; // { connection, findings } of the session shown
+function findingOwners(items, found) {
+  const owners = new Map();
+  if (!found || !found.findings.length) return owners;
+  const exact = new Map();
+  const spans = [];
+  items.forEach((it, i) => {
+    for (const q of [it.seq, it.responseSeq, it.firstSeq, it.lastSeq]) if (typeof q === "number" && !exact.has(q)) exact.set(q, i);
+    if (typeof it.firstSeq === "number") spans.push([it.firstSeq, typeof it.lastSeq === "number" ? it.lastSeq : it.firstSeq, i]);
+  });
+  found.findings.forEach((f, index) => {
+    const placed = new Set();
+    for (const q of f.seqs || []) {
+      let i = exact.get(q);
+      if (i === undefined) {
+        const covering = spans.filter(([a, b]) => a <= q && q <= b).sort((x, y) => (x[1] - x[0]) - (y[1] - y[0]));
+        if (covering.length) i = covering[0][2];
+      }
+      if (i === undefined || placed.has(i)) continue;
+      placed.add(i);
+      if (!owners.has(i)) owners.set(i, []);
+      owners.get(i).push([index, f]);
+    }
+  });
+  return owners;
+}
+function badgeFindings(el, list, cid) {
+  const badges = list.map(([index, f]) => findingBadge(cid, index, f));
+  const who = el.querySelector(".who") || el;
+  el.classList.add("has-finding");
+  who.append(...badges);
 }
 
 function firstSession() {
@@ -281,9 +366,14 @@ export async function loadSession() {
   const key = `${state.connection}/${state.session}`;
   if (key !== sessionKey) { sessionKey = key; sessionLimit = SESSION_PAGE; }
   try {
-    const data = await api(`/api/connections/${state.connection}/sessions/${encodeURIComponent(state.session)}?limit=${sessionLimit}`);
+    const cid = state.connection;
+    const [data, found] = await Promise.all([
+      api(`/api/connections/${cid}/sessions/${encodeURIComponent(state.session)}?limit=${sessionLimit}`),
+      api(`/api/connections/${cid}/findings`).catch(() => null),
+    ]);
     if (gen !== sessionGen) return;
     sessionData = data;
+    sessionFindings = found;
     renderSession();
   } catch (e) {
     if (gen === sessionGen) $("session-body").replaceChildren(h("p", { class: "warnline", role: "alert" }, e.message));

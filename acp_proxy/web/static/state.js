@@ -17,6 +17,7 @@ const store = {
   filter: Object.freeze(emptyFilter()),
   diffA: null, // connection ids compared in the diff view
   diffB: null,
+  diffSeqs: null, // [[first, last] of A, [first, last] of B]: two turns compared, or null
   follow: false,
   frame: null, // selected frame id
   connections: [],
@@ -43,6 +44,7 @@ export function setFrame(id) { store.frame = id; }
 export function setFilter(members) { store.filter = Object.freeze({ ...store.filter, ...members }); }
 export function setDiffA(id) { store.diffA = id; }
 export function setDiffB(id) { store.diffB = id; }
+export function setDiffSeqs(seqs) { store.diffSeqs = seqs === null ? null : Object.freeze(seqs); }
 export function setFollowing(on) { store.follow = on; }
 export function setConnections(connections, loadError) {
   if (connections !== null) store.connections = connections;
@@ -75,6 +77,8 @@ export function readHash() {
   });
   store.diffA = p.get("da") ? Number(p.get("da")) : null;
   store.diffB = p.get("db") ? Number(p.get("db")) : null;
+  const span = (v) => (v && /^\d+-\d+$/.test(v) ? v.split("-").map(Number) : null);
+  store.diffSeqs = span(p.get("as")) && span(p.get("bs")) ? Object.freeze([span(p.get("as")), span(p.get("bs"))]) : null;
   store.frame = p.get("f") ? Number(p.get("f")) : null;
   store.finding = p.get("fi") || null;
 }
@@ -92,6 +96,7 @@ export function writeHash(replace) {
   if (f.words) p.set("w", "1");
   if (state.view === "diff" && state.diffA !== null) p.set("da", String(state.diffA));
   if (state.view === "diff" && state.diffB !== null) p.set("db", String(state.diffB));
+  if (state.view === "diff" && state.diffSeqs) { p.set("as", state.diffSeqs[0].join("-")); p.set("bs", state.diffSeqs[1].join("-")); }
   if (state.frame) p.set("f", String(state.frame));
   if (state.view === "findings" && state.finding) p.set("fi", state.finding);
   const hash = "#" + p.toString();

@@ -7,7 +7,6 @@ is a subcommand. Each command family lives in :mod:`acp_proxy.commands`.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import importlib
 import os
 import shutil
@@ -110,6 +109,8 @@ class ProxyByDefaultGroup(click.Group):
             )
         if args and args[0] not in LAZY_COMMANDS and args[0] not in ("--help", "-h", "--version"):
             if not args[0].startswith("-") and "--" not in args:
+                import difflib  # a mistake only
+
                 close = difflib.get_close_matches(args[0], list(LAZY_COMMANDS), n=1)
                 if close:
                     raise click.UsageError(

@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import unicodedata
 from collections.abc import Collection, Iterator, Sequence
 from typing import IO, Literal
@@ -102,6 +101,8 @@ def wrap(text: str, width: int | None, indent: str = "") -> list[str]:
     one line when ``width`` is None or it fits."""
     if width is None or cells(text) <= width or width - cells(indent) < 20:
         return [text]
+    import textwrap  # (here: the stdio proxy imports this module before it forwards)
+
     lines = textwrap.wrap(
         text, width, subsequent_indent=indent, replace_whitespace=False, break_on_hyphens=False
     )

@@ -596,6 +596,25 @@ def main() -> int:
                 f"| {r.name} | {r.record_fps:,.0f} | {r.busy_s:.2f} | "
                 f"{r.recorded / (r.busy_s / cpus):,.0f} | {server_cpu} | {server_cap} |"
             )
+    per_frame = [r for r in results if r.record_fps is not None and r.cpu_s and r.recorded]
+    if per_frame:
+        # What a host running proxies pays per recorded frame (the proxy and its writer
+        # process; a database server elsewhere is not the proxy host's). The target:
+        # PostgreSQL's at most SQLite's.
+        sqlite_run = next((r for r in per_frame if "postgresql" not in r.name), None)
+        print(
+            "\nThe proxy host's CPU per recorded frame (proxy and writer process; the database "
+            "server aside):\n"
+        )
+        print("| target | CPU s | recorded | CPU per frame | vs SQLite |")
+        print("|---|---:|---:|---:|---:|")
+        for r in per_frame:
+            assert r.cpu_s is not None and r.recorded
+            us = r.cpu_s / r.recorded * 1e6
+            vs = "-"
+            if sqlite_run is not None and sqlite_run.cpu_s and sqlite_run.recorded:
+                vs = f"{us / (sqlite_run.cpu_s / sqlite_run.recorded * 1e6):.2f}x"
+            print(f"| {r.name} | {r.cpu_s:.1f} | {r.recorded:,} | {us:.2f} µs | {vs} |")
     if paced:
         print(
             f"\nPaced: {paced[0].frames:,} frames offered at {args.rate:,.0f}/s through "

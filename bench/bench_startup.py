@@ -13,9 +13,17 @@ every request). Targets, run in turn round after round so that load drifts hit t
 It prints the median, the fastest and the slowest time of each, and the median minus the
 direct median (what the proxy adds). The issue's target: ``record`` within direct + 60 ms.
 
+The proxy is run as installed: the ``acp-proxy`` console script beside ``sys.executable``
+(what ``pip install`` makes in a virtualenv), not a version manager's shim found first on
+``PATH`` (pyenv's is a bash script that adds 50-100 ms to every launch before Python
+starts). ``--compare DIR`` runs each proxy target a second time with ``DIR`` (another
+checkout, e.g. the commit before a change) first on ``PYTHONPATH``, in the same rounds:
+a before/after in one sitting.
+
 Usage::
 
     python bench/bench_startup.py [--runs 20] [--only direct,proxy,record] [--pg-url URL]
+        [--compare DIR]
 """
 
 from __future__ import annotations
@@ -40,11 +48,15 @@ TARGETS = ("direct", "proxy", "record", "record-pg")
 
 
 def proxy_command() -> list[str]:
+    beside = Path(sys.executable).with_name("acp-proxy")
+    if beside.is_file():
+        return [str(beside)]
     exe = shutil.which("acp-proxy")
     return [exe] if exe else [sys.executable, "-m", "acp_proxy"]
 
 
 def command(target: str, work: Path, run: int, pg_url: str | None) -> list[str]:
+    target = target.split("@")[0]
     if target == "direct":
         return list(AGENT)
     if target == "proxy":
@@ -54,11 +66,23 @@ def command(target: str, work: Path, run: int, pg_url: str | None) -> list[str]:
     return [*proxy_command(), "--record", store, "--", *AGENT]
 
 
-def first_answer(argv: list[str]) -> float:
+def environment(target: str) -> dict[str, str]:
+    """The targets' environment: ``.pyc`` files written (as an installed package has them,
+    whatever ``PYTHONDONTWRITEBYTECODE`` says here; the warm-up run writes them), and for
+    ``record@DIR`` the directory ``DIR`` first on ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    _, _, tree = target.partition("@")
+    if tree:
+        rest = os.environ.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, rest) if p)
+    return env
+
+
+def first_answer(argv: list[str], env: dict[str, str]) -> float:
     """Seconds from launching ``argv`` to reading the answer to ``initialize``."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(INITIALIZE)
@@ -77,11 +101,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="launches per target")
     parser.add_argument("--only", default=",".join(TARGETS), help="comma-separated targets")
     parser.add_argument("--pg-url", help="record into this database instead of a private one")
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also run each proxy target with DIR first on PYTHONPATH (another checkout)",
+    )
     args = parser.parse_args()
     targets = [t for t in args.only.split(",") if t]
     unknown = sorted(set(targets) - set(TARGETS))
     if unknown:
         parser.error(f"unknown target(s) {', '.join(unknown)}; choose from {', '.join(TARGETS)}")
+    if args.compare:
+        tree = str(Path(args.compare).resolve())
+        targets += [f"{t}@{tree}" for t in targets if t != "direct"]
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         work = Path(tmp)
         pg = None
@@ -93,27 +125,31 @@ def main() -> None:
                 pg = BenchPostgres(args.pg_url, work)
             except Exception as exc:  # no server to be had: say so, measure the rest
                 print(f"record-pg skipped: {exc}", file=sys.stderr)
-                targets.remove("record-pg")
+                targets = [t for t in targets if not t.startswith("record-pg")]
         try:
             times: dict[str, list[float]] = {t: [] for t in targets}
+            url = pg.url if pg else None
             for target in targets:  # one warm-up each (page cache, .pyc files)
-                first_answer(command(target, work, -1, pg.url if pg else None))
+                first_answer(command(target, work, -1, url), environment(target))
             for run in range(args.runs):
                 for target in targets:
-                    times[target].append(
-                        first_answer(command(target, work, run, pg.url if pg else None))
-                    )
+                    argv = command(target, work, run, url)
+                    times[target].append(first_answer(argv, environment(target)))
         finally:
             if pg is not None and pg.server is not None:
                 pg.server.stop()
     base = statistics.median(times["direct"]) if "direct" in times else None
     print(f"launch -> first answer, {args.runs} runs each, load {os.getloadavg()[0]:.2f}")
+    print(f"proxy: {' '.join(proxy_command())}")
+    if args.compare:
+        print(f"@: with {args.compare} first on PYTHONPATH")
     print(f"{'target':<12} {'median':>9} {'fastest':>9} {'slowest':>9} {'added':>9}")
     for target, values in times.items():
         median = statistics.median(values)
         added = f"{(median - base) * 1000:+8.1f}ms" if base is not None else "-"
+        name = target.split("@")[0] + ("@" if "@" in target else "")
         print(
-            f"{target:<12} {median * 1000:7.1f}ms {min(values) * 1000:7.1f}ms "
+            f"{name:<12} {median * 1000:7.1f}ms {min(values) * 1000:7.1f}ms "
             f"{max(values) * 1000:7.1f}ms {added:>9}"
         )
 

@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from acp_proxy.commands.options import MIB as MIB
+from acp_proxy.commands.options import RECORD_PATH as RECORD_PATH
+from acp_proxy.commands.options import Decorator as Decorator
+from acp_proxy.commands.options import RecordLocation as RecordLocation
+from acp_proxy.commands.options import grace_option as grace_option
+from acp_proxy.commands.options import parse_listen_option as parse_listen_option
+from acp_proxy.commands.options import queue_option as queue_option
 from acp_proxy.console import Terminal, pager
-from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES, Recorder
+from acp_proxy.recorder.handle import Recorder
 from acp_proxy.store.engine import (
     SQLITE,
     Database,
@@ -27,69 +34,9 @@ from acp_proxy.store.engine import (
 )
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.transport.address import parse_listen
-from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from acp_proxy.acp.diff import SlowerLimit
-
-
-def parse_listen_option(
-    ctx: click.Context | None, param: click.Parameter | None, value: str | None
-) -> tuple[str, int] | None:
-    """Click callback for ``--listen``/``--ui``: ``HOST:PORT`` -> (host, port)."""
-    if value is None:
-        return None
-    try:
-        return parse_listen(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-MIB = 1024 * 1024
-
-Decorator = Callable[[Callable[..., None]], Callable[..., None]]
-"""A click option decorator for a command function."""
-
-
-def queue_option(default_mb: int = DEFAULT_QUEUE_BYTES // MIB) -> Decorator:
-    """``--queue-mb`` and ``--spool-mb``: the recorder's backlog budgets, in memory and on disk.
-
-    (A server of many connections wants a bigger in-memory budget.)
-    """
-    queue = click.option(
-        "--queue-mb",
-        type=click.IntRange(min=1),
-        default=default_mb,
-        show_default=True,
-        help="MiB of frames the recorder may hold in memory while SQLite is behind; beyond "
-        "it they go to the spool file.",
-    )
-    spool = click.option(
-        "--spool-mb",
-        type=click.IntRange(min=0),
-        default=DEFAULT_SPOOL_BYTES // MIB,
-        show_default=True,
-        help="MiB the recorder may spool to an anonymous temporary file beside the recording "
-        "when its memory budget is full; beyond it frames are dropped (and counted). "
-        "0: never spool. Forwarding never waits for the recorder.",
-    )
-
-    def decorate(command: Callable[..., None]) -> Callable[..., None]:
-        return queue(spool(command))
-
-    return decorate
-
-
-def grace_option(help: str) -> Decorator:
-    """``--grace SECONDS`` (the same type and default for every command; its own help)."""
-    return click.option(
-        "--grace",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_GRACE_SECONDS,
-        show_default=True,
-        help=help,
-    )
 
 
 class OptionConflict(click.UsageError):
@@ -161,33 +108,6 @@ class FilePath(click.ParamType):  # type: ignore[type-arg]
 RECORDING_PATH = FilePath(urls=True)
 """The parameter type of every recording argument (``DB``: a file or a ``postgresql://`` URL)."""
 
-
-class RecordLocation(click.ParamType):  # type: ignore[type-arg]
-    """A place to record into: a SQLite file (a ``Path``) or a ``postgresql://`` URL (as given)."""
-
-    name = "path|url"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Path | str | None:
-        if isinstance(value, Path):
-            return value
-        wrong = unknown_scheme(str(value))
-        if wrong is not None:  # forwarding wins: say so once, and run without a recording
-            click.echo(f"acp-proxy: recording disabled: {wrong}; forwarding continues", err=True)
-            return None
-        where = parse_location(str(value))
-        return where.url if isinstance(where, RecordingUrl) else where
-
-
-RECORD_PATH = RecordLocation()
-"""The type of ``--record FILE|URL`` (the proxy commands, ``ACP_PROXY_RECORD``).
-
-Deliberately unchecked here: for the proxy forwarding wins, so a URL of an unknown scheme
-(``mysql://``) and every unusable ``--record`` path (a directory, a missing parent, an
-unwritable or corrupt file, a database that refuses the login) is one ``recording
-disabled: ...; forwarding continues`` line from the recorder, and the agent runs anyway.
-"""
 
 RECORDING_ARG = click.argument("recording_path", type=RECORDING_PATH, metavar="DB")
 

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import ssl
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.console import warn
-from acp_proxy.recorder.writer.measures import LIVE_CHECK_ENV
-from acp_proxy.transport.address import check_listen
+
+LIVE_CHECK_ENV = "ACP_PROXY_LIVE_CHECK"
+"""(:data:`acp_proxy.recorder.writer.measures.LIVE_CHECK_ENV`, here without importing the
+writer's modules: the stdio proxy imports this module before it forwards.)"""
 
 if TYPE_CHECKING:
+    import ssl
+
     from acp_proxy.transport.metrics import MetricsHandle
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +56,8 @@ def check_metrics_option(metrics: tuple[str, int] | None, token: str | None) -> 
     """A non-loopback ``--metrics`` without a token is a usage error (said before starting)."""
     if metrics is None:
         return
+    from acp_proxy.transport.address import check_listen
+
     try:
         check_listen(metrics[0], token, what="the metrics server")
     except ValueError as exc:

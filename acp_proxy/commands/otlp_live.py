@@ -8,7 +8,6 @@ writer side, never in the forwarding process. Kept light: the proxy imports this
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.recorder.writer.otlp_live import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
+from acp_proxy.recorder.writer.otlp_env import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
 
 
 def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -61,6 +60,8 @@ class LiveExport:
         if self.endpoint is not None:
             os.environ[ENDPOINT_ENV] = self.endpoint
         if self.headers:
+            import json  # (only then: the proxy imports this module at start)
+
             os.environ[HEADERS_ENV] = json.dumps(self.headers)
         try:
             yield

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from acp_proxy.commands.common import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.metrics_options import (
     check_metrics_option,
     live_check_for_writer,
     metrics_options,
     start_metrics_option,
 )
+from acp_proxy.commands.options import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
@@ -81,22 +81,35 @@ def proxy_command(
     check_metrics_option(metrics, metrics_token)
     tls = server_tls(tls_cert, tls_key)  # --tls-cert here: for --metrics
     inspector = start_ui(ui, ui_token, record)
-    with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
-        recorder = Recorder(
-            record,
-            queue_bytes=queue_mb * MIB,
-            spool_bytes=spool_mb * MIB,
-            backend="process",
-            redact=redact,
-        )
-    exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
+    started: list[Recorder] = []
+    exporters: list[Any] = []
+
+    def start_recorder() -> Recorder:
+        # Called once the agent is starting: its interpreter loads while the writer
+        # process is started and this process gets ready to forward.
+        with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
+            recorder = Recorder(
+                record,
+                queue_bytes=queue_mb * MIB,
+                spool_bytes=spool_mb * MIB,
+                backend="process",
+                open_first=False,  # the writer process opens the file: see Recorder
+                redact=redact,
+            )
+        started.append(recorder)
+        exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
+        if exporter is not None:
+            exporters.append(exporter)
+        return recorder
+
     code = 1
     try:
-        code = StdioProxy(agent_command, recorder, grace=grace, label=label).run()
+        code = StdioProxy(agent_command, start_recorder, grace=grace, label=label).run()
     finally:
-        recorder.close()
+        for recorder in started:
+            recorder.close()
         if inspector is not None:
             inspector.stop()
-        if exporter is not None:
+        for exporter in exporters:
             exporter.stop()
     sys.exit(code)

@@ -6,13 +6,13 @@ from :mod:`acp_proxy.transport.tls`, a bad file is one ``Error:`` line and exit 
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.transport.tls import TlsError, client_context, server_context
+if TYPE_CHECKING:
+    import ssl
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +49,8 @@ def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     if cert is None or key is None:
         given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
         raise click.UsageError(f"{given} needs {missing} too")
+    from acp_proxy.transport.tls import TlsError, server_context  # (only when given)
+
     try:
         return server_context(cert, key)
     except TlsError as exc:
@@ -59,6 +61,8 @@ def peer_tls(cafile: str | None) -> ssl.SSLContext | None:
     """The client context for ``--cafile`` (``None`` without it: the system store)."""
     if cafile is None:
         return None
+    from acp_proxy.transport.tls import TlsError, client_context  # (only when given)
+
     try:
         return client_context(cafile)
     except TlsError as exc:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from acp_proxy.commands.common import parse_listen_option
+from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.console import warn
-from acp_proxy.transport.address import check_listen
 
 if TYPE_CHECKING:
     from acp_proxy.web.server import InspectorHandle
@@ -61,6 +60,8 @@ def start_ui(
     if isinstance(record, Path) and record.is_dir():  # forwarding wins (the recorder says so)
         warn(f"inspector not started: {record} is a directory; proxying anyway")
         return None
+    from acp_proxy.transport.address import check_listen
+
     try:
         check_listen(host, token)
     except ValueError as exc:

@@ -43,16 +43,13 @@ from acp_proxy.counters import COUNTERS
 from acp_proxy.recorder.ipc import STDERR, Whole
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
-from acp_proxy.recorder.writer.otlp_live import (
-    NO_SDK,
-    live_observer,
-    sdk_installed,
-    settings_from_env,
-)
-from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS, Pipeline, sink_for
+from acp_proxy.recorder.writer.otlp_env import otlp_asked
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
-from acp_proxy.recorder.writer.sink import SinkFailed
-from acp_proxy.store.engine import SQLITE, engine_for
+from acp_proxy.store.location import place_of
+
+if TYPE_CHECKING:
+    from acp_proxy.recorder.writer.pipeline import Pipeline
+    from acp_proxy.recorder.writer.sink import Sink
 
 __all__ = ["STDERR", "ConnectionRecorder", "Recorder"]
 
@@ -229,6 +226,14 @@ class Recorder:
     commands use) runs the pipeline in the writer process, fed by one shipper thread;
     ``"thread"`` runs it as threads of this process. ``ACP_PROXY_RECORDER=thread`` forces
     threads.
+
+    A SQLite file is opened (created, migrated) here, before anything is forwarded, so once
+    a byte has passed the file is a recording, and a file that cannot be used is reported
+    now; only a lock another process holds is waited for by the writer (frames queue
+    meanwhile). ``open_first=False`` (the stdio proxy, whose start an editor waits for)
+    leaves that to the writer process too, as a PostgreSQL database always is (connecting
+    may wait for the network): this process then imports no database driver, and the file
+    appears once the writer has started, while the first frames wait in the journal.
     """
 
     def __init__(
@@ -242,15 +247,16 @@ class Recorder:
         batch_bytes: int = BATCH_BYTES,
         backend: str = "thread",
         redact: RedactRules | None = None,
+        open_first: bool = True,
     ) -> None:
         self.path: Path | str | None = None  # a SQLite file, or a PostgreSQL URL
         self.where = ""  # the recording as named in messages (never a password)
-        engine = engine_for(path) if path is not None else SQLITE
-        self.engine = engine.label
+        place = place_of(path) if path is not None else None
+        self.engine = place.label if place is not None else "SQLite"
         spool_dir: Path | None = None
-        if engine.remote and path is not None:
+        if place is not None and place.remote:
             self.path = str(path)
-            self.where = engine.shown(self.path)
+            self.where = place.shown
             spool_dir = Path(tempfile.gettempdir())  # the recording has no folder here
             if batch_bytes == BATCH_BYTES:
                 batch_bytes = PG_BATCH_BYTES
@@ -272,43 +278,41 @@ class Recorder:
         )
         self._connections: list[ConnectionRecorder] = []
         self._pipeline: Pipeline | None = None
+        self._sink: Sink | None = None  # opened here (open_first), for the pipeline
         self._shipper: Shipper | None = None
         self.frames_written = 0
         self.index_cpu = 0.0  # CPU seconds spent by the rows thread
         self.sqlite_cpu = 0.0  # ... and by the sink thread
         if os.environ.get(BACKEND_ENV) == "thread":
             backend = "thread"
-        if self.path is None:
+        if self.path is None or place is None:
             return
         if sys.getswitchinterval() > SWITCH_INTERVAL:
             sys.setswitchinterval(SWITCH_INTERVAL)
-        # A SQLite file is opened (created, migrated) before anything is forwarded, so once
-        # the proxy has passed a byte on, the file is a recording; a failure is reported
-        # now. Only a lock held by another process is waited for by the writer instead
-        # (forwarding must not wait for it; frames queue meanwhile). A PostgreSQL database
-        # is opened by the writer: connecting may wait for the network, and an outage at
-        # start is waited out like one later.
         # What a bare install lacks is said now, before a byte is forwarded, in one line.
-        missing = engine.missing_driver()
-        if missing is not None:
-            self.journal.disable(f"recording disabled: {missing}")
-            warn(f"recording disabled: {missing}; forwarding continues")
+        if place.missing_driver is not None:
+            self.journal.disable(f"recording disabled: {place.missing_driver}")
+            warn(f"recording disabled: {place.missing_driver}; forwarding continues")
             return
-        otlp = settings_from_env() is not None
-        if otlp and not sdk_installed():
-            warn(NO_SDK)
-            otlp = False
-        sink = sink_for(self.path)
-        if not engine.remote:
-            try:
-                give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
-                sink.open(lambda: give_up)
-            except SinkFailed as exc:
-                if not exc.locked:
-                    self.journal.disable(f"recording disabled: {exc}")
-                    warn(f"recording disabled: {exc}; forwarding continues")
+        otlp = otlp_asked()
+        if otlp:
+            from acp_proxy.recorder.writer.otlp_live import NO_SDK, sdk_installed
+
+            if not sdk_installed():
+                warn(NO_SDK)
+                otlp = False
+        if backend == "thread" or (open_first and not place.remote):
+            self._open_first(place.remote)
         if backend == "process" and self.journal.failed is None:
-            sink.close()  # the writer process opens its own
+            # With open_first=False the writer process opens the recording (creates,
+            # migrates, or waits for a lock or a server that is away) while the first
+            # frames wait in the journal: this process imports no database driver, so the
+            # agent's first answer is not held up by them (docs/performance.md,
+            # "Start-up"). A recording that cannot be opened is then one "recording
+            # disabled" line from the writer, as a failure later.
+            if self._sink is not None:
+                self._sink.close()  # the writer process opens its own
+                self._sink = None
             try:
                 self._shipper = Shipper(
                     self.journal,
@@ -330,15 +334,41 @@ class Recorder:
                     f"recording: no writer process ({exc.strerror or exc}: {sys.executable}); "
                     "recording in threads"
                 )
-                sink = sink_for(self.path)
+        self._start_threads(otlp)
+
+    def _open_first(self, remote: bool) -> None:
+        """Open the recording in this process (see the class's text): a SQLite file now, a
+        PostgreSQL database by the sink later."""
+        from acp_proxy.recorder.writer.pipeline import sink_for
+        from acp_proxy.recorder.writer.sink import SinkFailed
+
+        assert self.path is not None
+        sink = sink_for(self.path)
+        if not remote:
+            try:
+                give_up = time.monotonic() + OPEN_LOCK_WAIT_SECONDS
+                sink.open(lambda: give_up)
+            except SinkFailed as exc:
+                if not exc.locked:
+                    self.journal.disable(f"recording disabled: {exc}")
+                    self.warn(f"recording disabled: {exc}; forwarding continues")
+        self._sink = sink
+
+    def _start_threads(self, otlp: bool) -> None:
+        """Run the pipeline as threads of this process (``backend="thread"``)."""
+        from acp_proxy.recorder.writer.otlp_live import live_observer
+        from acp_proxy.recorder.writer.pipeline import Pipeline, sink_for
+
+        assert self.path is not None
+        sink = self._sink if self._sink is not None else sink_for(self.path)
         observer = live_observer() if otlp else None
         self._pipeline = Pipeline(
             self.journal,
             sink,
             lock_retry=self.lock_retry,
-            warn=warn,
+            warn=self.warn,
             observer=observer,
-            redact=redact,
+            redact=self.redact,
         )
         self._pipeline.start()
 
@@ -455,6 +485,8 @@ class Recorder:
                     )
                 if shipper.died:
                     # bounded like the writer's own drain: the client waits for our exit
+                    from acp_proxy.recorder.writer.pipeline import DRAIN_LOCK_SECONDS
+
                     shipper.settle_lost(min(self.lock_retry, DRAIN_LOCK_SECONDS))
             self.frames_written = process.frames_written
             self.index_cpu, self.sqlite_cpu = process.index_cpu, process.sqlite_cpu

@@ -23,7 +23,6 @@ PostgreSQL recording travels in the environment (:data:`LOCATION_ENV`).
 from __future__ import annotations
 
 import io
-import json
 import marshal
 import os
 from collections.abc import Callable
@@ -292,6 +291,8 @@ def parse_progress(line: bytes) -> Progress | None:
 def measures_line(measures: dict[str, Any]) -> str:
     """The writer's measures (durations, findings, OTLP counts: plain JSON-able data) as
     the line it writes: ``m`` and compact JSON."""
+    import json  # (here: the stdio proxy imports this module before it forwards)
+
     return f"m {json.dumps(measures, separators=(',', ':'))}\n"
 
 
@@ -299,6 +300,8 @@ def parse_measures(line: bytes) -> dict[str, Any] | None:
     """The measures a line of the writer's stdout carries (None: not a measures line)."""
     if not line.startswith(b"m "):
         return None
+    import json  # (the first measures line: the proxy forwards by then)
+
     try:
         value = json.loads(line[2:])
     except ValueError:

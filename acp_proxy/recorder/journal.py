@@ -50,6 +50,9 @@ SPOOLED_ITEM_COST = 160
 MIN_SPOOLED_ITEMS = 1024
 """Spooled items allowed whatever the memory budget (see :meth:`Journal._spill`)."""
 
+RUN_BYTES = 256 * 1024
+"""The most stream bytes one spooled queue item (a run of reads) stands for."""
+
 HARD_LIMIT_BYTES = 2 * 1024 * 1024 * 1024
 """Beyond this much queued, even the rest of a line being recorded is dropped."""
 
@@ -241,26 +244,91 @@ class Journal:
         (:data:`SPOOLED_ITEM_COST` each, at least :data:`MIN_SPOOLED_ITEMS`). Stream chunks
         are large, so that bound matters only for floods of small whole messages.
         """
-        if (
-            self.spool_bytes <= 0
-            or self._spool_failed
-            or self._spooled_bytes + len(data) > self.spool_bytes
-            or self._spooled_items >= max(MIN_SPOOLED_ITEMS, self.queue_bytes // SPOOLED_ITEM_COST)
-        ):
+        if not self._spool_room(len(data)):
             return None
         try:
-            if self._spool is None:
-                assert self.spool_dir is not None
-                self._spool = Spool(self.spool_dir)
-            ref = self._spool.append(data)
+            ref = self._open_spool().append(data)
         except OSError as exc:
-            self._spool_failed = True
-            self._start_incident(f"the spool file failed ({exc})")
+            self._spool_broke(exc)
             return None
-        self._spooled_bytes += len(data)
-        self._spooled_items += 1
-        self.spool_peak_bytes = max(self.spool_peak_bytes, self._spooled_bytes)
+        self._spooled(len(data), 1)
         return ref
+
+    def _spool_room(self, size: int, items: int = 1) -> bool:
+        """Can the spool take ``size`` more bytes in ``items`` more queue items? (lock held)"""
+        return not (
+            self.spool_bytes <= 0
+            or self._spool_failed
+            or self._spooled_bytes + size > self.spool_bytes
+            or self._spooled_items + items
+            > max(MIN_SPOOLED_ITEMS, self.queue_bytes // SPOOLED_ITEM_COST)
+        )
+
+    def _open_spool(self) -> Spool:
+        if self._spool is None:
+            assert self.spool_dir is not None
+            self._spool = Spool(self.spool_dir)
+        return self._spool
+
+    def _spool_broke(self, exc: OSError) -> None:
+        self._spool_failed = True
+        self._start_incident(f"the spool file failed ({exc})")
+
+    def _spooled(self, size: int, items: int) -> None:
+        self._spooled_bytes += size
+        self._spooled_items += items
+        self.spool_peak_bytes = max(self.spool_peak_bytes, self._spooled_bytes)
+
+    def _spill_read(
+        self, conn: Any, lane: _Lane, stream: str, ts: float, mono: int, data: bytes, done: int
+    ) -> bool:
+        """Spool one read of a stream and queue it (lock held); False if the spool cannot
+        take it (then it is dropped).
+
+        A read that follows its connection's run, the last item of the queue and the end of
+        the spool file, joins that run (up to :data:`RUN_BYTES`): a backlog of many small
+        reads (a client and an agent exchanging line after line while the database is away)
+        costs the queue one item per run, so the bound on spooled items, which keeps their
+        references within the memory budget, does not fill up long before the spool's
+        bytes do (it did: frames dropped with room in the spool). Each read keeps its own
+        stream, place in the order and timestamps (:meth:`Spool.pieces`).
+        """
+        last = self._queue[-1] if self._queue else None
+        if (
+            type(last) is Chunk
+            and last[0] == conn
+            and stream not in lane.gaps
+            and type(last[4]) is SpoolRef
+            and last[4].pieces
+            and len(last[4]) + len(data) <= RUN_BYTES
+            and self._spool_room(len(data), 0)
+        ):
+            run: SpoolRef = last[4]
+            try:
+                joined = self._open_spool().extend_run(run, stream, ts, mono, data, done)
+            except OSError as exc:
+                self._spool_broke(exc)
+                return False
+            if joined:
+                self._spooled(len(data), 0)
+                # (a run's ``done`` is unused until it is read back into its chunks)
+                self._queued_bytes += len(data)
+                if done == len(data):
+                    lane.open.discard(stream)
+                else:
+                    lane.open.add(stream)
+                self._wake()
+                return True
+        if not self._spool_room(len(data)):
+            return False
+        try:
+            ref = self._open_spool().append_piece(stream, ts, mono, data, done)
+        except OSError as exc:
+            self._spool_broke(exc)
+            return False
+        self._spooled(len(data), 1)
+        self._accept(conn, lane, stream, ts, mono, ref, done)
+        return True
 
     def _wake(self) -> None:
         """Wake the consumer if it idles or a batch is ready (lock held).
@@ -361,12 +429,17 @@ class Journal:
                 out.append(item)
                 continue
             try:
-                out.append(item._replace(data=ref.read()))
+                if ref.pieces:  # a run of reads: each its own chunk again
+                    conn = item[0]
+                    pieces = list(ref.spool.pieces(ref))
+                    out.extend(Chunk(conn, *piece) for piece in pieces)
+                else:
+                    out.append(item._replace(data=ref.read()))
             except OSError as exc:  # our own file, already written: should not happen
                 conn = item[0]
                 with self._cond:
                     if item[1] != STDERR:
-                        self._lose(conn, self._lanes[conn], 1, len(ref))
+                        self._lose(conn, self._lanes[conn], max(1, ref.pieces), len(ref))
                     self._start_incident(f"the spool file could not be read back ({exc})")
                 partial = isinstance(item, Chunk) and item[5] < len(ref)
                 out.append(Gap(conn, item[1], partial))
@@ -428,18 +501,15 @@ class ProxyJournal(Journal):
                 done = data.rfind(b"\n") + 1  # the bytes that complete lines
                 fits = in_memory + len(data) <= HARD_LIMIT_BYTES
                 if fits and not self._over_budget(done):
-                    if in_memory + len(data) > self.queue_bytes:
-                        # a line longer than the memory budget (a huge frame in progress):
-                        # its pieces wait in the spool, not in memory, where there is one
-                        ref = self._spill(data)
-                        if ref is not None:
-                            self._accept(conn, lane, stream, ts, mono, ref, done)
-                            return
+                    # a line longer than the memory budget (a huge frame in progress): its
+                    # pieces wait in the spool, not in memory, where there is one
+                    if in_memory + len(data) > self.queue_bytes and self._spill_read(
+                        conn, lane, stream, ts, mono, data, done
+                    ):
+                        return
                     self._accept(conn, lane, stream, ts, mono, data, done)
                     return
-                ref = self._spill(data)
-                if ref is not None:
-                    self._accept(conn, lane, stream, ts, mono, ref, done)
+                if self._spill_read(conn, lane, stream, ts, mono, data, done):
                     return
                 if fits and stream in lane.open:
                     end = data.find(b"\n")

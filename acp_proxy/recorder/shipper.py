@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -45,9 +44,8 @@ from acp_proxy.recorder.ipc import (
     parse_progress,
 )
 from acp_proxy.recorder.journal import ProxyJournal
-from acp_proxy.store.columns import note_losses, recorded_totals
-from acp_proxy.store.engine import database_url, engine_for
-from acp_proxy.store.schema import RecordingError
+from acp_proxy.recorder.writer.priority import lower_priority
+from acp_proxy.store.location import database_url
 
 if TYPE_CHECKING:
     from acp_proxy.formats.redact import RedactRules
@@ -56,14 +54,24 @@ INTERRUPT_SETTLE_SECONDS = 5.0
 """After Ctrl-C at exit (or a stuck writer), how long to count what was lost (seconds)."""
 
 
-@dataclass(slots=True)
 class Shipped:
-    """What the proxy knows of one connection, to settle its row if the writer dies."""
+    """What the proxy knows of one connection, to settle its row if the writer dies.
 
-    open_fields: dict[str, Any]
-    close_fields: dict[str, Any] | None = None
-    frames: int = 0  # complete frames sent to the writer
-    nbytes: int = 0
+    (A plain class, not a dataclass: ``dataclasses`` is not imported before the stdio
+    proxy forwards.)"""
+
+    __slots__ = ("close_fields", "frames", "nbytes", "open_fields")
+
+    def __init__(self, open_fields: dict[str, Any]) -> None:
+        self.open_fields = open_fields
+        self.close_fields: dict[str, Any] | None = None
+        self.frames = 0  # complete frames sent to the writer
+        self.nbytes = 0
+
+
+def _idle_child() -> None:
+    """In the writer process between fork and exec: the lowest priority (it stays so)."""
+    lower_priority(whole_process=True)
 
 
 class WriterProcess:
@@ -114,6 +122,9 @@ class WriterProcess:
             # its own session, which on Linux would be its own autogroup, where its lower
             # priority would count for nothing against the forwarding process.
             process_group=0,
+            # At the lowest priority from the start: its interpreter's start-up and imports
+            # run while the agent starts, and must not delay the agent's first answer.
+            preexec_fn=_idle_child,
             env=env,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -335,6 +346,11 @@ class Shipper:
         database cannot be opened within ``timeout`` seconds, every frame sent counts as
         lost.
         """
+        # (the database only now: the forwarding process never imports it before)
+        from acp_proxy.store.columns import note_losses, recorded_totals
+        from acp_proxy.store.engine import engine_for
+        from acp_proxy.store.schema import RecordingError
+
         errors: tuple[type[BaseException], ...] = (UnicodeError, ValueError)
         db: Any = None
         try:

@@ -17,21 +17,23 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from acp_proxy.store.location import RecordingUrl as RecordingUrl
+from acp_proxy.store.location import database_url as database_url
+from acp_proxy.store.location import location_name as location_name
+from acp_proxy.store.location import parse_location as parse_location
+from acp_proxy.store.location import unknown_scheme as unknown_scheme
 from acp_proxy.store.pg import (
     FRAME_WRITERS,
     NO_PSYCOPG,
-    PG_SCHEMES,
     PgDatabase,
     connect_pg,
     frames_transaction,
-    is_pg_url,
     migrate_pg,
     psycopg_installed,
     safe_url,
@@ -469,49 +471,6 @@ def store_errors(location: str | Path) -> tuple[type[BaseException], ...]:
     return engine_for(location).errors
 
 
-class RecordingUrl(str):
-    """A ``postgresql://`` recording location as the commands carry it.
-
-    Its text is the URL without its password (:func:`~acp_proxy.store.pg.safe_url`), so
-    printing it anywhere (``ls``'s empty line, a report's ``recording`` field, an error)
-    never shows the password; :attr:`url` keeps the whole URL to connect with.
-    """
-
-    url: str
-
-    def __new__(cls, url: str) -> RecordingUrl:
-        self = super().__new__(cls, safe_url(url))
-        self.url = url
-        return self
-
-
-def parse_location(value: str | Path) -> Path | RecordingUrl:
-    """A recording location as given: a :class:`RecordingUrl` for a ``postgresql://`` URL,
-    else a path."""
-    if isinstance(value, RecordingUrl):
-        return value
-    if isinstance(value, str) and is_pg_url(value):
-        return RecordingUrl(value)
-    return Path(value)
-
-
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def unknown_scheme(value: str) -> str | None:
-    """What is wrong with ``value`` when it is a URL of a scheme that names no store
-    (``mysql://``, ``http://``...), else None. (A path never has ``://``; as a path the
-    ``//`` would be collapsed into a "no such recording: mysql:/..." that misleads.)
-
-    The URL itself is not repeated: it may hold a password.
-    """
-    match = _SCHEME.match(value)
-    if match is None or is_pg_url(value):
-        return None
-    accepted = " or ".join(PG_SCHEMES)
-    return f"unknown scheme {match.group(1)}://: a recording is a SQLite file or a {accepted} URL"
-
-
 def create_database(location: str | Path) -> Database:
     """Open the recording at ``location`` for writing, created (and given the schema) when it
     is not there: a file path or a ``postgresql://`` URL, each with its engine's own
@@ -531,20 +490,3 @@ def open_database(
     """
     engine = engine_for(location)
     return engine.open(location, create=False, readonly=not writable, timeout=timeout)
-
-
-def database_url(location: str | os.PathLike[str]) -> str | None:
-    """The whole URL (password included) to connect to when ``location`` names a
-    PostgreSQL database (a :class:`RecordingUrl` or a ``postgresql://`` string), else None.
-
-    ``str()`` of a :class:`RecordingUrl` has no password: whatever connects uses this.
-    """
-    if isinstance(location, RecordingUrl):
-        return location.url
-    return str(location) if is_pg_url(location) else None
-
-
-def location_name(location: str | Path) -> str:
-    """How a recording's location is shown: the path, or the URL without its password."""
-    text = str(location)
-    return safe_url(text) if is_pg_url(text) else text

@@ -21,18 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from acp_proxy.store.location import NO_PSYCOPG as NO_PSYCOPG
+from acp_proxy.store.location import PG_SCHEMES as PG_SCHEMES
+from acp_proxy.store.location import is_pg_url as is_pg_url
+from acp_proxy.store.location import psycopg_installed as psycopg_installed
+from acp_proxy.store.location import safe_url as safe_url
 from acp_proxy.store.schema import SCHEMA_VERSION, RecordingError
 
 if TYPE_CHECKING:
     import psycopg
-
-PG_SCHEMES = ("postgresql://", "postgres://")
 
 PG_MIGRATIONS: list[str] = [
     # frames and stderr_lines name their connection without a FOREIGN KEY constraint, as
@@ -149,40 +150,6 @@ def frames_transaction(db: PgDatabase) -> Iterator[None]:
     with db.transaction():
         db.execute(TAKE_WRITER_LOCK, ())
         yield
-
-
-def is_pg_url(location: object) -> bool:
-    """Whether ``location`` names a PostgreSQL database (else it is a SQLite file path)."""
-    return isinstance(location, str) and location.startswith(PG_SCHEMES)
-
-
-def safe_url(url: str) -> str:
-    """``url`` with its password (and any ``password=`` query parameter) removed, for display."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://…"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, hostport = netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}@{hostport}" if user else hostport
-    query = "&".join(
-        q for q in parts.query.split("&") if q and not q.lower().startswith("password=")
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-NO_PSYCOPG = "recording into PostgreSQL needs psycopg: pip install 'acp-proxy[postgres]'"
-"""What a bare install (no ``postgres`` extra) is told for a ``postgresql://`` URL."""
-
-
-def psycopg_installed() -> bool:
-    """Whether psycopg can be found, without importing it (the forwarding process never does)."""
-    try:
-        return importlib.util.find_spec("psycopg") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _psycopg() -> Any:

@@ -143,6 +143,44 @@ def test_the_spool_takes_the_overflow_and_leaves_nothing_behind(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
 
 
+def test_many_small_reads_both_ways_fill_the_spool_not_its_item_bound(tmp_path: Path) -> None:
+    """A stalled writer and a client and agent exchanging one line per read, the two
+    directions interleaved: 6,000 reads, far more than the spooled items the memory budget
+    allows references for (1,024), all recorded, in their order, each with its own time.
+
+    (Each read was one spooled queue item: past the item bound, frames were dropped with
+    most of the spool still free, seen as an outage's backlog losing frames.)"""
+    db = tmp_path / "r.db"
+    rec = Recorder(db, queue_bytes=4096, spool_bytes=1 << 30, lock_retry=60)
+    conn = rec.connection("stdio")
+    conn.update(label="x")
+    while rec.batches_committed == 0:
+        time.sleep(0.01)
+    holder = sqlite3.connect(db, isolation_level=None, timeout=30)
+    holder.execute("BEGIN EXCLUSIVE")
+    sent: list[tuple[str, bytes]] = []
+    for i in range(3000):
+        for direction in ("c2a", "a2c"):
+            line = b'{"jsonrpc":"2.0","id":%d,"pad":"%s"}\n' % (i, b"p" * 200)
+            conn.stream(direction, line)
+            sent.append((direction, line))
+    for direction in ("c2a", "a2c"):
+        conn.stream_end(direction)
+    holder.execute("COMMIT")
+    holder.close()
+    rec.close()
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT direction, raw, mono_ns FROM frames ORDER BY seq").fetchall()
+        dropped = con.execute("SELECT frames_dropped FROM connections").fetchone()[0]
+    finally:
+        con.close()
+    assert dropped == 0
+    assert [(d, bytes(r)) for d, r, _ in rows] == sent
+    times = [t for _, _, t in rows]
+    assert times == sorted(times) and len(set(times)) > len(times) // 2  # their own times
+
+
 def test_a_full_spool_drops_and_counts(tmp_path: Path) -> None:
     data = b"".join(b"frame %06d\n" % i for i in range(20_000))  # 260 KB
     chunks = _chunks(data, list(range(0, len(data), 1000)))

@@ -176,6 +176,26 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def _await_recording(db: Path, timeout: float = 60) -> None:
+    """Wait until the proxy's writer process has created the recording (it does so while
+    the first frames wait: the proxy does not, so its agent answers sooner), opening it
+    read-only so as never to create it here; a place that never becomes one is left to the
+    test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not db.is_dir():
+        if db.exists():
+            try:
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+                try:
+                    conn.execute("SELECT 1 FROM connections LIMIT 1").fetchall()
+                    return
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                pass
+        time.sleep(0.02)
+
+
 class LiveProxy:
     """``acp-proxy --record DB [--ui ...] -- scripted agent`` fed line by line by the test."""
 
@@ -190,6 +210,7 @@ class LiveProxy:
         self.out: list[bytes] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        _await_recording(db)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

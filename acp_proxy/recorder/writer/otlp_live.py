@@ -36,6 +36,10 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from acp_proxy.console import warn
+from acp_proxy.recorder.writer.otlp_env import CONTENT_ENV as CONTENT_ENV
+from acp_proxy.recorder.writer.otlp_env import ENDPOINT_ENV as ENDPOINT_ENV
+from acp_proxy.recorder.writer.otlp_env import HEADERS_ENV as HEADERS_ENV
+from acp_proxy.recorder.writer.otlp_env import STANDARD_ENDPOINT_ENVS, otlp_off
 from acp_proxy.wire.frame import Direction, Frame
 
 if TYPE_CHECKING:
@@ -43,15 +47,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from acp_proxy.acp.spans import SpanMapper
-
-ENDPOINT_ENV = "ACP_PROXY_OTLP_ENDPOINT"
-"""``--otlp-endpoint`` as the writer process sees it."""
-
-HEADERS_ENV = "ACP_PROXY_OTLP_HEADERS"
-"""``--otlp-header`` pairs (a JSON object) as the writer process sees it."""
-
-CONTENT_ENV = "ACP_PROXY_OTLP_CONTENT"
-"""Set to ``1`` to put content (prompt text, tool output...) into live spans."""
 
 QUEUE_SPANS = 2048
 """Most spans waiting to be sent (the SDK's default queue size); beyond, spans are dropped."""
@@ -96,9 +91,7 @@ def traces_url(endpoint: str) -> str:
 def settings_from_env(env: Mapping[str, str] | None = None) -> LiveSettings | None:
     """The live export settings in ``env`` (default: this process's), or ``None``: off."""
     env = os.environ if env is None else env
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
-    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+    if otlp_off(env):
         return None
     content = env.get(CONTENT_ENV) == "1"
     headers: dict[str, str] = {}
@@ -109,7 +102,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> LiveSettings | No
     ours = env.get(ENDPOINT_ENV)
     if ours:
         return LiveSettings(traces_url(ours), headers, content)
-    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    if any(env.get(name) for name in STANDARD_ENDPOINT_ENVS):
         return LiveSettings(None, headers, content)
     return None
 

@@ -36,12 +36,13 @@ def lower_priority(*, whole_process: bool = False) -> None:
     Otherwise (threads inside the proxy): nice for the calling thread only (Linux: nice is
     per thread), so the forwarding threads keep their priority.
     """
-    if whole_process:
+    if whole_process:  # (twice is once: the writer process is started so, then says so)
         try:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
         except (OSError, AttributeError):
             with contextlib.suppress(OSError):
-                os.nice(RECORDER_NICE)
+                if os.nice(0) < RECORDER_NICE:
+                    os.nice(RECORDER_NICE - os.nice(0))
         return
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):

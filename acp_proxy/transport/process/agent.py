@@ -21,9 +21,7 @@ shell's exit codes (127, 126).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import ctypes
 import errno
 import functools
 import os
@@ -34,11 +32,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.console import warn
 from acp_proxy.transport.process import watchdog
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+# asyncio, ctypes and concurrent.futures are imported where they are used: the stdio proxy
+# starts its agent before anything it does not need for that is imported (an editor waits
+# for the agent's first answer; tests/recorder/test_import_budget.py).
 
 DEFAULT_GRACE_SECONDS = 5.0
 WATCHDOG_SLACK_SECONDS = 2.0
@@ -57,6 +62,8 @@ def _tie_to_parent() -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
+        import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
     except (OSError, AttributeError):
@@ -74,6 +81,8 @@ def _tie_to_parent() -> Callable[[], None] | None:
 
 async def wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
     """Wait for ``proc`` without a thread (a pidfd, else polling); ``None`` on timeout."""
+    import asyncio
+
     if proc.poll() is not None:
         return proc.returncode
     loop = asyncio.get_running_loop()
@@ -215,6 +224,8 @@ class ProcessTree:
     async def end_async(self, *, kill_now: bool = False) -> None:
         """:meth:`end` for the event loop."""
         if self.watchdog is None:
+            import asyncio
+
             await asyncio.to_thread(self._end_unguarded, kill_now)
             return
         self.release(kill_now=kill_now)
@@ -402,6 +413,8 @@ def _spawner_pool() -> ThreadPoolExecutor:
     global _spawners
     with _spawners_lock:
         if _spawners is None:  # its threads live as long as the proxy: see spawn_agent
+            from concurrent.futures import ThreadPoolExecutor
+
             _spawners = ThreadPoolExecutor(SPAWN_THREADS, thread_name_prefix="acp-proxy-spawn")
         return _spawners
 
@@ -411,6 +424,8 @@ async def spawn_agent_async(argv: Sequence[str], *, grace: float = DEFAULT_GRACE
     another's agent to start (``fork`` and ``exec`` block the calling thread until the agent's
     program is loaded). Cancelled meanwhile: the agent, if it starts, is ended at once.
     """
+    import asyncio
+
     future = asyncio.get_running_loop().run_in_executor(
         _spawner_pool(), functools.partial(spawn_agent, argv, grace=grace)
     )

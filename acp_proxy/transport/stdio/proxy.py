@@ -79,12 +79,17 @@ def pump(
 
 
 class StdioProxy:
-    """Runs one agent behind the proxy's own stdin/stdout/stderr and records the traffic."""
+    """Runs one agent behind the proxy's own stdin/stdout/stderr and records the traffic.
+
+    ``recorder`` may be a function that makes one: it is then called once the agent has
+    been started (not when it cannot be), so the agent's start-up overlaps the recorder's
+    (the writer process) and an editor gets the first answer sooner.
+    """
 
     def __init__(
         self,
         argv: Sequence[str],
-        recorder: Recorder,
+        recorder: Recorder | Callable[[], Recorder],
         *,
         grace: float = DEFAULT_GRACE_SECONDS,
         label: str | None = None,
@@ -93,7 +98,8 @@ class StdioProxy:
         stderr_fd: int = 2,
     ) -> None:
         self.argv = list(argv)
-        self.recorder = recorder
+        self._make_recorder = None if isinstance(recorder, Recorder) else recorder
+        self.recorder = recorder if isinstance(recorder, Recorder) else Recorder(None)
         self.grace = grace
         self.label = label
         self.stdin_fd = stdin_fd
@@ -123,6 +129,12 @@ class StdioProxy:
             return exc.exit_code
         proc = agent.popen
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        if self._make_recorder is not None:
+            try:
+                self.recorder = self._make_recorder()
+            except BaseException:
+                agent.stop()
+                raise
         conn = self.conn = self.recorder.connection(
             "stdio", agent_command=self.argv, cwd=os.getcwd(), pid=proc.pid, label=self.label
         )

@@ -134,9 +134,9 @@ def sqlite_rows() -> Iterator[object]:
     yield frames_of
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[object]:
-    """One real PostgreSQL server for the whole run (see :mod:`tests.pg_server`)."""
+def own_pg_server(prefix: str = "acp-proxy-pg-") -> Iterator[object]:
+    """A real PostgreSQL server of its own, started, and stopped and removed after (skips
+    where PostgreSQL is not installed; see :mod:`tests.pg_server`)."""
     from tests.pg_server import PgServer, find_bindir
 
     if find_bindir() is None:
@@ -144,7 +144,7 @@ def pg_server() -> Iterator[object]:
     # Not under pytest's temporary root: every pytest run as the same user (an inner one of
     # the plugin tests, another run on the machine) makes /tmp/pytest-of-USER mode 0700, and
     # the server's user could no longer reach its socket or data directory.
-    base = Path(tempfile.mkdtemp(prefix="acp-proxy-pg-"))
+    base = Path(tempfile.mkdtemp(prefix=prefix))
     server = PgServer(base / "pg")
     server.init()
     server.start()
@@ -154,6 +154,12 @@ def pg_server() -> Iterator[object]:
         if server.running():
             server.stop("immediate")
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """One real PostgreSQL server for the whole run."""
+    yield from own_pg_server()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from acp_proxy.recorder.writer.timings import SPEC_METHODS
-from tests.conftest import echo_proxy, echo_through, run_proxy
+from tests.conftest import echo_proxy, echo_through, own_pg_server, run_proxy
 from tests.transport.test_tls import Pki, pki  # noqa: F401  (the test CA fixture)
 from tests.transport.ws.helpers import ws_server
 
@@ -224,23 +224,7 @@ def test_ws_metrics_count_connections_and_frames_as_the_store(tmp_path: Path) ->
 @pytest.fixture
 def private_pg() -> Iterator[object]:
     """A PostgreSQL server of this test's own (it is stopped and started again)."""
-    import shutil
-    import tempfile
-
-    from tests.pg_server import PgServer, find_bindir
-
-    if find_bindir() is None:
-        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql)")
-    base = Path(tempfile.mkdtemp(prefix="acp-metrics-pg-"))
-    server = PgServer(base / "pg")
-    server.init()
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.running():
-            server.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
+    yield from own_pg_server("acp-metrics-pg-")
 
 
 def test_readyz_is_503_with_a_reason_while_postgresql_is_down_and_200_when_back(

@@ -63,8 +63,6 @@ def test_show_prints_each_http_event_beside_its_frames(http_db: Path) -> None:
         "-> session/new #1",
         f"· HTTP POST 202 session/new #1 · {conn}",
         "-- session sess_1",
-        f"· HTTP GET 200 · {conn} · Acp-Session-Id sess_1",
-        "· SSE session stream sess_1 opened",
         "-> session/prompt #2",
         f"· HTTP POST 202 session/prompt #2 · {conn} · Acp-Session-Id sess_1",
         "<- session/request_permission #0",
@@ -75,6 +73,11 @@ def test_show_prints_each_http_event_beside_its_frames(http_db: Path) -> None:
     at = 0
     for text in order:
         at = _index(lines, text, at) + 1
+    # The client opens the session's stream beside its first prompt, not necessarily first:
+    # both come under the session's heading, the stream's events in their own order.
+    opened = _index(lines, "-- session sess_1")
+    opened = _index(lines, f"· HTTP GET 200 · {conn} · Acp-Session-Id sess_1", opened) + 1
+    _index(lines, "· SSE session stream sess_1 opened", opened)
     closes = [d for k, d in _events(http_db) if k == "sse_close"]
     session_close = next(d for d in closes if d["session"] == "sess_1")
     first, last = session_close["first_id"], session_close["last_id"]

@@ -38,6 +38,7 @@ from typing import Any
 
 import sqlite_utils
 
+from acp_proxy.store.connection_aggregates import writable_without_migrating
 from acp_proxy.store.engine import database_url, engine_of, memory_database, stream_rows
 from acp_proxy.store.pg import (
     SEARCH_LOCK,
@@ -244,6 +245,17 @@ class SearchIndex:
     def _newest(self) -> int:
         row = self.source.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()
         return int(row[0]) if row else 0
+
+    @property
+    def on_server(self) -> bool:
+        """The recording is a database server's: its connection may drop and come back, and
+        a search that failed on it is worth one retry on a fresh connection."""
+        return not isinstance(self.source, sqlite3.Connection)
+
+    def saved_copy_behind(self) -> bool:
+        """An index saved in a SQLite recording that frames recorded since have left behind
+        (a reader that never writes the file keeps a copy in memory instead)."""
+        return self.in_file and not self.on_server and not self.up_to_date()
 
     def up_to_date(self) -> bool:
         """Whether every frame of the recording is indexed (two reads, no lock)."""
@@ -605,12 +617,18 @@ def _saved_or_in_memory(
 def open_unwritten_index(location: str | Path, *, application_name: str) -> SearchIndex:
     """The index of a recording for a reader that never writes it (the inspector).
 
-    An up-to-date index saved in a SQLite recording (by ``acp-proxy search``) is used as it
-    is; otherwise the same index is kept in memory, fed from a read-only connection of its own
-    (PostgreSQL: always), and brought up to date by each search: only frames recorded since
-    are indexed.
+    PostgreSQL: the index in the database where this role may write it without migrating
+    the store. An up-to-date index saved in a SQLite recording (by ``acp-proxy search``) is
+    used as it is. Otherwise the same index is kept in memory, fed from a read-only
+    connection of its own, and brought up to date by each search: only frames recorded
+    since are indexed.
     """
     url = database_url(location)
+    if url is not None and writable_without_migrating(url):
+        # the database's own full-text index (what ``acp-proxy search`` keeps: derived data,
+        # the one thing such a reader writes), brought up to date incrementally; a store that
+        # would need migrating first is indexed in memory
+        return open_pg_search_index(url)
     if url is not None:
         pg_source = connect_pg(url, create=False, readonly=True, application_name=application_name)
         return SearchIndex(pg_source, _memory_index_database(), in_file=False)

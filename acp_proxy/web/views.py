@@ -20,7 +20,6 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from acp_proxy.acp.model import ConnectionModel
@@ -28,13 +27,12 @@ from acp_proxy.acp.waterfall import WaterfallBuilder, needs_payload
 from acp_proxy.analysis.aggregates import Aggregate, aggregates
 from acp_proxy.analysis.compare import compare_connections, member_json
 from acp_proxy.analysis.connection import ConnectionCheck
-from acp_proxy.store.connection_aggregates import writable_without_migrating
 from acp_proxy.store.engine import database_errors
 from acp_proxy.store.pg import describe_error
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.rows import ConnectionRow, SessionSpan
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.store.search import open_pg_search_index, open_unwritten_index
+from acp_proxy.store.search import open_unwritten_index
 from acp_proxy.store.transport_events import placed_events
 from acp_proxy.web import store
 from acp_proxy.wire.jsonrpc import parse_json
@@ -533,10 +531,6 @@ def _held_index(path: store.Location) -> _HeldIndex:
         if held is not None:
             _indexes.move_to_end(key)
             return held
-    if not isinstance(path, Path) and writable_without_migrating(path):
-        # PostgreSQL: the database's own full-text index, brought up to date incrementally
-        # (a store that would need migrating first is searched in memory, as before)
-        return _keep_index(key, open_pg_search_index(path.url))
     return _keep_index(key, open_unwritten_index(path, application_name="acp web"))
 
 
@@ -566,7 +560,7 @@ def search(
     list summary, so the frame list can show it."""
     held = _held_index(path)
     with held.lock:
-        if isinstance(path, Path) and held.index.in_file and not held.index.up_to_date():
+        if held.index.saved_copy_behind():
             # the index saved in the file fell behind (frames recorded since): the inspector
             # does not write the file, so it keeps a copy in memory
             with _cache_lock:
@@ -581,7 +575,7 @@ def search(
                 text, connection_id=connection_id, session_id=session_id, limit=limit
             )
         except database_errors() as exc:
-            if isinstance(path, Path):
+            if not held.index.on_server:
                 raise
             # the database went away under the held index: searched again, connected afresh
             with _cache_lock:

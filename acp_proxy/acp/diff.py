@@ -48,7 +48,7 @@ from acp_proxy.acp.lcs import greedy_pairs as greedy_pairs
 from acp_proxy.acp.lcs import lcs_pairs as lcs_pairs
 from acp_proxy.acp.lcs import turn_pairs as turn_pairs
 from acp_proxy.acp.turns import Turn, TurnTracker
-from acp_proxy.acp.volatile import scrub
+from acp_proxy.acp.volatile import scrub, scrub_parsed
 from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
@@ -348,7 +348,7 @@ def content_key(
     if problem is not None:
         return hash((signature, context, raw))
     try:
-        text = json_bytes(normalise(value, ignores), sort_keys=True)
+        text = json_bytes(_normalise_parsed(value, ignores), sort_keys=True)
     except RecursionError:  # nested too deep to normalise: the bytes are the content
         return hash((signature, context, raw))
     return hash((signature, context, text))
@@ -393,6 +393,16 @@ def normalise(message: Any, ignores: Sequence[tuple[str, ...]] = ()) -> Any:
     return scrub(remove_paths(message, list(ignores)))
 
 
+def _normalise_parsed(message: Any, ignores: Sequence[tuple[str, ...]] = ()) -> Any:
+    """:func:`normalise` of a message just parsed that nothing else holds, done in place
+    (:func:`~acp_proxy.acp.volatile.scrub_parsed`): the same value, without copying it."""
+    if isinstance(message, dict):
+        message.pop("id", None)
+    if ignores:
+        message = remove_paths(message, list(ignores))
+    return scrub_parsed(message)
+
+
 def changed_members(
     raw_a: bytes, raw_b: bytes, ignores: Sequence[tuple[str, ...]] = ()
 ) -> list[Difference]:
@@ -403,7 +413,7 @@ def changed_members(
     b, problem_b = parse_frame(raw_b)
     if problem_a is None and problem_b is None:
         try:
-            return diff_values(normalise(a, ignores), normalise(b, ignores))
+            return diff_values(_normalise_parsed(a, ignores), _normalise_parsed(b, ignores))
         except RecursionError:  # nested too deep to walk: compare the text
             pass
     text_a = raw_a.decode("utf-8", "replace")

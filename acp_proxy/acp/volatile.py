@@ -12,7 +12,9 @@ difference:
 
 :func:`scrub` replaces each such value by :data:`VOLATILE` (so a member that appears or
 disappears is still a difference) at any depth, without recursion (a frame may nest
-thousands deep). The JSON-RPC ``id`` of the message itself is the caller's to drop.
+thousands deep); :func:`scrub_parsed` does the same in place, for a value just parsed that
+nothing else holds (``acp-proxy diff`` scrubs every frame of both connections). The JSON-RPC
+``id`` of the message itself is the caller's to drop.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ VOLATILE_KEYS = ENTITY_ID_KEYS | TIMESTAMP_KEYS
 VOLATILE = "(varies)"
 """What a volatile value is replaced by."""
 
+_META_VOLATILE_KEYS = VOLATILE_KEYS | TRACE_META_KEYS
+"""Every member volatile in a ``_meta`` object."""
+
 
 def is_volatile(key: str, parent_key: str | None) -> bool:
     """Whether member ``key`` of an object that is member ``parent_key`` is volatile."""
@@ -86,3 +91,27 @@ def scrub(value: Any) -> Any:
                 if isinstance(v, dict | list):
                     stack.append((v, key, items, n))
     return root[0]
+
+
+def scrub_parsed(value: Any) -> Any:
+    """:func:`scrub` in place: ``value`` itself, every volatile member's value replaced by
+    :data:`VOLATILE`. Only for a value just parsed that nothing else holds (no copy is made,
+    so it is several times faster); iterative like :func:`scrub`."""
+    if not isinstance(value, (dict, list)):
+        return value
+    stack: list[tuple[Any, str | None]] = [(value, None)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        source, key = pop()
+        if isinstance(source, dict):
+            volatile = _META_VOLATILE_KEYS if key == "_meta" else VOLATILE_KEYS
+            for k, v in source.items():
+                if k in volatile:
+                    source[k] = VOLATILE  # an existing key: the dict does not change size
+                elif isinstance(v, (dict, list)):
+                    push((v, k))
+        else:
+            for v in source:
+                if isinstance(v, (dict, list)):
+                    push((v, key))
+    return value

@@ -48,7 +48,7 @@ from acp_proxy.acp.lcs import greedy_pairs as greedy_pairs
 from acp_proxy.acp.lcs import lcs_pairs as lcs_pairs
 from acp_proxy.acp.lcs import turn_pairs as turn_pairs
 from acp_proxy.acp.turns import Turn, TurnTracker
-from acp_proxy.acp.volatile import scrub, scrub_json_text, scrub_parsed
+from acp_proxy.acp.volatile import scrub, scrub_parsed
 from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
 from acp_proxy.wire.jsonrpc import parse_json
 from acp_proxy.wire.surrogates import escape_lone_surrogates, json_bytes, may_hold_lone_surrogates
@@ -348,25 +348,10 @@ def content_key(
     if problem is not None:
         return hash((signature, context, raw))
     try:
-        text = _normalised_text(value, ignores)
+        text = json_bytes(_normalise_parsed(value, ignores), sort_keys=True)
     except RecursionError:  # nested too deep to normalise: the bytes are the content
         return hash((signature, context, raw))
     return hash((signature, context, text))
-
-
-def _normalised_text(value: Any, ignores: Sequence[tuple[str, ...]]) -> bytes:
-    """The sorted compact JSON of :func:`normalise` of a value just parsed (consumed):
-    scrubbed as text where :func:`~acp_proxy.acp.volatile.scrub_json_text` can."""
-    if not ignores:
-        if isinstance(value, dict):
-            value.pop("id", None)
-        try:
-            text = scrub_json_text(json_bytes(value, sort_keys=True))
-        except RecursionError:  # the scrubbed value may be shallower: scrub it
-            text = None
-        if text is not None:
-            return text
-    return json_bytes(_normalise_parsed(value, ignores), sort_keys=True)
 
 
 def parse_frame(raw: bytes) -> tuple[Any, str | None]:

@@ -13,14 +13,12 @@ difference:
 :func:`scrub` replaces each such value by :data:`VOLATILE` (so a member that appears or
 disappears is still a difference) at any depth, without recursion (a frame may nest
 thousands deep); :func:`scrub_parsed` does the same in place, for a value just parsed that
-nothing else holds (``acp-proxy diff`` scrubs every frame of both connections), and
-:func:`scrub_json_text` does it on a value's compact JSON text where it can. The JSON-RPC
+nothing else holds (``acp-proxy diff`` scrubs every frame of both connections). The JSON-RPC
 ``id`` of the message itself is the caller's to drop.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 ENTITY_ID_KEYS = frozenset(
@@ -117,23 +115,3 @@ def scrub_parsed(value: Any) -> Any:
                 if isinstance(v, (dict, list)):
                     push((v, key))
     return value
-
-
-_KEYS = b"|".join(re.escape(k.encode()) for k in sorted(VOLATILE_KEYS))
-_SCALAR_MEMBER = re.compile(b'(?<=[{,])("(?:' + _KEYS + rb')":)(?:"(?:[^"\\]|\\.)*"|[^,}\]]+)')
-_CONTAINER_MEMBER = re.compile(b'"(?:' + _KEYS + rb')":[\[{]')
-_VOLATILE_TEXT = b'\\1"' + VOLATILE.encode() + b'"'
-
-
-def scrub_json_text(text: bytes) -> bytes | None:
-    """The compact JSON text (``,`` and ``:`` without spaces, as orjson writes it) of
-    :func:`scrub` of the value ``text`` is, or None when it cannot tell from the text (a
-    ``_meta`` member, or a volatile member holding an object or array: scrub the value).
-
-    A key is a ``"`` right after ``{`` or ``,`` (inside a string each ``"`` follows a
-    backslash), then the key and ``":``; so each volatile scalar is replaced where it stands
-    and, the keys sorted, the result is byte for byte the text of the scrubbed value.
-    """
-    if b'"_meta":' in text or _CONTAINER_MEMBER.search(text) is not None:
-        return None
-    return _SCALAR_MEMBER.sub(_VOLATILE_TEXT, text)

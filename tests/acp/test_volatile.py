@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import copy
-import random
 
-import orjson
-
-from acp_proxy.acp.volatile import VOLATILE, scrub, scrub_json_text, scrub_parsed
+from acp_proxy.acp.volatile import VOLATILE, scrub, scrub_parsed
 
 
 def test_ids_timestamps_and_trace_context_are_masked_at_any_depth() -> None:
@@ -77,31 +74,3 @@ def test_in_place_scrub_gives_what_the_copying_one_gives() -> None:
         assert isinstance(deep, list) and isinstance(expected, list)
         deep, expected = deep[0], expected[0]  # type: ignore[assignment]
     assert deep == expected == [{"messageId": VOLATILE}]
-
-
-def test_scrubbing_the_text_gives_the_scrubbed_values_text() -> None:
-    rng = random.Random(27)
-    keys = ["sessionId", "toolCallId", "updatedAt", "_meta", "traceparent", "text", 'x"sessionId']
-    keys += ['sessionId"', "sessionIds", ",", "{"]
-    leaves = ["sessionId", '"sessionId":1', '\\"', ',"toolCallId":"', "é\u2028", 1, -2.5e-7]
-    leaves += [True, None]
-
-    def value(depth: int) -> object:
-        roll = rng.random()
-        if depth > 4 or roll < 0.3:
-            return rng.choice(leaves)
-        if roll < 0.5:
-            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
-        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 4))}
-
-    replaced = fell_back = 0
-    for _ in range(3000):
-        v = value(0)
-        expected = orjson.dumps(scrub(v), option=orjson.OPT_SORT_KEYS)
-        text = scrub_json_text(orjson.dumps(v, option=orjson.OPT_SORT_KEYS))
-        if text is None:
-            fell_back += 1
-        else:
-            replaced += 1
-            assert text == expected, v
-    assert replaced > 500 and fell_back > 100  # both ways were exercised

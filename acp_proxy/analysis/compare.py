@@ -36,13 +36,13 @@ SeqRange = tuple[int, int]
 
 
 def _frames(db: Database, connection_id: int, seqs: SeqRange | None = None) -> Iterator[Frame]:
-    """The one place this module reads frames: one connection (or ``seqs`` of it), in
-    order, streamed."""
+    """The one place this module reads frames for their messages: one connection (or
+    ``seqs`` of it), in order, streamed (``ts`` is 0)."""
     if seqs is None:
-        yield from RecordingReader(db).frames(connection_id=connection_id)
+        yield from RecordingReader(db).message_frames(connection_id)
         return
     first, last = seqs
-    for f in RecordingReader(db).frames(connection_id=connection_id, after_seq=first - 1):
+    for f in RecordingReader(db).message_frames(connection_id, after_seq=first - 1):
         if f.seq > last:
             return
         yield f

@@ -366,6 +366,33 @@ class RecordingReader(FramePages, Aggregates):
         for seq, direction, raw, mono_ns, binary in cur:
             yield Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary != 0)
 
+    def message_frames(self, connection_id: int, *, after_seq: int = 0) -> Iterator[Frame]:
+        """One connection's frames in order with the columns that say what each message is
+        (``kind``, ``rpc_id``, ``method``, ``session_id``, ``update_kind``) and its bytes, for
+        ``acp-proxy diff``: no ``ts``, ``binary`` or entity columns, so it streams faster."""
+        cur = self._ordered(
+            "id, seq, mono_ns, direction, raw, kind, rpc_id, method, session_id, update_kind",
+            connection_id=connection_id,
+            after_seq=after_seq,
+        )
+        for fid, seq, ns, direction, raw, kind, rpc_id, method, sid, uk in cur:
+            yield Frame(
+                fid,
+                connection_id,
+                seq,
+                0.0,
+                ns,
+                direction,
+                raw,
+                len(raw),
+                False,
+                kind,
+                rpc_id,
+                method,
+                sid,
+                uk,
+            )
+
     def indexed_frames(self, connection_id: int | None = None) -> Iterator[Frame]:
         """Index columns of every frame in order; raw bytes only for :data:`NEEDS_PAYLOAD_SQL`
         (``b""`` for the others), no ``id``, ``ts`` or entity columns."""

@@ -103,8 +103,8 @@ class ProxyByDefaultGroup(click.Group):
         ):
             # e.g. tail, diff, ls: the person may have meant the program of that name
             click.echo(
-                f"acp-proxy: running the {named!r} subcommand (to run the program {named!r} "
-                f"as the agent: acp-proxy [OPTIONS] -- {named} ...)",
+                f"acp-proxy: running the {named!r} subcommand (for the program: acp-proxy -- "
+                f"{named} ...)",
                 err=True,
             )
         if args and args[0] not in LAZY_COMMANDS and args[0] not in ("--help", "-h", "--version"):

@@ -19,10 +19,7 @@ import click
 
 from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.console import warn
-
-LIVE_CHECK_ENV = "ACP_PROXY_LIVE_CHECK"
-"""(:data:`acp_proxy.recorder.writer.measures.LIVE_CHECK_ENV`, here without importing the
-writer's modules: the stdio proxy imports this module before it forwards.)"""
+from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 
 if TYPE_CHECKING:
     import ssl

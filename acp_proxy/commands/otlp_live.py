@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.recorder.writer.otlp_env import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
+from acp_proxy.recorder.writer.switches import CONTENT_ENV, ENDPOINT_ENV, HEADERS_ENV
 
 
 def _endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -43,8 +43,8 @@ from acp_proxy.counters import COUNTERS
 from acp_proxy.recorder.ipc import STDERR, Whole
 from acp_proxy.recorder.journal import LINGER_SECONDS, ProxyJournal
 from acp_proxy.recorder.shipper import Shipper
-from acp_proxy.recorder.writer.otlp_env import otlp_asked
 from acp_proxy.recorder.writer.priority import SWITCH_INTERVAL
+from acp_proxy.recorder.writer.switches import otlp_asked
 from acp_proxy.store.location import place_of
 
 if TYPE_CHECKING:

@@ -55,7 +55,7 @@ ALLOWED_OWN = frozenset(
         "acp_proxy.recorder.shipper",
         "acp_proxy.recorder.spool",
         "acp_proxy.recorder.writer",
-        "acp_proxy.recorder.writer.otlp_env",
+        "acp_proxy.recorder.writer.switches",
         "acp_proxy.recorder.writer.priority",
         "acp_proxy.store",
         "acp_proxy.store.location",

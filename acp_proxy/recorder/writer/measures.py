@@ -18,14 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
+from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 from acp_proxy.recorder.writer.timings import Timings
 from acp_proxy.wire.frame import Frame
 
 if TYPE_CHECKING:  # imported when the live check starts (not at the proxy's start-up)
     from acp_proxy.acp.conformance import ConnectionChecker, Finding
 
-LIVE_CHECK_ENV = "ACP_PROXY_LIVE_CHECK"
-"""``1``: the writer checks every connection live (set by ``--metrics``; ``0`` turns it off)."""
 
 RECORDER_SIDE = "recorder"
 """The side label of findings about the recording itself (no peer broke a rule)."""

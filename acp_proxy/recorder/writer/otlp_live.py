@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from acp_proxy.console import warn
-from acp_proxy.recorder.writer.otlp_env import CONTENT_ENV as CONTENT_ENV
-from acp_proxy.recorder.writer.otlp_env import ENDPOINT_ENV as ENDPOINT_ENV
-from acp_proxy.recorder.writer.otlp_env import HEADERS_ENV as HEADERS_ENV
-from acp_proxy.recorder.writer.otlp_env import STANDARD_ENDPOINT_ENVS, otlp_off
+from acp_proxy.recorder.writer.switches import CONTENT_ENV as CONTENT_ENV
+from acp_proxy.recorder.writer.switches import ENDPOINT_ENV as ENDPOINT_ENV
+from acp_proxy.recorder.writer.switches import HEADERS_ENV as HEADERS_ENV
+from acp_proxy.recorder.writer.switches import STANDARD_ENDPOINT_ENVS, otlp_off
 from acp_proxy.wire.frame import Direction, Frame
 
 if TYPE_CHECKING:

@@ -1,14 +1,18 @@
-"""The environment variables that switch live OTLP export on, read without the exporter.
+"""The environment variables that switch the writer process's live work on, read without it.
 
-The forwarding process only asks :func:`otlp_asked` (is live export wanted at all?) before
-its first byte; the settings themselves and the SDK are the writer process's business
-(:mod:`acp_proxy.recorder.writer.otlp_live`, which re-exports these names).
+Live OTLP export and the live conformance check (``--metrics``) are the writer process's
+business (:mod:`acp_proxy.recorder.writer.otlp_live`, :mod:`acp_proxy.recorder.writer.measures`);
+the forwarding process sets or asks these names only (:func:`otlp_asked`: is live export
+wanted at all?) before its first byte, without importing the exporter or the checker.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+
+LIVE_CHECK_ENV = "ACP_PROXY_LIVE_CHECK"
+"""``1``: the writer runs the conformance checker on each connection (``--metrics``)."""
 
 ENDPOINT_ENV = "ACP_PROXY_OTLP_ENDPOINT"
 """``--otlp-endpoint`` as the writer process sees it."""

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import proxy_exe
-from tests.helpers import listening_url
 from tests.peers import PEERS
+from tests.transport.ws.helpers import Server, listening
 
 HERE = Path(__file__).parent
 SDK_AGENT = [sys.executable, str(PEERS / "sdk_agent.py")]
@@ -26,50 +21,9 @@ DEMO = [sys.executable, "-m", "acp_proxy.demo.agent"]
 URL_RE = re.compile(rb"listening on (http://\S+)")
 
 
-@dataclass
-class Serve:
-    """A running ``acp-proxy serve``: its process, URL and stderr."""
-
-    proc: subprocess.Popen[bytes]
-    url: str
-    stderr: list[bytes] = field(default_factory=list)
-
-    @property
-    def ws_url(self) -> str:
-        return "ws://" + self.url.removeprefix("http://")
-
-    @property
-    def stderr_text(self) -> str:
-        return b"".join(self.stderr).decode("utf-8", "replace")
-
-    def stop(self, timeout: float = 120) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-
-@contextmanager
-def serving(args: list[str], env: dict[str, str] | None = None) -> Iterator[Serve]:
+def serving(args: list[str], env: dict[str, str] | None = None) -> AbstractContextManager[Server]:
     """Run ``acp-proxy serve --listen 127.0.0.1:0 ARGS`` until the block ends."""
-    proc = subprocess.Popen(
-        [*proxy_exe(), "serve", "--listen", "127.0.0.1:0", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    url, lines = listening_url(proc, URL_RE)
-    server = Serve(proc, url, lines)
-
-    def drain() -> None:
-        for line in iter(proc.stderr.readline, b""):  # type: ignore[union-attr]
-            lines.append(line)
-
-    threading.Thread(target=drain, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    return listening(["serve", "--listen", "127.0.0.1:0", *args], env, URL_RE)
 
 
 def rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -26,12 +26,17 @@ URL_RE = re.compile(rb"listening on (ws://\S+)")
 
 @dataclass
 class Server:
-    """A running ``acp-proxy ws`` process, its URL and what it wrote on stderr."""
+    """A running ``acp-proxy ws`` or ``serve`` process, its URL and what it wrote on stderr."""
 
     proc: subprocess.Popen[bytes]
     url: str
     stderr: list[bytes] = field(default_factory=list)
     returncode: int | None = None
+
+    @property
+    def ws_url(self) -> str:
+        """``serve``'s URL for a WebSocket client (it serves both on one port)."""
+        return "ws://" + self.url.removeprefix("http://")
 
     @property
     def stderr_text(self) -> str:
@@ -56,7 +61,9 @@ def ws_server(args: list[str], env: dict[str, str] | None = None) -> AbstractCon
 
 
 @contextmanager
-def listening(args: list[str], env: dict[str, str] | None = None) -> Iterator[Server]:
+def listening(
+    args: list[str], env: dict[str, str] | None = None, url_re: re.Pattern[bytes] = URL_RE
+) -> Iterator[Server]:
     """Run ``acp-proxy ARGS`` (a command that prints "listening on URL") until the block ends."""
     argv = [*proxy_exe(), *args]
     proc = subprocess.Popen(
@@ -66,7 +73,7 @@ def listening(args: list[str], env: dict[str, str] | None = None) -> Iterator[Se
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    url, lines = listening_url(proc, URL_RE)
+    url, lines = listening_url(proc, url_re)
     server = Server(proc, url, lines)
     thread = threading.Thread(target=_drain, args=(proc.stderr, lines), daemon=True)
     thread.start()

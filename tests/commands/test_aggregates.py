@@ -150,3 +150,23 @@ def test_while_a_connection_records_its_frames_are_counted_each_time(
         assert _out(args, db) == _out([*args, "--recount"], db)
     assert _stored(db) == 2
     assert b"32 frames" in _out(["stats", "{db}"], db)
+
+
+def test_an_ended_connection_is_read_from_its_kept_totals_not_recounted(tmp_path: Path) -> None:
+    """A kept total is what ``ls`` prints (so the aggregates are used, not merely stored);
+    ``--recount`` reads the frames."""
+    db = tmp_path / "demo.db"
+    assert run_proxy(["import", str(RECORDINGS / "v1-load.jsonl"), str(db)]).returncode == 0
+
+    def frame_counts(*extra: str) -> list[int]:
+        lines = _out(["ls", "{db}", "--json", *extra], str(db)).splitlines()
+        return [orjson.loads(line)["frame_count"] for line in lines]
+
+    counted = frame_counts()
+    assert _stored(str(db)) == 2
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE connection_aggregates SET frames = frames + 1000 WHERE connection_id = 1"
+        )
+    assert frame_counts() == [counted[0] + 1000, *counted[1:]]
+    assert frame_counts("--recount") == counted

@@ -264,7 +264,8 @@ def _feed(st: RowState, stream: str, data: bytes) -> list[Any]:
     framer = st.framers.get(stream)
     if framer is None:
         framer = st.framers[stream] = LineFramer()
-    out: list[Any] = framer.feed(data)
+    # A bytearray's lines are bytearrays: bound as they are, no copy per frame (_blob)
+    out: list[Any] = framer.feed(data if type(data) is bytearray else bytearray(data))
     if framer.pending > LONG_LINE_BYTES:
         start = framer.close()
         assert start is not None
@@ -321,7 +322,8 @@ def _rows(
             columns = values(direction, raw, missing)
         except Exception:  # the indexer failed on this frame: stored raw, unindexed
             columns = unindexed
-        append((cid, seq, ts, mono, direction, _blob(raw), len(raw), bin_flag, *columns))
+        blob = raw if type(raw) is bytearray else _blob(raw)
+        append((cid, seq, ts, mono, direction, blob, len(raw), bin_flag, *columns))
     st.seq = seq
 
 

@@ -244,7 +244,7 @@ class Rows:
         return [(k, s) for k, s in self.states.items() if not s.closed]
 
 
-def _feed(st: RowState, stream: str, data: bytes) -> list[Any]:
+def _feed(st: RowState, stream: str, data: bytes | bytearray) -> list[Any]:
     """The lines ``data`` completes on ``stream`` (a long line: its own, uncopied buffer)."""
     long = st.long.get(stream)
     if long is not None:
@@ -265,7 +265,8 @@ def _feed(st: RowState, stream: str, data: bytes) -> list[Any]:
     if framer is None:
         framer = st.framers[stream] = LineFramer()
     # A bytearray's lines are bytearrays: bound as they are, no copy per frame (_blob)
-    out: list[Any] = framer.feed(data if type(data) is bytearray else bytearray(data))
+    buf: Any = data if type(data) is bytearray else bytearray(data)
+    out: list[Any] = framer.feed(buf)
     if framer.pending > LONG_LINE_BYTES:
         start = framer.close()
         assert start is not None

@@ -3,6 +3,8 @@ their exact bytes, and travel in the form the SQLite sink binds without adaptati
 
 from __future__ import annotations
 
+from typing import Any
+
 from acp_proxy.recorder.ipc import Chunk, Control, End
 from acp_proxy.recorder.writer.rows import INDEX_START, Rows, RowsOp
 
@@ -16,12 +18,12 @@ LINES = [
 ]
 
 
-def _frames(chunks: list[bytes]) -> list[tuple[object, ...]]:
+def _frames(chunks: list[Any]) -> list[tuple[Any, ...]]:
     rows = Rows(0)
-    items: list[object] = [Control(1, "open", {})]
+    items: list[Any] = [Control(1, "open", {})]
     items += [Chunk(1, "a2c", 1.0, 2, chunk, 0) for chunk in chunks]
     items.append(End(1, "a2c", 3.0, 4, True))
-    ops = rows.build(items)  # type: ignore[arg-type]
+    ops = rows.build(items)
     return [row for op in ops if isinstance(op, RowsOp) for row in op.frames]
 
 
@@ -40,6 +42,6 @@ def test_frames_cut_from_chunks_keep_their_bytes_and_are_bound_as_bytearray() ->
 
 def test_a_bytearray_chunk_is_not_changed_by_framing() -> None:
     data = bytearray(b"".join(LINES[:3]))
-    frames = _frames([data])  # type: ignore[list-item]
+    frames = _frames([data])
     assert data == b"".join(LINES[:3])
     assert [bytes(r[5]) for r in frames] == LINES[:3]

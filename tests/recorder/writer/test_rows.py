@@ -1,10 +1,12 @@
 """The writer's rows stage (recorder.writer.rows), in process: frames cut from chunks keep
-their exact bytes, and travel in the form the SQLite sink binds without adaptation."""
+their exact bytes and index columns, and travel in the form the SQLite sink binds without
+adaptation."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.recorder.ipc import Chunk, Control, End
 from acp_proxy.recorder.writer.rows import INDEX_START, Rows, RowsOp
 
@@ -45,3 +47,23 @@ def test_a_bytearray_chunk_is_not_changed_by_framing() -> None:
     frames = _frames([data])
     assert data == b"".join(LINES[:3])
     assert [bytes(r[5]) for r in frames] == LINES[:3]
+
+
+TRICKY = [
+    b'{"jsonrpc":"2.0","id":-0,"method":"session/new","params":{}}\n',
+    b'{"jsonrpc":"2.0","id":-0,"result":{"sessionId":"s"}}\n',
+    b'{"jsonrpc":"2.0","id":1.50,"method":"session/prompt","params":{"sessionId":"s"}}\n',
+    b'{"jsonrpc":"2.0","id":1.50,"result":{"stopReason":"end_turn"}}\n',
+    b'{"jsonrpc":"2.0","id":"a\\u0062","method":"m","params":{"sessionId":"\\ud800"}}\n',
+    b'{"jsonrpc":"2.0","id":"a\\u0062","result":{}}\n',
+    b'[{"jsonrpc":"2.0","id":2,"method":"x","params":{}},{"jsonrpc":"2.0","method":"n"}]\n',
+    b'{"jsonrpc":"2.0","method":"x","params":{"a":"\\u0000"}}\n',
+    b'"text"\n',
+]
+
+
+def test_index_columns_are_those_of_the_frames_bytes() -> None:
+    indexer = ConnectionIndexer()
+    expected = [indexer.values("a2c", line, 0) for line in TRICKY]
+    frames = _frames([b"".join(TRICKY)])
+    assert [r[INDEX_START:] for r in frames] == expected

@@ -190,8 +190,8 @@ def compare_end_to_end(frames: int, runs: int, tmp: Path) -> None:
     chunks = flood_chunks(frames)
     print(f"\nend to end against storage alone (SQLite): {frames:,} frames, {runs} runs\n")
     print(
-        "| run | storage alone frames/s | end to end frames/s | ratio | "
-        "sink CPU us/frame | rows CPU us/frame | writer CPU us/frame | proxy side CPU us/frame |"
+        "| run | alone/s | end to end/s | ratio | sink us/fr | rows us/fr | writer us/fr | "
+        "proxy us/fr |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []
@@ -208,7 +208,9 @@ def compare_end_to_end(frames: int, runs: int, tmp: Path) -> None:
             f"{index_cpu * us:.2f} | {writer_cpu * us:.2f} | {proxy_cpu * us:.2f} |"
         )
     print(
-        f"\n(CPU columns: storage alone / end to end; load {os.getloadavg()[0]:.2f}; "
+        "\n(/s: frames a second; us/fr: CPU microseconds a frame; sink and rows: storage alone /"
+        " end to end;\n proxy: this process's journal, shipper and pipe)\n"
+        f"(load {os.getloadavg()[0]:.2f}; "
         f"median ratio {statistics.median(ratios):.2f}x, target >= 0.80x)"
     )
 

@@ -323,8 +323,7 @@ def _rows(
             columns = values(direction, raw, missing)
         except Exception:  # the indexer failed on this frame: stored raw, unindexed
             columns = unindexed
-        blob = raw if type(raw) is bytearray else _blob(raw)
-        append((cid, seq, ts, mono, direction, blob, len(raw), bin_flag, *columns))
+        append((cid, seq, ts, mono, direction, _blob(raw), len(raw), bin_flag, *columns))
     st.seq = seq
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.recorder.ipc import Chunk, Control, End
-from acp_proxy.recorder.writer.rows import INDEX_START, Rows, RowsOp
+from acp_proxy.recorder.writer.rows import INDEX_START, Rows, RowsOp, RowState, _feed
 
 LINES = [
     b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
@@ -40,6 +40,15 @@ def test_frames_cut_from_chunks_keep_their_bytes_and_are_bound_as_bytearray() ->
         # bytearray: Python's sqlite3 binds it directly (bytes go through adaptation)
         assert {type(r[5]) for r in frames} == {bytearray}
         assert frames[0][INDEX_START] == "notification"
+
+
+def test_a_bytes_chunk_is_framed_once_into_bytearray_lines() -> None:
+    """One copy of the chunk, not one per frame: the framer's lines are bytearrays already,
+    so the row binds them as they are."""
+    data = b"".join(LINES[:3])
+    lines = _feed(RowState(), "a2c", data)
+    assert lines == LINES[:3]
+    assert {type(line) for line in lines} == {bytearray}
 
 
 def test_a_bytearray_chunk_is_not_changed_by_framing() -> None:

@@ -163,7 +163,10 @@ def test_replay_client_passes_on_an_unchanged_agent(random_runs: tuple[Path, Pat
     for recording in (a, b):
         done = run_proxy(["replay", "--client", str(recording), "--", *RANDOM_AGENT], timeout=120)
         assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
-        assert done.stdout.decode().startswith("no differences: the agent sent the ")
+        *reports, verdict = done.stdout.decode().splitlines()
+        assert verdict.startswith("no differences: the agent sent the ")
+        # the agent's start-up is random (0-1.2 s): a slower one is reported, never a failure
+        assert all(r.startswith("slower: ") and "(reported, not a failure)" in r for r in reports)
     done = run_proxy(["replay", "--client", str(a), "--", *RANDOM_AGENT, "--changed"], timeout=120)
     assert done.returncode == 1
     out = done.stdout.decode().splitlines()

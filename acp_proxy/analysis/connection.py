@@ -75,10 +75,8 @@ class ConnectionCheck:
 
     def advance(self, reader: RecordingReader) -> list[Finding]:
         """Feed the connection's frames after the last one fed; return the new findings."""
-        new: list[Finding] = []
-        for f in reader.wire_frames(self.connection_id, after_seq=self.last_seq):
-            new.extend(self.checker.feed(f))
-            self.last_seq = f.seq
+        new = self.checker.feed_rows(reader.wire_rows(self.connection_id, after_seq=self.last_seq))
+        self.last_seq = self.checker.last_seq
         self.findings.extend(new)
         return new
 

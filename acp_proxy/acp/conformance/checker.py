@@ -24,13 +24,29 @@ state, fields, capabilities (a table), sessions, framing (and the JSON-RPC layer
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
+from typing import Any
 
-from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, _side, frames_text
+import orjson
+
+from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, frames_text
 from acp_proxy.acp.conformance.framing import MAX_LINE_BYTES, RECENT_NOTIFICATIONS, FramingChecks
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
-from acp_proxy.wire.frame import A2C, C2A, Frame
+from acp_proxy.acp.updates import ENTITY_OF_UPDATE
+from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
+
+Row = tuple[int, Direction, bytes, int, Any]
+"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: seq, direction, raw bytes,
+monotonic ns, binary (a WebSocket binary message when true)."""
+
+_CHUNK_ENTITIES = {
+    variant: ENTITY_OF_UPDATE[variant][0]
+    for variant in ("agent_message_chunk", "agent_thought_chunk")
+}
+"""The variants :meth:`ConnectionChecker._agent_update` checks in line, with their entity
+type."""
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
 
@@ -41,6 +57,9 @@ class ConnectionChecker(FramingChecks):
     ``transport`` (``stdio``, ``websocket``...) enables the line-ending rules for stdio;
     ``frames_dropped`` (from the connection row) adds a ``recording.incomplete`` note.
     """
+
+    fast_path = True
+    """Whether :meth:`feed_rows` may take its short path (tests compare both ways)."""
 
     def __init__(
         self,
@@ -54,6 +73,7 @@ class ConnectionChecker(FramingChecks):
         self.transport = transport
         self.max_per_rule = max_per_rule
         self.frames = 0
+        self.last_seq = 0
         self.counts = dict.fromkeys(TIERS, 0)
         self.per_rule = {}
         self.suppressed = {}
@@ -98,20 +118,113 @@ class ConnectionChecker(FramingChecks):
 
     def feed(self, frame: Frame) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
-        seq, direction, raw, mono_ns = frame.seq, frame.direction, frame.raw, frame.mono_ns
-        self.frames += 1
-        self._now_ns = mono_ns
-        self._sender = _side(direction)
-        if frame.binary:
-            self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
-            return self._take()
-        self._frame(seq, direction, raw)
-        self._orphans(self._exchanges.tick())
-        if self._group is not None and self.frames - self._group.last > GROUP_GAP:
-            self._flush_group()
-        if self._run is not None and self.frames - self._run.at > GROUP_GAP:
-            self._flush_run()
+        return self.feed_rows(
+            ((frame.seq, frame.direction, frame.raw, frame.mono_ns, frame.binary),)
+        )
+
+    def feed_rows(self, rows: Iterable[Row]) -> list[Finding]:
+        """Check frames given as ``(seq, direction, raw, mono_ns, binary)`` rows (a reader's
+        cursor: no :class:`Frame` built per frame); return the findings they produced.
+
+        The same findings as :meth:`feed` frame by frame. The bulk of a recording, the
+        agent's ``session/update``s, take :meth:`_agent_update`'s short path; every other frame
+        takes the general one.
+        """
+        loads = orjson.loads
+        fast = self.fast_path
+        transport_stdio = self.transport == "stdio"
+        exchanges = self._exchanges
+        for seq, direction, raw, mono_ns, binary in rows:
+            self.frames += 1
+            self._now_ns = mono_ns
+            self._sender = "client" if direction == C2A else "agent"
+            self.last_seq = seq
+            if binary:
+                self._report(
+                    "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
+                )
+                continue
+            if not (
+                fast
+                and direction == A2C
+                and (not transport_stdio or (raw.endswith(b"\n") and not raw.endswith(b"\r\n")))
+                and len(raw) <= MAX_LINE_BYTES
+            ):
+                self._frame(seq, direction, raw)
+            else:
+                try:
+                    value = loads(raw)
+                except orjson.JSONDecodeError:
+                    self._frame(seq, direction, raw)
+                else:
+                    if not self._agent_update(seq, raw, value):
+                        self._frame(seq, direction, raw, value)
+            if exchanges.held:
+                self._orphans(exchanges.tick())
+            if self._group is not None and self.frames - self._group.last > GROUP_GAP:
+                self._flush_group()
+            if self._run is not None and self.frames - self._run.at > GROUP_GAP:
+                self._flush_run()
         return self._take()
+
+    def _agent_update(self, seq: int, raw: bytes, value: Any) -> bool:
+        """The short path of an agent's frame: a well-formed ``session/update`` notification
+        (after the first message). Does what the general path does with it and returns True;
+        returns False, having changed nothing, for any other frame.
+
+        ``value`` is the frame parsed by orjson, which refuses lone surrogates: its strings
+        are those :func:`~acp_proxy.wire.surrogates.classify_encodable` gives but for NUL,
+        which that escapes: a frame with one takes the general path, and a message or thought
+        chunk (checked here in line, the bulk of a recording) must name a known session (a
+        session id holding NUL is none: its key holds the escape) and a messageId without
+        one."""
+        if (
+            type(value) is not dict
+            or value.get("method") != "session/update"
+            or value.get("jsonrpc") != "2.0"
+            or "id" in value
+            or "result" in value
+            or "error" in value
+            or not self._first_seen
+        ):
+            return False
+        params = value.get("params")
+        if type(params) is not dict:
+            return False
+        update = params.get("update")
+        sid = params.get("sessionId")
+        if type(update) is not dict or type(sid) is not str:
+            return False
+        variant = update.get("sessionUpdate")
+        if type(variant) is not str:
+            return False
+        etype = _CHUNK_ENTITIES.get(variant)
+        if etype is None:
+            if b"\\u0000" in raw:
+                return False
+            self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
+            self._null_runs[C2A].clear()
+            self._update(seq, self._session(sid), update)
+            return True
+        s = self._sessions.get(sid)
+        if s is None or s.window is not None:
+            return False
+        if (self.facts.protocol_version or 1) >= 2:
+            mid = update.get("messageId")
+            if type(mid) is not str or not mid or "\0" in mid:
+                return False
+            entity = (etype, mid)
+            if s.cancelled_entities and entity in s.cancelled_entities:
+                return False
+            if s.activity_seq is None:
+                s.activity_seq = seq
+            if s.state == "running" or s.state == "requires_action":
+                s.work_entities.add(entity)
+        elif s.after is not None or (s.turn_ended_seq is not None and sid not in self._turns.open):
+            return False
+        self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
+        self._null_runs[C2A].clear()
+        return True
 
     def finish(self) -> list[Finding]:
         """End of the connection: report what never completed."""

@@ -36,6 +36,7 @@ from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE
 from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
+from acp_proxy.wire.surrogates import UNPARSED
 
 Row = tuple[int, Direction, bytes, int, Any]
 """A frame as :meth:`ConnectionChecker.feed_rows` takes it: seq, direction, raw bytes,
@@ -47,6 +48,10 @@ _CHUNK_ENTITIES = {
 }
 """The variants :meth:`ConnectionChecker._agent_update` checks in line, with their entity
 type."""
+
+_TAKEN: Any = object()
+"""A frame the short path took."""
+
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
 
@@ -126,69 +131,77 @@ class ConnectionChecker(FramingChecks):
         """Check frames given as ``(seq, direction, raw, mono_ns, binary)`` rows (a reader's
         cursor: no :class:`Frame` built per frame); return the findings they produced.
 
-        The same findings as :meth:`feed` frame by frame. The bulk of a recording, the
-        agent's ``session/update``s, take :meth:`_agent_update`'s short path; every other frame
-        takes the general one.
+        The same findings as :meth:`feed` frame by frame. Each frame is parsed once. The bulk
+        of a recording, the agent's ``session/update`` notifications, takes a short path (no
+        :class:`~acp_proxy.wire.jsonrpc.Message`; a message or thought chunk that can break
+        no rule is checked here in line); every other frame takes the general one.
+
+        The short path reads the frame as orjson parsed it, and orjson refuses lone
+        surrogates: its strings are those :func:`~acp_proxy.wire.surrogates.classify_encodable`
+        gives but for NUL, which that escapes. A frame holding an escaped NUL takes the general
+        path, but for a chunk, which must name a known session (a session id holding NUL is
+        none: its key holds the escape) and, on v2, a messageId without one.
         """
         loads = orjson.loads
         fast = self.fast_path
-        transport_stdio = self.transport == "stdio"
+        stdio = self.transport == "stdio"
         exchanges = self._exchanges
+        # what the general path alone changes, read again after it ran
+        v2 = self.effective_version >= 2
+        first_seen = self._first_seen
+        frames = self.frames
+        seq = self.last_seq
         for seq, direction, raw, mono_ns, binary in rows:
-            self.frames += 1
+            frames += 1
+            self.frames = frames
             self._now_ns = mono_ns
-            self._sender = "client" if direction == C2A else "agent"
-            self.last_seq = seq
-            if binary:
-                self._report(
-                    "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
-                )
-                continue
-            if not (
-                fast
-                and direction == A2C
-                and (not transport_stdio or (raw.endswith(b"\n") and not raw.endswith(b"\r\n")))
-                and len(raw) <= MAX_LINE_BYTES
-            ):
-                self._frame(seq, direction, raw)
+            value = UNPARSED
+            if direction != A2C or binary:
+                self._sender = "client" if direction == C2A else "agent"
+                if binary:
+                    self._report(
+                        "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
+                    )
+                    continue
             else:
-                try:
-                    value = loads(raw)
-                except orjson.JSONDecodeError:
-                    self._frame(seq, direction, raw)
-                else:
-                    if not self._agent_update(seq, raw, value):
-                        self._frame(seq, direction, raw, value)
+                self._sender = "agent"
+                size = len(raw)
+                if (
+                    fast
+                    and first_seen
+                    and size <= MAX_LINE_BYTES
+                    and (not stdio or (size > 1 and raw[-1] == 10 and raw[-2] != 13))
+                ):
+                    try:
+                        value = loads(raw)
+                    except orjson.JSONDecodeError:
+                        pass
+                    else:
+                        if (
+                            type(value) is dict
+                            and len(value) == 3  # jsonrpc, method, params (else not params)
+                            and value.get("method") == "session/update"
+                            and value.get("jsonrpc") == "2.0"
+                            and self._agent_update(seq, raw, value.get("params"), v2)
+                        ):
+                            value = _TAKEN
+            if value is not _TAKEN:
+                self._frame(seq, direction, raw, value)
+                v2 = self.effective_version >= 2
+                first_seen = self._first_seen
             if exchanges.held:
                 self._orphans(exchanges.tick())
-            if self._group is not None and self.frames - self._group.last > GROUP_GAP:
+            if self._group is not None and frames - self._group.last > GROUP_GAP:
                 self._flush_group()
-            if self._run is not None and self.frames - self._run.at > GROUP_GAP:
+            if self._run is not None and frames - self._run.at > GROUP_GAP:
                 self._flush_run()
+        self.last_seq = seq
         return self._take()
 
-    def _agent_update(self, seq: int, raw: bytes, value: Any) -> bool:
-        """The short path of an agent's frame: a well-formed ``session/update`` notification
-        (after the first message). Does what the general path does with it and returns True;
-        returns False, having changed nothing, for any other frame.
-
-        ``value`` is the frame parsed by orjson, which refuses lone surrogates: its strings
-        are those :func:`~acp_proxy.wire.surrogates.classify_encodable` gives but for NUL,
-        which that escapes: a frame with one takes the general path, and a message or thought
-        chunk (checked here in line, the bulk of a recording) must name a known session (a
-        session id holding NUL is none: its key holds the escape) and a messageId without
-        one."""
-        if (
-            type(value) is not dict
-            or value.get("method") != "session/update"
-            or value.get("jsonrpc") != "2.0"
-            or "id" in value
-            or "result" in value
-            or "error" in value
-            or not self._first_seen
-        ):
-            return False
-        params = value.get("params")
+    def _agent_update(self, seq: int, raw: bytes, params: Any, v2: bool) -> bool:
+        """The short path of the agent's ``session/update`` notification (see
+        :meth:`feed_rows`): what the general path does with it; False, having changed nothing,
+        when the general path must take it."""
         if type(params) is not dict:
             return False
         update = params.get("update")
@@ -202,14 +215,15 @@ class ConnectionChecker(FramingChecks):
         if etype is None:
             if b"\\u0000" in raw:
                 return False
-            self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
-            self._null_runs[C2A].clear()
+            self._notified(seq, A2C, variant)
             self._update(seq, self._session(sid), update)
             return True
+        # a chunk that can break no rule (else the general path reports it): what _update
+        # does with it is to note the work it belongs to (v2)
         s = self._sessions.get(sid)
         if s is None or s.window is not None:
             return False
-        if (self.facts.protocol_version or 1) >= 2:
+        if v2:
             mid = update.get("messageId")
             if type(mid) is not str or not mid or "\0" in mid:
                 return False
@@ -222,8 +236,11 @@ class ConnectionChecker(FramingChecks):
                 s.work_entities.add(entity)
         elif s.after is not None or (s.turn_ended_seq is not None and sid not in self._turns.open):
             return False
+        # (_notified, in line)
         self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
-        self._null_runs[C2A].clear()
+        null_run = self._null_runs[C2A]
+        if null_run:
+            null_run.clear()
         return True
 
     def finish(self) -> list[Finding]:

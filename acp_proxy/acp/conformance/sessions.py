@@ -163,14 +163,18 @@ class SessionChecks(CapabilityChecks):
                     req.session_id,
                 )
 
+    def _notified(self, seq: int, direction: Direction, label: str) -> None:
+        """A notification came: the latest a response with id null may answer."""
+        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
+        self._null_runs[other_direction(direction)].clear()
+
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
         label = method
         if method == "session/update":
             variant = _get(_get(params, "update"), "sessionUpdate")
             if isinstance(variant, str):
                 label = variant
-        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
-        self._null_runs[other_direction(direction)].clear()
+        self._notified(seq, direction, label)
         if method == "$/cancel_request":
             rid = _get(params, "requestId")
             if rid is not None:

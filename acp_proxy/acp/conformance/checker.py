@@ -1,8 +1,9 @@
 """The conformance engine behind ``acp-proxy check`` (sans-I/O, streaming).
 
-Feed a :class:`ConnectionChecker` one connection's frames in order and call
-:meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding` objects
-it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps only open
+Feed a :class:`ConnectionChecker` one connection's frames in order
+(:meth:`~ConnectionChecker.feed`, or :meth:`~ConnectionChecker.feed_rows` for a reader's rows)
+and call :meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding`
+objects it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps only open
 state (pending requests, sessions' current work, entity ids, a few recent notifications) so
 memory does not grow with the length of a recording, and at most ``max_per_rule`` findings
 per rule and connection (the rest are only counted).

@@ -3,10 +3,11 @@
 Feed a :class:`ConnectionChecker` one connection's frames in order
 (:meth:`~ConnectionChecker.feed`, or :meth:`~ConnectionChecker.feed_rows` for a reader's rows)
 and call :meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding`
-objects it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps only open
-state (pending requests, sessions' current work, entity ids, a few recent notifications) so
-memory does not grow with the length of a recording, and at most ``max_per_rule`` findings
-per rule and connection (the rest are only counted).
+objects it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps
+only open state (pending requests, sessions' current work, entity ids, a few recent
+notifications) so memory does not grow with the length of a recording but for the entity ids
+that must not be reused, and at most ``max_per_rule`` findings per rule and connection (the
+rest are only counted).
 
 Each finding names the side that broke the rule (``client`` or ``agent``), every frame it
 is about, and quotes the rule as it applies to that side; close findings of one rule and

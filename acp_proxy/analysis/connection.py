@@ -1,26 +1,24 @@
-"""Analyses of one recorded connection: check, stats and reindex, for the CLI and the inspector.
+"""Analyses of one recorded connection: stats and reindex, for the CLI and the inspector.
 
-The one place where a connection's frames meet the pure ACP core: :class:`ConnectionCheck`
-feeds :class:`~acp_proxy.acp.conformance.ConnectionChecker` (``acp-proxy check`` runs it to
-the end at once; the inspector keeps one per connection and feeds it the frames recorded
-since), :func:`collect_stats` feeds :class:`~acp_proxy.acp.stats.StatsAccumulator`
-(``acp-proxy stats``) and :func:`reindex_connection` re-derives index columns with
-:class:`~acp_proxy.acp.index.ConnectionIndexer` (``acp-proxy reindex``). Frames are read
-through :class:`~acp_proxy.store.reader.RecordingReader` and written through
+:func:`collect_stats` feeds :class:`~acp_proxy.acp.stats.StatsAccumulator` (``acp-proxy
+stats``) and :func:`reindex_connection` re-derives index columns with
+:class:`~acp_proxy.acp.index.ConnectionIndexer` (``acp-proxy reindex``); the check
+(:class:`ConnectionCheck`, :func:`check_connection`) lives in :mod:`acp_proxy.analysis.check`
+and is imported here too. Frames are read through
+:class:`~acp_proxy.store.reader.RecordingReader` and written through
 :mod:`acp_proxy.store.edit`; nothing here holds a whole connection in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.acp.index import ConnectionIndexer
 from acp_proxy.acp.stats import StatsAccumulator
 from acp_proxy.analysis.aggregates import aggregates, merged_counts, merged_stats
+from acp_proxy.analysis.check import ConnectionCheck, ConnectionReport, check_connection
 from acp_proxy.store.connection_aggregates import forget_aggregates
 from acp_proxy.store.edit import (
     WritableDatabase,
@@ -29,97 +27,18 @@ from acp_proxy.store.edit import (
     write_transaction,
 )
 from acp_proxy.store.reader import RecordingReader
-from acp_proxy.store.rows import ConnectionRow
 from acp_proxy.wire.jsonrpc import parse_json
+
+__all__ = [
+    "ConnectionCheck",
+    "ConnectionReport",
+    "check_connection",
+    "collect_stats",
+    "reindex_connection",
+]
 
 REINDEX_BATCH = 5000
 """Frames read and rewritten per ``reindex`` transaction."""
-
-
-@dataclass(slots=True)
-class ConnectionReport:
-    """The findings of one connection plus its counts (including findings beyond the cap)."""
-
-    connection_id: int
-    transport: str
-    protocol_version: int | None
-    frames: int
-    findings: list[Finding] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    suppressed: dict[str, int] = field(default_factory=dict)
-    complete: bool = True
-    """Whether the end-of-connection rules ran (the connection has ended)."""
-    checked_to_seq: int = 0
-
-
-class ConnectionCheck:
-    """A conformance check of one connection that can be advanced as the connection grows.
-
-    :meth:`advance` feeds the frames recorded since the last call; :meth:`finish` runs the
-    end-of-connection rules (a request never answered...), which only make sense once the
-    connection has ended (:attr:`ConnectionRow.state` is not ``running``).
-    """
-
-    def __init__(self, row: ConnectionRow, *, max_per_rule: int = 100) -> None:
-        self.connection_id = row.id
-        self.transport = row.transport
-        self.checker = ConnectionChecker(
-            row.id,
-            transport=row.transport,
-            frames_dropped=int(row.frames_dropped or 0),
-            max_per_rule=max_per_rule,
-        )
-        self.findings: list[Finding] = self.checker.drain()
-        self.last_seq = 0
-        self.finished = False
-
-    def advance(self, reader: RecordingReader) -> list[Finding]:
-        """Feed the connection's frames after the last one fed; return the new findings."""
-        new: list[Finding] = []
-        for f in reader.wire_frames(self.connection_id, after_seq=self.last_seq):
-            new.extend(self.checker.feed(f))
-            self.last_seq = f.seq
-        self.findings.extend(new)
-        return new
-
-    def settle(self) -> list[Finding]:
-        """What is known now, for a live view: findings held back in case they repeat are
-        given up (a run that goes on after this starts a finding of its own)."""
-        new = self.checker.drain()
-        self.findings.extend(new)
-        return new
-
-    def finish(self) -> list[Finding]:
-        """Run the end-of-connection rules (once); return their findings."""
-        if self.finished:
-            return []
-        self.finished = True
-        new = self.checker.finish()
-        self.findings.extend(new)
-        return new
-
-    def report(self) -> ConnectionReport:
-        return ConnectionReport(
-            self.connection_id,
-            self.transport or "-",
-            self.checker.negotiated_version,
-            self.checker.frames,
-            list(self.findings),
-            dict(self.checker.counts),
-            dict(self.checker.suppressed),
-            self.finished,
-            self.last_seq,
-        )
-
-
-def check_connection(
-    reader: RecordingReader, row: ConnectionRow, *, max_per_rule: int = 100
-) -> ConnectionReport:
-    """Check one connection to its end (as recorded so far): ``acp-proxy check``."""
-    check = ConnectionCheck(row, max_per_rule=max_per_rule)
-    check.advance(reader)
-    check.finish()
-    return check.report()
 
 
 def collect_stats(

@@ -1,6 +1,6 @@
 """``acp-proxy check``: conformance findings for a recording, as text or JSON (a CI gate).
 
-A thin layer over :func:`acp_proxy.analysis.connection.check_connection` (the inspector's
+A thin layer over :func:`acp_proxy.analysis.check.check_connection` (the inspector's
 findings come from the same code): frames are streamed from the recording one connection at
 a time, findings are grouped by connection, and the exit code is 1 when
 any error-tier finding exists (whatever ``--min-tier`` hides), 0 otherwise.
@@ -16,7 +16,7 @@ import orjson
 
 from acp_proxy.acp.conformance import frames_text
 from acp_proxy.acp.rules import RULES, TIER_RANK, TIERS
-from acp_proxy.analysis.connection import ConnectionReport, check_connection
+from acp_proxy.analysis.check import ConnectionReport, check_connection
 from acp_proxy.commands.common import RECORDING_PATH, recording, single_option, terminal_options
 from acp_proxy.console import Terminal, wrap
 from acp_proxy.report.findings import check_json, junit_xml, sarif_json

@@ -366,6 +366,17 @@ class RecordingReader(FramePages, Aggregates):
         for seq, direction, raw, mono_ns, binary in cur:
             yield Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary != 0)
 
+    def wire_rows(self, connection_id: int, *, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
+        """:meth:`wire_frames` as rows ``(seq, direction, raw, mono_ns, binary)``, the cursor
+        itself: what :meth:`ConnectionChecker.feed_rows
+        <acp_proxy.acp.conformance.ConnectionChecker.feed_rows>` takes, with no object built
+        per frame."""
+        return self._ordered(
+            'seq, direction, raw, mono_ns, "binary"',
+            connection_id=connection_id,
+            after_seq=after_seq,
+        )
+
     def message_frames(self, connection_id: int, *, after_seq: int = 0) -> Iterator[Frame]:
         """One connection's frames in order with the columns that say what each message is
         (``kind``, ``rpc_id``, ``method``, ``session_id``, ``update_kind``) and its bytes, for

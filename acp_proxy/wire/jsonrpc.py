@@ -107,6 +107,12 @@ def classify(raw: bytes) -> Message:
     value, reason = parse_json(raw)
     if reason is not None:
         return Message("invalid", reason=reason)
+    return classify_value(value, raw)
+
+
+def classify_value(value: Any, raw: bytes) -> Message:
+    """:func:`classify` of a frame already parsed: ``value`` is ``raw``'s JSON value (a
+    caller that parsed the frame for a look of its own need not parse it again)."""
     if isinstance(value, list):
         if not value:
             return Message("invalid", payload=value, reason="empty batch")

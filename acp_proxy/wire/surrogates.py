@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from acp_proxy.wire.jsonrpc import Message, classify
+from acp_proxy.wire.jsonrpc import Message, classify, classify_value
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 _ESCAPE = re.compile(
@@ -30,6 +30,8 @@ _ESCAPE = re.compile(
     rb"|u([dD][89a-fA-F][0-9a-fA-F]{2}|0000)|.)",
     re.DOTALL,
 )
+UNPARSED: Any = object()
+"""The default of :func:`classify_encodable`'s ``value``: the frame is not parsed yet."""
 
 
 def encodable(text: str) -> str:
@@ -43,7 +45,9 @@ def encodable(text: str) -> str:
 
 def may_hold_lone_surrogates(raw: bytes) -> bool:
     """Cheap test: could parsing ``raw`` give a string with a lone surrogate (or NUL)?"""
-    return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
+    # (the search alone: its literal prefix is found faster than by `b"\\u" in raw` first,
+    # a two-byte needle that Python 3.11 scans for byte by byte: 0.25 against 0.54 us a frame)
+    return _SURROGATE_ESCAPE.search(raw) is not None
 
 
 def escape_lone_surrogates(raw: bytes) -> bytes:
@@ -61,13 +65,14 @@ def escape_lone_surrogates(raw: bytes) -> bytes:
     return _ESCAPE.sub(fix, raw)
 
 
-def classify_encodable(raw: bytes) -> Message:
+def classify_encodable(raw: bytes, value: Any = UNPARSED) -> Message:
     """:func:`~acp_proxy.wire.jsonrpc.classify` whose strings are all encodable text.
 
     Ids keep their exact JSON text (an escape is plain ASCII); method, params, results and
-    batch members hold :func:`encodable` text where the frame had a lone surrogate.
+    batch members hold :func:`encodable` text where the frame had a lone surrogate. ``value``:
+    ``raw``'s JSON value when the caller has parsed it already (it is not parsed again).
     """
-    msg = classify(raw)
+    msg = classify(raw) if value is UNPARSED else classify_value(value, raw)
     if not may_hold_lone_surrogates(raw):
         return msg
     fixed = escape_lone_surrogates(raw)

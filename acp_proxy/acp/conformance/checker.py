@@ -1,11 +1,13 @@
 """The conformance engine behind ``acp-proxy check`` (sans-I/O, streaming).
 
-Feed a :class:`ConnectionChecker` one connection's frames in order and call
-:meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding` objects
-it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps only open
-state (pending requests, sessions' current work, entity ids, a few recent notifications) so
-memory does not grow with the length of a recording, and at most ``max_per_rule`` findings
-per rule and connection (the rest are only counted).
+Feed a :class:`ConnectionChecker` one connection's frames in order
+(:meth:`~ConnectionChecker.feed`, or :meth:`~ConnectionChecker.feed_rows` for a reader's rows)
+and call :meth:`ConnectionChecker.finish` at the end; each call returns the :class:`Finding`
+objects it produced. Rules are the table in :mod:`acp_proxy.acp.rules`; the checker keeps
+only open state (pending requests, sessions' current work, entity ids, a few recent
+notifications) so memory does not grow with the length of a recording but for the entity ids
+that must not be reused, and at most ``max_per_rule`` findings per rule and connection (the
+rest are only counted).
 
 Each finding names the side that broke the rule (``client`` or ``agent``), every frame it
 is about, and quotes the rule as it applies to that side; close findings of one rule and
@@ -24,13 +26,34 @@ state, fields, capabilities (a table), sessions, framing (and the JSON-RPC layer
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
+from typing import Any
 
-from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, _side, frames_text
+import orjson
+
+from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, frames_text
 from acp_proxy.acp.conformance.framing import MAX_LINE_BYTES, RECENT_NOTIFICATIONS, FramingChecks
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
-from acp_proxy.wire.frame import A2C, C2A, Frame
+from acp_proxy.acp.updates import ENTITY_OF_UPDATE
+from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
+from acp_proxy.wire.surrogates import UNPARSED
+
+Row = tuple[int, Direction, bytes, int, Any]
+"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: seq, direction, raw bytes,
+monotonic ns, binary (a WebSocket binary message when true)."""
+
+_CHUNK_ENTITIES = {
+    variant: ENTITY_OF_UPDATE[variant][0]
+    for variant in ("agent_message_chunk", "agent_thought_chunk")
+}
+"""The variants :meth:`ConnectionChecker._agent_update` checks in line, with their entity
+type."""
+
+_TAKEN: Any = object()
+"""A frame the short path took."""
+
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
 
@@ -41,6 +64,9 @@ class ConnectionChecker(FramingChecks):
     ``transport`` (``stdio``, ``websocket``...) enables the line-ending rules for stdio;
     ``frames_dropped`` (from the connection row) adds a ``recording.incomplete`` note.
     """
+
+    fast_path = True
+    """Whether :meth:`feed_rows` may take its short path (tests compare both ways)."""
 
     def __init__(
         self,
@@ -54,6 +80,7 @@ class ConnectionChecker(FramingChecks):
         self.transport = transport
         self.max_per_rule = max_per_rule
         self.frames = 0
+        self.last_seq = 0
         self.counts = dict.fromkeys(TIERS, 0)
         self.per_rule = {}
         self.suppressed = {}
@@ -98,20 +125,125 @@ class ConnectionChecker(FramingChecks):
 
     def feed(self, frame: Frame) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
-        seq, direction, raw, mono_ns = frame.seq, frame.direction, frame.raw, frame.mono_ns
-        self.frames += 1
-        self._now_ns = mono_ns
-        self._sender = _side(direction)
-        if frame.binary:
-            self._report("framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes")
-            return self._take()
-        self._frame(seq, direction, raw)
-        self._orphans(self._exchanges.tick())
-        if self._group is not None and self.frames - self._group.last > GROUP_GAP:
-            self._flush_group()
-        if self._run is not None and self.frames - self._run.at > GROUP_GAP:
-            self._flush_run()
+        return self.feed_rows(
+            ((frame.seq, frame.direction, frame.raw, frame.mono_ns, frame.binary),)
+        )
+
+    def feed_rows(self, rows: Iterable[Row]) -> list[Finding]:
+        """Check frames given as ``(seq, direction, raw, mono_ns, binary)`` rows (a reader's
+        cursor: no :class:`Frame` built per frame); return the findings they produced.
+
+        The same findings as :meth:`feed` frame by frame. Each frame is parsed once. The bulk
+        of a recording, the agent's ``session/update`` notifications, takes a short path (no
+        :class:`~acp_proxy.wire.jsonrpc.Message`; a message or thought chunk that can break
+        no rule is checked here in line); every other frame takes the general one.
+
+        The short path reads the frame as orjson parsed it, and orjson refuses lone
+        surrogates: its strings are those :func:`~acp_proxy.wire.surrogates.classify_encodable`
+        gives but for NUL, which that escapes. A frame holding an escaped NUL takes the general
+        path, but for a chunk, which must name a known session (a session id holding NUL is
+        none: its key holds the escape) and, on v2, a messageId without one.
+        """
+        loads = orjson.loads
+        fast = self.fast_path
+        stdio = self.transport == "stdio"
+        exchanges = self._exchanges
+        # what the general path alone changes, read again after it ran
+        v2 = self.effective_version >= 2
+        first_seen = self._first_seen
+        frames = self.frames
+        seq = self.last_seq
+        for seq, direction, raw, mono_ns, binary in rows:
+            frames += 1
+            self.frames = frames
+            self._now_ns = mono_ns
+            value = UNPARSED
+            if direction != A2C or binary:
+                self._sender = "client" if direction == C2A else "agent"
+                if binary:
+                    self._report(
+                        "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
+                    )
+                    continue
+            else:
+                self._sender = "agent"
+                size = len(raw)
+                if (
+                    fast
+                    and first_seen
+                    and size <= MAX_LINE_BYTES
+                    and (not stdio or (size > 1 and raw[-1] == 10 and raw[-2] != 13))
+                ):
+                    try:
+                        value = loads(raw)
+                    except orjson.JSONDecodeError:
+                        pass
+                    else:
+                        if (
+                            type(value) is dict
+                            and len(value) == 3  # jsonrpc, method, params (else not params)
+                            and value.get("method") == "session/update"
+                            and value.get("jsonrpc") == "2.0"
+                            and self._agent_update(seq, raw, value.get("params"), v2)
+                        ):
+                            value = _TAKEN
+            if value is not _TAKEN:
+                self._frame(seq, direction, raw, value)
+                v2 = self.effective_version >= 2
+                first_seen = self._first_seen
+            if exchanges.held:
+                self._orphans(exchanges.tick())
+            if self._group is not None and frames - self._group.last > GROUP_GAP:
+                self._flush_group()
+            if self._run is not None and frames - self._run.at > GROUP_GAP:
+                self._flush_run()
+        self.last_seq = seq
         return self._take()
+
+    def _agent_update(self, seq: int, raw: bytes, params: Any, v2: bool) -> bool:
+        """The short path of the agent's ``session/update`` notification (see
+        :meth:`feed_rows`): what the general path does with it; False, having changed nothing,
+        when the general path must take it."""
+        if type(params) is not dict:
+            return False
+        update = params.get("update")
+        sid = params.get("sessionId")
+        if type(update) is not dict or type(sid) is not str:
+            return False
+        variant = update.get("sessionUpdate")
+        if type(variant) is not str:
+            return False
+        etype = _CHUNK_ENTITIES.get(variant)
+        if etype is None:
+            if b"\\u0000" in raw:
+                return False
+            self._notified(seq, A2C, variant)
+            self._update(seq, self._session(sid), update)
+            return True
+        # a chunk that can break no rule (else the general path reports it): what _update
+        # does with it is to note the work it belongs to (v2)
+        s = self._sessions.get(sid)
+        if s is None or s.window is not None:
+            return False
+        if v2:
+            mid = update.get("messageId")
+            if type(mid) is not str or not mid or "\0" in mid:
+                return False
+            entity = (etype, mid)
+            if s.cancelled_entities and entity in s.cancelled_entities:
+                return False
+            if s.activity_seq is None:
+                s.activity_seq = seq
+            if s.state == "running" or s.state == "requires_action":
+                s.work_entities.add(entity)
+        elif s.after is not None or (s.turn_ended_seq is not None and sid not in self._turns.open):
+            return False
+        # (_notified, in line)
+        self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
+        null_run = self._null_runs[C2A]
+        if null_run:
+            null_run.clear()
+        return True
 
     def finish(self) -> list[Finding]:
         """End of the connection: report what never completed."""

@@ -18,7 +18,7 @@ from acp_proxy.acp.conformance.sessions import SessionChecks
 from acp_proxy.acp.conformance.state import _get, _Notification, _Pending, _str
 from acp_proxy.wire.frame import C2A, Direction, other_direction
 from acp_proxy.wire.jsonrpc import Message, parse_json
-from acp_proxy.wire.surrogates import classify_encodable
+from acp_proxy.wire.surrogates import UNPARSED, classify_encodable
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Lines above this size get a ``framing.size`` info finding (the conformance kit's limit)."""
@@ -38,8 +38,9 @@ the nearest one before it (a run of such answers takes the run's nearest ones in
 class FramingChecks(SessionChecks):
     """Checks of the frames' bytes and of the JSON-RPC layer."""
 
-    def _frame(self, seq: int, direction: Direction, raw: bytes) -> None:
-        """Check one text frame's bytes, then each message it holds."""
+    def _frame(self, seq: int, direction: Direction, raw: bytes, value: Any = UNPARSED) -> None:
+        """Check one text frame's bytes, then each message it holds (``value``: its JSON
+        value when the frame was parsed already)."""
         if len(raw) > MAX_LINE_BYTES:
             self._report("framing.size", (seq,), f"frame of {len(raw)} bytes (over 64 MiB)")
         if self.transport == "stdio":
@@ -47,7 +48,7 @@ class FramingChecks(SessionChecks):
                 self._report("framing.crlf", (seq,), "line ends with \\r\\n")
             elif not raw.endswith(b"\n"):
                 self._report("framing.unterminated", (seq,), "last line has no newline")
-        msg = classify_encodable(raw)
+        msg = classify_encodable(raw, value)
         if msg.kind == "invalid":
             self._invalid(seq, msg)
         elif msg.kind == "batch":

@@ -144,7 +144,10 @@ class SessionChecks(CapabilityChecks):
             )
             return
         s.prompt_message_ids[mid] = seq
-        if mid not in s.user_ids_seen:
+        if mid in s.user_ids_seen:
+            # read no more: a later response returning mid is a reuse (prompt_message_ids)
+            s.user_ids_seen.discard(mid)
+        else:
             s.awaiting_user[mid] = seq
 
     def _agent_request_answered(self, seq: int, req: _Pending, msg: Message) -> None:
@@ -160,14 +163,18 @@ class SessionChecks(CapabilityChecks):
                     req.session_id,
                 )
 
+    def _notified(self, seq: int, direction: Direction, label: str) -> None:
+        """A notification came: the latest a response with id null may answer."""
+        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
+        self._null_runs[other_direction(direction)].clear()
+
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
         label = method
         if method == "session/update":
             variant = _get(_get(params, "update"), "sessionUpdate")
             if isinstance(variant, str):
                 label = variant
-        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
-        self._null_runs[other_direction(direction)].clear()
+        self._notified(seq, direction, label)
         if method == "$/cancel_request":
             rid = _get(params, "requestId")
             if rid is not None:
@@ -218,7 +225,8 @@ class SessionChecks(CapabilityChecks):
         if variant in ("user_message", "user_message_chunk"):
             mid = update.get("messageId")
             if isinstance(mid, str):
-                s.user_ids_seen.add(mid)
+                if mid not in s.prompt_message_ids:  # (else the turn has it: not kept)
+                    s.user_ids_seen.add(mid)
                 s.awaiting_user.pop(mid, None)
         self._fields(seq, s, variant, update)
         # replay windows

@@ -56,7 +56,9 @@ class _Session:
     cancelled_entities: set[tuple[str, str]] = field(default_factory=set)
     cancelled_idle_seq: int = 0
     # entities
+    # user messages not (yet) returned by a session/prompt: retired when one returns them
     user_ids_seen: set[str] = field(default_factory=set)
+    # every messageId a session/prompt returned (kept for entity.id-reuse: what grows)
     prompt_message_ids: dict[str, int] = field(default_factory=dict)
     awaiting_user: dict[str, int] = field(default_factory=dict)
     v1_tool_calls: set[str] = field(default_factory=set)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
 from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 from acp_proxy.recorder.writer.timings import Timings
-from acp_proxy.wire.frame import Frame
 
 if TYPE_CHECKING:  # imported when the live check starts (not at the proxy's start-up)
     from acp_proxy.acp.conformance import ConnectionChecker, Finding
@@ -71,11 +70,8 @@ class LiveFindings:
     def rows(self, conn: RowState, rows: list[tuple[Any, ...]]) -> None:
         """Check one connection's frame rows, in order."""
         checker = self._checker(conn)
-        found: list[Finding] = []
-        for row in rows:  # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...)
-            raw = row[5]
-            frame = Frame(0, 0, row[1], row[2], row[3], row[4], bytes(raw), row[6], bool(row[7]))
-            found.extend(checker.feed(frame))
+        # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows
+        found = checker.feed_rows((r[1], r[4], bytes(r[5]), r[3], r[7]) for r in rows)
         if found:
             self._count(found)
 

@@ -1124,12 +1124,17 @@ def test_open_state_is_released() -> None:
     checker = ConnectionChecker(1, transport="stdio")
     frames = v2_prelude()
     for i in range(2, 2002):
-        frames += v2_turn(i)
+        turn = v2_turn(i)
+        if i % 2:  # the user message after the prompt's response
+            turn[2], turn[3] = turn[3], turn[2]
+        frames += turn
     for seq, (d, raw) in enumerate(frames, 1):
         assert not checker.feed(Frame.wire(d, raw, seq))
     assert not checker._exchanges.pending
     session = checker._sessions[SID]
     assert not session.awaiting_user and not session.work_entities and not session.tool_status
+    # the user messages of answered prompts are not kept (only the ids prompts returned)
+    assert not session.user_ids_seen and len(session.prompt_message_ids) == 2000
     assert len(checker._answered) <= 4096
     assert not checker.finish()
 

@@ -1,0 +1,156 @@
+"""The checker's short path for the agent's ``session/update``s gives the general path's findings.
+
+:meth:`ConnectionChecker.feed_rows` checks most of a recording (the agent's updates, chunks
+in line) without building a :class:`Message`; ``fast_path = False`` sends every frame
+through the general path. Both must report the same findings, counts and state, on every
+case of the rule table and on random traffic near the short path's edges (unknown sessions,
+replay windows, cancelled work, v1 turns over, NUL and lone surrogates, CRLF, binary frames).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+from acp_proxy.acp.conformance import ConnectionChecker
+from acp_proxy.wire.frame import Frame
+from tests.acp.conformance.helpers import (
+    SID,
+    TEXT,
+    A,
+    C,
+    Line,
+    er,
+    nt,
+    ok,
+    rq,
+    up,
+    v1_prelude,
+    v1_turn,
+    v2_prelude,
+    v2_turn,
+)
+from tests.acp.conformance.test_rules import CASES
+
+
+def _outcome(frames: list[Line], fast: bool, transport: str | None, rng: random.Random) -> Any:
+    checker = ConnectionChecker(1, transport=transport, max_per_rule=7)
+    checker.fast_path = fast
+    found = [f.to_json() for f in checker.drain()]
+    rows = [
+        (seq, d, raw, seq * 1000, raw == b"<binary>\n") for seq, (d, raw) in enumerate(frames, 1)
+    ]
+    if fast:  # in batches of random sizes, as a live reader feeds them
+        at = 0
+        while at < len(rows):
+            step = rng.randint(1, 9)
+            found += [f.to_json() for f in checker.feed_rows(rows[at : at + step])]
+            at += step
+    else:
+        for seq, d, raw, ns, binary in rows:
+            found += [f.to_json() for f in checker.feed(Frame.wire(d, raw, seq, ns, binary=binary))]
+    found += [f.to_json() for f in checker.finish()]
+    sessions = {
+        sid: (s.activity_seq, sorted(s.work_entities), s.state, s.after)
+        for sid, s in checker._sessions.items()
+    }
+    return found, checker.counts, checker.suppressed, checker.frames, sessions
+
+
+def _same(frames: list[Line], rng: random.Random) -> None:
+    for transport in ("stdio", "websocket"):
+        general = _outcome(frames, False, transport, rng)
+        short = _outcome(frames, True, transport, rng)
+        assert short == general
+
+
+RUNS = [
+    (r, k, i)
+    for r, c in CASES.items()
+    for k in ("breaks", "keeps")
+    for i in range(len(getattr(c, k)))
+]
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "kind", "index"), RUNS, ids=[f"{r}-{k}-{i}" for r, k, i in RUNS]
+)
+def test_every_case_of_the_rule_table_gives_the_same_findings(
+    rule_id: str, kind: str, index: int
+) -> None:
+    _same(getattr(CASES[rule_id], kind)[index].frames, random.Random(index))
+
+
+def _chunk(rng: random.Random, sid: str, rid: int) -> Line:
+    variant = rng.choice(["agent_message_chunk", "agent_thought_chunk", "user_message_chunk"])
+    mid: Any = rng.choice([f"m{rid}", f"m{rid}", f"m{rid - 1}", "", None, 7, "m\u0000"])
+    fields: dict[str, Any] = {"content": TEXT}
+    if mid is not None:
+        fields["messageId"] = mid
+    return A(up(variant, sid, **fields))
+
+
+def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
+    """One frame (or two) of the kind that sits at an edge of the short path."""
+    pick = rng.randrange(22)
+    if pick < 6:
+        return [_chunk(rng, sid, rid)]
+    return [
+        [C(nt("session/cancel", sessionId=sid))],
+        [A(up("state_update", sid, state=rng.choice(["running", "idle", "requires_action"])))],
+        [A(up("state_update", sid, state="idle", stopReason=rng.choice(["cancelled", "error"])))],
+        [A(up("tool_call_update", sid, toolCallId=f"t{rid}", status="pending", kind="nope"))],
+        [A(up("user_message", sid, messageId=f"u{rid}", content=[TEXT]))],
+        [C(rq(900 + rid, "session/load", sessionId=sid, cwd="/w", mcpServers=[]))],
+        [A(ok(900 + rid))],
+        [C(rq(950 + rid, "session/resume", sessionId=sid, cwd="/w", replayFrom=None))],
+        [A(ok(950 + rid))],
+        [
+            A(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s\\u0000",'
+                b'"update":{"sessionUpdate":"agent_message_chunk","messageId":"m1"}}}\n'
+            )
+        ],
+        [
+            A(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1",'
+                b'"update":{"sessionUpdate":"notice","title":"\\ud800","severity":"x\\u0000"}}}\n'
+            )
+        ],
+        [
+            A(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1",'
+                b'"update":{"sessionUpdate":"agent_message_chunk","messageId":"\\udc00"}}}\n'
+            )
+        ],
+        [A(orjson.dumps(up("agent_message_chunk", sid, messageId=f"m{rid}")) + b"\r\n")],
+        [A(b"<binary>\n")],
+        [A({"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "session/update"}})],
+        [A({"method": "session/update", "params": {"sessionId": sid, "update": TEXT}})],
+    ][pick - 6]
+
+
+def _traffic(seed: int) -> list[Line]:
+    rng = random.Random(seed)
+    v2 = rng.random() < 0.7
+    frames: list[Line] = list(v2_prelude() if v2 else v1_prelude())
+    if rng.random() < 0.1:
+        frames.insert(0, _chunk(rng, SID, 1))  # before initialize
+    for rid in range(2, 2 + rng.randint(5, 25)):
+        turn = v2_turn(rid) if v2 else v1_turn(rid)
+        turn[4:4] = [_chunk(rng, SID, rid) for _ in range(rng.randint(0, 6))]
+        for _ in range(rng.randint(0, 4)):
+            sid = rng.choice([SID, SID, "other"])
+            turn[rng.randrange(len(turn) + 1) : 0] = _noise(rng, sid, rid)
+        if rng.random() < 0.2:
+            turn.append(A(er(rid)))
+        frames += turn
+    return frames
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_traffic_near_the_short_paths_edges_gives_the_same_findings(seed: int) -> None:
+    _same(_traffic(seed), random.Random(seed))

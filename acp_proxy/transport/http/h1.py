@@ -29,15 +29,15 @@ class Response:
     body: bytes
     keep_alive: bool
 
-    def header(self, name: str) -> str | None:
-        """The first value of header ``name`` (any case), or None."""
-        name = name.lower()
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+
+def header(headers: list[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (any case) in ``headers``, or None."""
+    name = name.lower()
+    return next((value for key, value in headers if key.lower() == name), None)
 
 
+_HEX = b"0123456789abcdefABCDEF"
+_FRAMING = frozenset({b"connection", b"transfer-encoding", b"content-length"})
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE, _DONE = range(8)
 
 
@@ -45,7 +45,7 @@ class ResponseReader:
     """Parses the one response to a request sent on a connection (see the module)."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf = b""  # what is kept between feeds: a head or chunk line not yet whole
         self._state = _HEAD
         self._status = 0
         self._headers: list[tuple[str, str]] = []
@@ -60,54 +60,42 @@ class ResponseReader:
         if self._state == _DONE:
             self.extra = self.extra or bool(data)
             return None
-        buf = self._buf
-        buf += data
+        buf = self._buf + data if self._buf else data
+        size = len(buf)
         pos = 0
         while True:
             state = self._state
-            if state == _HEAD:
-                end = buf.find(b"\r\n\r\n", pos)
-                if end < 0:
-                    if len(buf) - pos > MAX_HEAD:
-                        raise H1Error(f"a response head over {MAX_HEAD} bytes")
-                    break
-                self._head(bytes(buf[pos:end]))
-                pos = end + 4
-            elif state == _LENGTH:
-                take = min(self._left, len(buf) - pos)
+            if state in (_LENGTH, _CHUNK_DATA):
+                take = min(self._left, size - pos)
                 if take:
-                    self._body.append(bytes(buf[pos : pos + take]))
+                    self._body.append(buf[pos : pos + take])
                     pos += take
                     self._left -= take
                 if self._left:
                     break
-                self._state = _DONE
+                self._state = _DONE if state == _LENGTH else _CHUNK_END
+            elif state == _HEAD:
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    if size - pos > MAX_HEAD:
+                        raise H1Error(f"a response head over {MAX_HEAD} bytes")
+                    break
+                self._head(buf[pos:end])
+                pos = end + 4
             elif state == _CHUNK_SIZE:
                 end = buf.find(b"\r\n", pos)
                 if end < 0:
-                    if len(buf) - pos > MAX_HEAD:
+                    if size - pos > MAX_HEAD:
                         raise H1Error("a chunk size line without its end")
                     break
-                size = bytes(buf[pos:end]).split(b";", 1)[0].strip()
-                try:
-                    self._left = int(size, 16)
-                except ValueError:
-                    raise H1Error(f"a chunk size that is not hexadecimal: {size[:40]!r}") from None
-                if self._left < 0 or not size.isalnum():
-                    raise H1Error(f"a chunk size that is not hexadecimal: {size[:40]!r}")
+                digits = buf[pos:end].split(b";", 1)[0].strip()
+                if not digits or digits.lstrip(_HEX):
+                    raise H1Error(f"a chunk size that is not hexadecimal: {digits[:40]!r}")
+                self._left = int(digits, 16)
                 pos = end + 2
                 self._state = _CHUNK_DATA if self._left else _TRAILERS
-            elif state == _CHUNK_DATA:
-                take = min(self._left, len(buf) - pos)
-                if take:
-                    self._body.append(bytes(buf[pos : pos + take]))
-                    pos += take
-                    self._left -= take
-                if self._left:
-                    break
-                self._state = _CHUNK_END
             elif state == _CHUNK_END:
-                if len(buf) - pos < 2:
+                if size - pos < 2:
                     break
                 if buf[pos : pos + 2] != b"\r\n":
                     raise H1Error("a chunk not followed by CRLF")
@@ -116,23 +104,23 @@ class ResponseReader:
             elif state == _TRAILERS:
                 end = buf.find(b"\r\n", pos)
                 if end < 0:
-                    if len(buf) - pos > MAX_HEAD:
+                    if size - pos > MAX_HEAD:
                         raise H1Error("trailers without their end")
                     break
                 self._state = _DONE if end == pos else _TRAILERS
                 pos = end + 2
             elif state == _UNTIL_CLOSE:
-                if pos < len(buf):
-                    self._body.append(bytes(buf[pos:]))
-                    pos = len(buf)
+                if pos < size:
+                    self._body.append(buf[pos:])
+                    pos = size
                 break
             else:  # _DONE
                 break
         if self._state == _DONE:
-            self.extra = pos < len(buf)
-            del buf[:]
+            self.extra = pos < size
+            self._buf = b""
             return self._response()
-        del buf[:pos]
+        self._buf = buf[pos:] if pos < size else b""
         return None
 
     def eof(self) -> Response:
@@ -155,24 +143,27 @@ class ResponseReader:
             raise H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
         status = int(code)
         headers: list[tuple[str, str]] = []
+        framing: dict[bytes, list[bytes]] = {}  # the headers that decide where the body ends
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
             if not colon or not name or name != name.strip():
                 raise H1Error(f"a malformed header line: {line[:80]!r}")
-            headers.append(
-                (name.decode("latin-1"), value.strip(b" \t").decode("utf-8", "surrogateescape"))
-            )
+            value = value.strip(b" \t")
+            headers.append((name.decode("latin-1"), value.decode("utf-8", "surrogateescape")))
+            low = name.lower()
+            if low in _FRAMING:
+                framing.setdefault(low, []).append(value)
         if 100 <= status < 200 and status != 101:
             return  # interim (100 Continue, 103 Early Hints): the response follows
         self._status, self._headers = status, headers
-        response = Response(status, headers, b"", True)
-        connection = (response.header("Connection") or "").lower()
+        connection = b",".join(framing.get(b"connection", ())).lower()
         self._keep_alive = (
-            "close" not in connection if version == b"HTTP/1.1" else "keep-alive" in connection
+            b"close" not in connection if version == b"HTTP/1.1" else b"keep-alive" in connection
         )
-        coding = response.header("Transfer-Encoding")
-        lengths = [v for k, v in headers if k.lower() == "content-length"]
-        length = ",".join(lengths) if lengths else None
+        codings = framing.get(b"transfer-encoding")
+        coding = b",".join(codings).decode("latin-1") if codings else None
+        lengths = framing.get(b"content-length")
+        length = b",".join(lengths).decode("latin-1") if lengths else None
         if status in (204, 304):
             self._state = _DONE
         elif coding is not None:

@@ -26,13 +26,18 @@ from yarl import URL
 
 from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
+from acp_proxy.transport.http.h1 import header
 from acp_proxy.transport.http.pool import Http1Pool, UpstreamBroke
-from acp_proxy.transport.http.rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.http.rules import (
+    CONNECTION_ID_HEADER,
+    SESSION_ID_HEADER,
+    SseParser,
+    classify_post,
+)
 from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws.handshake import WsSettings, peer_of, refuse
 from acp_proxy.transport.ws.rules import headers_worth_keeping
 from acp_proxy.wire.frame import A2C, C2A
-from acp_proxy.wire.framing import LineFramer
 
 HOP_BY_HOP = frozenset(
     {
@@ -131,7 +136,7 @@ class HttpUpstream:
             return refuse(request, 502, f"the upstream {self.upstream} broke its answer: {exc}")
         opened = False
         if post.is_initialize and status == 200:
-            cid = _header(headers, CONNECTION_ID_HEADER)
+            cid = header(headers, CONNECTION_ID_HEADER)
             if cid and cid not in self.recorders:
                 rec = self.recorders[cid] = self.settings.recorder.connection(
                     "http",
@@ -242,19 +247,13 @@ def _plain_pool(url: URL) -> Http1Pool | None:
     return Http1Pool(url.host, url.port, netloc)
 
 
-def _header(headers: list[tuple[str, str]], name: str) -> str | None:
-    name = name.lower()
-    return next((v for k, v in headers if k.lower() == name), None)
-
-
 class _SseRecorder:
-    """Cuts a passing SSE byte stream into events; each event's data is one ``a2c`` frame."""
+    """Cuts a passing SSE byte stream into events; each event's data is one ``a2c`` frame
+    (the events of one chunk in one journal call)."""
 
     def __init__(self, rec: ConnectionRecorder | None) -> None:
         self.rec = rec
-        self.framer = LineFramer()
-        self.data: list[bytes] = []
-        self.event_id: bytes | None = None
+        self.parser = SseParser()
         self.count = 0
         self.first_id: str | None = None
         self.last_id: str | None = None
@@ -262,24 +261,13 @@ class _SseRecorder:
     def feed(self, chunk: bytes) -> None:
         if self.rec is None:
             return
-        for raw in self.framer.feed(chunk):
-            line = raw.rstrip(b"\n").rstrip(b"\r")
-            if not line:
-                self._dispatch()
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                self.data.append(value[1:] if value.startswith(b" ") else value)
-            elif line.startswith(b"id:"):
-                self.event_id = line[3:].strip()
-
-    def _dispatch(self) -> None:
-        if not self.data or self.rec is None:
+        events = self.parser.feed(chunk)
+        if not events:
             return
-        self.rec.frame(A2C, b"\n".join(self.data))
-        self.data = []
-        self.count += 1
-        if self.event_id is not None:
-            text = self.event_id.decode("utf-8", "replace")
-            self.first_id = self.first_id or text
-            self.last_id = text
-            self.event_id = None
+        self.rec.frames(A2C, [data for data, _ in events])
+        self.count += len(events)
+        for _, event_id in events:
+            if event_id is not None:
+                text = event_id.decode("utf-8", "replace")
+                self.first_id = self.first_id or text
+                self.last_id = text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_proxy.transport.http.h1 import H1Error, Response, ResponseReader, request_head
+from acp_proxy.transport.http.h1 import H1Error, Response, ResponseReader, header, request_head
 
 
 def read(*parts: bytes) -> tuple[Response | None, ResponseReader]:
@@ -32,7 +32,7 @@ def test_content_length_body_whole_and_byte_by_byte() -> None:
     assert whole is not None and not reader.extra
     assert (whole.status, whole.body, whole.keep_alive) == (200, b'{"a": 12}', True)
     assert whole.headers == [("Content-Type", "application/json"), ("Content-Length", "9")]
-    assert whole.header("content-type") == "application/json"
+    assert header(whole.headers, "CONTENT-type") == "application/json"
 
 
 def test_chunked_body_with_extensions_and_trailers() -> None:

@@ -18,6 +18,13 @@ server's process tree (Linux ``/proc``) per frame of the flood and per round tri
 than the latency on a loaded machine.
 
     python bench/bench_http.py                 # defaults: 20000 (SDK: 5000) frames, 1000 pings
+    python bench/bench_http.py --half http --rounds 5 --base /tmp/main-checkout   # A/B
+
+``tcp relay (floor)``: the SDK server behind a bare asyncio byte relay (no HTTP parsed,
+nothing recorded), the least a second Python process on the path costs. ``--base DIR``: each
+``serve`` row is also run from the code in DIR (``PYTHONPATH``; ``serve`` is ``acp-proxy``
+from PATH, which runs the code ``PYTHONPATH`` selects), in the same sitting; ``--rounds N``
+repeats everything and prints the medians; ``--half`` limits the rows to one transport.
 
 ``--burst 10,50,200``: instead, time to the ``initialize`` answer of bursts of that many
 connections opened at once (p50/max from the common start, each held until all are open):

@@ -119,7 +119,7 @@ class Http1Pool:
         conn = None
         while idle:
             conn = idle.pop()
-            if not conn.closed:
+            if not conn.closed and conn.transport and not conn.transport.is_closing():
                 break
             conn = None
         if conn is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -118,6 +119,7 @@ ANSWERS = {
     "garbled": b"220 smtp.example.com ESMTP\r\n\r\n",
 }
 CLOSE_AFTER = {"close", "cut", "garbled"}
+ANSWERS["idle"] = ANSWERS["length"]  # then the upstream closes the idle connection
 
 
 def scripted(conn: socket.socket) -> None:
@@ -140,6 +142,9 @@ def scripted(conn: socket.socket) -> None:
         request, buf = buf[:length], buf[length:]
         conn.sendall(ANSWERS[json.loads(request)["method"]])
         if json.loads(request)["method"] in CLOSE_AFTER:
+            return
+        if json.loads(request)["method"] == "idle":
+            time.sleep(0.3)  # then closed while idle, without having said so
             return
 
 
@@ -182,6 +187,18 @@ def test_framings_statuses_and_broken_answers_from_the_upstream(tmp_path: Path) 
     assert upstream.connections == 4
     a2c = rows(db, "select raw from frames where direction='a2c'")
     assert a2c == [(b'{"jsonrpc":"2.0","id":0,"result":{}}',)]
+
+
+def test_a_connection_the_upstream_closed_while_idle_is_not_reused(tmp_path: Path) -> None:
+    upstream = Accepting(scripted)
+    url = f"http://127.0.0.1:{upstream.port}/acp"
+    with serving(["--upstream", url]) as srv, httpx2.Client(timeout=30) as c:
+        first = c.post(srv.url, content=body(1, "idle"), headers=JSON)
+        time.sleep(1.0)  # the upstream has closed that connection (keep-alive timeout)
+        second = c.post(srv.url, content=body(2, "length"), headers=JSON)
+    upstream.sock.close()
+    assert (first.status_code, second.status_code) == (202, 202), second.text
+    assert upstream.connections == 2
 
 
 def test_an_upstream_nobody_listens_on_is_502(tmp_path: Path) -> None:

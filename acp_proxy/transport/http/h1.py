@@ -75,18 +75,14 @@ class ResponseReader:
                     break
                 self._state = _DONE if state == _LENGTH else _CHUNK_END
             elif state == _HEAD:
-                end = buf.find(b"\r\n\r\n", pos)
+                end = _ended(buf, pos, b"\r\n\r\n", "a response head")
                 if end < 0:
-                    if size - pos > MAX_HEAD:
-                        raise H1Error(f"a response head over {MAX_HEAD} bytes")
                     break
                 self._head(buf[pos:end])
                 pos = end + 4
             elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n", pos)
+                end = _ended(buf, pos, b"\r\n", "a chunk size line")
                 if end < 0:
-                    if size - pos > MAX_HEAD:
-                        raise H1Error("a chunk size line without its end")
                     break
                 digits = buf[pos:end].split(b";", 1)[0].strip()
                 if not digits or digits.lstrip(_HEX):
@@ -102,10 +98,8 @@ class ResponseReader:
                 pos += 2
                 self._state = _CHUNK_SIZE
             elif state == _TRAILERS:
-                end = buf.find(b"\r\n", pos)
+                end = _ended(buf, pos, b"\r\n", "a trailer line")
                 if end < 0:
-                    if size - pos > MAX_HEAD:
-                        raise H1Error("trailers without their end")
                     break
                 self._state = _DONE if end == pos else _TRAILERS
                 pos = end + 2
@@ -182,6 +176,15 @@ class ResponseReader:
             self._state = _LENGTH if self._left else _DONE
         else:
             self._state, self._keep_alive = _UNTIL_CLOSE, False
+
+
+def _ended(buf: bytes, pos: int, end: bytes, what: str) -> int:
+    """Where ``end`` is in ``buf`` from ``pos``; -1 while it has not come (past
+    :data:`MAX_HEAD` bytes without it: H1Error)."""
+    at = buf.find(end, pos)
+    if at < 0 and len(buf) - pos > MAX_HEAD:
+        raise H1Error(f"{what} over {MAX_HEAD} bytes")
+    return at
 
 
 def request_head(

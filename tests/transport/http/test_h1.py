@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from acp_proxy.transport.http.h1 import H1Error, Response, ResponseReader, header, request_head
+from acp_proxy.transport.http.h1 import (
+    MAX_HEAD,
+    H1Error,
+    Response,
+    ResponseReader,
+    header,
+    request_head,
+)
 
 
 def read(*parts: bytes) -> tuple[Response | None, ResponseReader]:
@@ -123,3 +130,12 @@ def test_request_head() -> None:
         b"POST /acp?x=1 HTTP/1.1\r\nHost: h:8\r\nAcp-Connection-Id: c\r\nX: \xc3\xa9\r\n"
         b"Content-Length: 5\r\n\r\n"
     )
+
+
+def test_a_head_or_chunk_line_that_never_ends_is_cut_at_max_head() -> None:
+    with pytest.raises(H1Error, match="a response head over"):
+        read(b"HTTP/1.1 200 OK\r\nX: ", b"a" * MAX_HEAD)
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with pytest.raises(H1Error, match="a chunk size line over"):
+        read(chunked, b"1" * (MAX_HEAD + 1))
+    assert read(chunked, b"1" * MAX_HEAD)[0] is None  # up to the limit: still waiting

@@ -98,14 +98,12 @@ class Http1Pool:
     def __init__(self, host: str, port: int, host_header: str) -> None:
         self.host, self.port, self.host_header = host, port, host_header
         self._idle: list[_Connection] = []
-        self.opened = 0
-        """Connections opened so far (for tests and figures)."""
+        self._closed = False
 
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
             _, conn = await loop.create_connection(_Connection, self.host, self.port)
-        self.opened += 1
         return conn
 
     async def request(
@@ -134,12 +132,15 @@ class Http1Pool:
         except BaseException:
             conn.shut()  # cancelled or broken: the connection's state is unknown
             raise
-        if not conn.closed and len(idle) < MAX_IDLE:
+        if self._closed or len(idle) >= MAX_IDLE:
+            conn.shut()  # shutting down, or enough kept
+        elif not conn.closed:
             idle.append(conn)
         return response
 
     def close(self) -> None:
         """Close the idle connections (one in use closes when its request ends)."""
+        self._closed = True
         for conn in self._idle:
             conn.shut()
         self._idle.clear()

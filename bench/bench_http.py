@@ -18,6 +18,13 @@ server's process tree (Linux ``/proc``) per frame of the flood and per round tri
 than the latency on a loaded machine.
 
     python bench/bench_http.py                 # defaults: 20000 (SDK: 5000) frames, 1000 pings
+    python bench/bench_http.py --half http --rounds 5 --base /tmp/main-checkout   # A/B
+
+``tcp relay (floor)``: the SDK server behind a bare asyncio byte relay (no HTTP parsed,
+nothing recorded), the least a second Python process on the path costs. ``--base DIR``: each
+``serve`` row is also run from the code in DIR (``PYTHONPATH``; ``serve`` is ``acp-proxy``
+from PATH, which runs the code ``PYTHONPATH`` selects), in the same sitting; ``--rounds N``
+repeats everything and prints the medians; ``--half`` limits the rows to one transport.
 
 ``--burst 10,50,200``: instead, time to the ``initialize`` answer of bursts of that many
 connections opened at once (p50/max from the common start, each held until all are open):
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -247,13 +255,56 @@ def run_bursts(sizes: list[int]) -> None:
 
 
 @contextmanager
-def serve(args: list[str], agent: list[str] | None = AGENT) -> Iterator[str]:
+def serve(
+    args: list[str], agent: list[str] | None = AGENT, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``acp-proxy serve`` from PATH (``env``: e.g. a PYTHONPATH selecting other code)."""
     exe = shutil.which("acp-proxy")
     if exe is None:
         raise SystemExit("acp-proxy is not installed: pip install -e .")
     argv = [exe, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "0", *args]
-    with listening(argv + (["--", *agent] if agent else [])) as url:
+    with listening(argv + (["--", *agent] if agent else []), env) as url:
         yield url
+
+
+class _Pipe(asyncio.Protocol):
+    """One side of :func:`tcp_relay`: bytes in on one socket go out on the other."""
+
+    def __init__(self, target: tuple[str, int], other: _Pipe | None = None) -> None:
+        self.target, self.other = target, other
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if self.other is None:  # a client came: dial the target, then read
+            transport.pause_reading()
+            self.dialing = asyncio.ensure_future(self._dial())
+
+    async def _dial(self) -> None:
+        loop = asyncio.get_running_loop()
+        _, self.other = await loop.create_connection(lambda: _Pipe(self.target, self), *self.target)
+        assert self.transport is not None
+        self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        assert self.other is not None and self.other.transport is not None
+        self.other.transport.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+
+
+async def tcp_relay(url: str) -> None:
+    """``--tcp-relay URL``: relay TCP bytes to URL's host:port, nothing parsed or recorded
+    (asyncio protocols, the cheapest a Python hop gets): the floor of a second process."""
+    host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Pipe((host, int(port))), "127.0.0.1", 0)
+    bound = server.sockets[0].getsockname()
+    print(f"listening on http://127.0.0.1:{bound[1]}/acp", file=sys.stderr, flush=True)
+    await asyncio.Event().wait()
 
 
 @contextmanager
@@ -264,9 +315,9 @@ def sdk_server() -> Iterator[str]:
 
 
 @contextmanager
-def listening(argv: list[str]) -> Iterator[str]:
+def listening(argv: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
     """Run ``argv`` until the block ends; the URL it prints on stderr."""
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
     assert proc.stderr is not None
     try:
         for line in iter(proc.stderr.readline, b""):
@@ -292,12 +343,28 @@ def main() -> int:
     parser.add_argument("--rtt", type=int, default=1000, help="round trips for latency")
     parser.add_argument("--sdk-frames", type=int, default=5000, help="per flood, SDK peer")
     parser.add_argument("--burst", help="initialize bursts instead, e.g. 10,50,200")
+    parser.add_argument(
+        "--base", metavar="DIR", help="also run each serve row with PYTHONPATH=DIR (A/B)"
+    )
+    parser.add_argument("--half", choices=["http", "ws", "both"], default="both")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat; print the medians")
+    parser.add_argument("--tcp-relay", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.burst:
         run_bursts([int(n) for n in args.burst.split(",")])
         return 0
+    if args.tcp_relay:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(tcp_relay(args.tcp_relay))
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
-    results: list[tuple[str, str, float, float, float, float, float]] = []
+    results: dict[str, list[tuple[float, float, float, float, float]]] = {}
+    bases: dict[str, str] = {}
+    halves = ["http", "ws"] if args.half == "both" else [args.half]
+    variants: list[tuple[str, dict[str, str] | None]] = [("", None)]
+    if args.base:
+        base_env = {**os.environ, "PYTHONPATH": str(Path(args.base).resolve())}
+        variants.append((" (base)", base_env))
 
     def run(name: str, base: str, peer: Stdio | Http | Ws, prefix: str = "") -> None:
         frames = args.sdk_frames if prefix else args.frames
@@ -305,52 +372,74 @@ def main() -> int:
         if isinstance(peer, Ws):
             pid = PIDS.get("http://" + peer.url.removeprefix("ws://"))
         fps, p50, p99, cpu_f, cpu_r = asyncio.run(measure(peer, frames, args.rtt, prefix, pid))
-        results.append((name, base, fps, p50, p99, cpu_f, cpu_r))
+        results.setdefault(name, []).append((fps, p50, p99, cpu_f, cpu_r))
+        bases[name] = base
         print(
-            f"  {name:<34} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us",
+            f"  {name:<40} {fps:>10,.0f} frames/s  p50 {p50:>7.0f} us  p99 {p99:>7.0f} us"
+            f"  load {os.getloadavg()[0]:.1f}",
             file=sys.stderr,
         )
 
+    def peers(url: str, name: str, base: str, prefix: str) -> None:
+        for half in halves:
+            peer = Http(url) if half == "http" else Ws("ws" + url.removeprefix("http"))
+            if base:
+                run(f"{name} {half}", f"{base} {half} (direct)", peer, prefix)
+            else:
+                run(f"{name} {half} (direct)", "", peer, prefix)
+
     print(f"bench_http: {args.frames} notifications, {args.rtt} round trips", file=sys.stderr)
-    # 1. The issue's baseline: the same SDK peers connected directly, over the network.
-    with sdk_server() as url:
-        run("sdk server http (direct)", "", Http(url), "_")
-        run("sdk server ws (direct)", "", Ws(url), "_")
-        with serve(["--record", str(tmp / "up.db"), "--upstream", url], None) as proxy:
-            run("serve --upstream --record http", "sdk server http (direct)", Http(proxy), "_")
-            run("serve --upstream --record ws", "sdk server ws (direct)", Ws(proxy), "_")
-    with serve(["--record", str(tmp / "sdk.db")], SDK_AGENT) as url:
-        run("serve --record -- sdk agent, http", "sdk server http (direct)", Http(url), "_")
-        run("serve --record -- sdk agent, ws", "sdk server ws (direct)", Ws(url), "_")
-    # 2. The proxy's own cost: a raw stdio peer, against its pipes (not a network baseline).
-    run("stdio direct", "", Stdio())
-    with serve([]) as url:
-        run("serve http", "stdio direct", Http(url))
-        run("serve ws", "stdio direct", Ws(url))
-    with serve(["--record", str(tmp / "rec.db")]) as url:
-        run("serve http --record", "stdio direct", Http(url))
-        run("serve ws --record", "stdio direct", Ws(url))
+    for _ in range(args.rounds):
+        # 1. The issue's baseline: the same SDK peers connected directly, over the network.
+        with sdk_server() as url:
+            peers(url, "sdk server", "", "_")
+            with listening([sys.executable, __file__, "--tcp-relay", url]) as relay:
+                peers(relay, "tcp relay (floor)", "sdk server", "_")
+            for suffix, env in variants:
+                up = ["--record", str(tmp / "up.db"), "--upstream", url]
+                with serve(up, None, env) as proxy:
+                    peers(proxy, f"serve --upstream --record{suffix}", "sdk server", "_")
+        for suffix, env in variants:
+            with serve(["--record", str(tmp / "sdk.db")], SDK_AGENT, env) as url:
+                peers(url, f"serve --record -- sdk agent{suffix}", "sdk server", "_")
+        # 2. The proxy's own cost: a raw stdio peer, against its pipes (not a network baseline).
+        run("stdio direct", "", Stdio())
+        for suffix, env in variants:
+            with serve([], AGENT, env) as url:
+                peers(url, f"serve{suffix}", "stdio", "")
+            with serve(["--record", str(tmp / "rec.db")], AGENT, env) as url:
+                peers(url, f"serve --record{suffix}", "stdio", "")
     shutil.rmtree(tmp, ignore_errors=True)
-    by_name = {r[0]: r for r in results}
+    medians = {
+        name: tuple(statistics.median(column) for column in zip(*rows, strict=True))
+        for name, rows in results.items()
+    }
     header = (
-        f"{'path':<33} {'frames/s':>9} {'x base':>6} {'p50 us':>7} {'p99 us':>7} "
+        f"{'path':<40} {'frames/s':>9} {'x base':>6} {'p50 us':>7} {'p99 us':>7} "
         f"{'x base':>6} {'cpu/fr':>6} {'cpu/rt':>6}"
     )
     print(header)
     print("-" * len(header))
-    for name, base, fps, p50, p99, cpu_f, cpu_r in results:
-        ref = by_name.get(base)
-        fx = f"{fps / ref[2]:>6.2f}" if ref else f"{'':>6}"
-        px = f"{p50 / ref[3]:>6.2f}" if ref else f"{'':>6}"
+    for name, (fps, p50, p99, cpu_f, cpu_r) in medians.items():
+        ref = medians.get(_direct(bases[name]))
+        fx = f"{fps / ref[0]:>6.2f}" if ref else f"{'':>6}"
+        px = f"{p50 / ref[1]:>6.2f}" if ref else f"{'':>6}"
         cpu = f"{cpu_f:>6.1f} {cpu_r:>6.0f}" if name != "stdio direct" else ""
-        print(f"{name:<33} {fps:>9,.0f} {fx} {p50:>7.0f} {p99:>7.0f} {px} {cpu}")
+        print(f"{name:<40} {fps:>9,.0f} {fx} {p50:>7.0f} {p99:>7.0f} {px} {cpu}")
     print(
         "x base: against the row named 'direct' of the same half (sdk server, or stdio);"
         " cpu/fr, cpu/rt:\nCPU us of the server process tree (the SDK server, or serve"
         " and what it started) per\nframe of the flood and per round trip"
+        + (f"; medians of {args.rounds} rounds" if args.rounds > 1 else "")
+        + (f"; (base): PYTHONPATH={args.base}" if args.base else "")
     )
     print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
     return 0
+
+
+def _direct(base: str) -> str:
+    """The row a ratio is against: ``sdk server http (direct)``, or ``stdio direct``."""
+    return "stdio direct" if base.startswith("stdio") else base
 
 
 if __name__ == "__main__":

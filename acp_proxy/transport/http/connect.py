@@ -31,6 +31,7 @@ from acp_proxy.transport.http.rules import (
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
     SESSION_ID_HEADER,
+    SseParser,
     classify_post,
     id_key,
 )
@@ -141,18 +142,10 @@ class _Bridge:
             async with self.http.get(self.s.url, headers=self.headers(**extra)) as resp:
                 if resp.status != 200:
                     raise _Failed(f"{self.s.url} refused the event stream: {resp.status}")
-                framer = LineFramer()
-                data: list[bytes] = []
+                events = SseParser(join=b" ")  # one message, one stdout line
                 async for chunk in resp.content.iter_chunked(CHUNK):
-                    for raw in framer.feed(chunk):
-                        line = raw.rstrip(b"\n").rstrip(b"\r")
-                        if not line:
-                            if data:
-                                await self.deliver(b" ".join(data))
-                                data = []
-                        elif line.startswith(b"data:"):
-                            value = line[5:]
-                            data.append(value[1:] if value.startswith(b" ") else value)
+                    for data, _ in events.feed(chunk):
+                        await self.deliver(data)
         finally:
             self.rec.event(
                 "sse_close", {"stream": "session" if session else "connection", "session": session}

@@ -195,6 +195,53 @@ def sse_events(items: list[tuple[int, bytes]]) -> bytes:
     return b"".join(b"id: %d\ndata: %s\n\n" % (event_id, data) for event_id, data in items)
 
 
+class SseParser:
+    """Cuts an SSE byte stream into events (sans-I/O): each event's data and ``id``.
+
+    A line ends at ``\\n`` (its ``\\r``s dropped); an empty line ends an event, which counts
+    only if it had ``data:`` lines (joined with ``join``: ``\\n`` as the SSE spec, or a space
+    where the event must stay one line); its ``id:`` is returned with it (an ``id:`` of an
+    event without data carries over). Other fields and comments are skipped. A line that
+    comes in many chunks costs linear time.
+    """
+
+    def __init__(self, join: bytes = b"\n") -> None:
+        self._join = join
+        self._pending: list[bytes] = []  # the start of a line not yet ended
+        self._data: list[bytes] = []
+        self._id: bytes | None = None
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bytes | None]]:
+        """The events ``chunk`` completed, in order: ``(data, id or None)``."""
+        if b"\n" not in chunk:
+            if chunk:
+                self._pending.append(chunk)
+            return []
+        if self._pending:
+            self._pending.append(chunk)
+            chunk = b"".join(self._pending)
+            self._pending = []
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if tail:
+            self._pending.append(tail)
+        events: list[tuple[bytes, bytes | None]] = []
+        data = self._data
+        for line in lines:
+            if line[-1:] == b"\r":
+                line = line.rstrip(b"\r")
+            if not line:
+                if data:
+                    events.append((self._join.join(data), self._id))
+                    data = self._data = []
+                    self._id = None
+            elif line[:5] == b"data:":
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line[:3] == b"id:":
+                self._id = line[3:].strip()
+        return events
+
+
 def sse_data(line: bytes) -> bytes:
     """An agent's stdout line as SSE ``data``: terminator off, and any ``\\r`` too.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
@@ -25,12 +26,18 @@ from yarl import URL
 
 from acp_proxy.recorder.handle import ConnectionRecorder
 from acp_proxy.transport.chunks import CHUNK
-from acp_proxy.transport.http.rules import CONNECTION_ID_HEADER, SESSION_ID_HEADER, classify_post
+from acp_proxy.transport.http.h1 import header
+from acp_proxy.transport.http.pool import Http1Pool, UpstreamBroke
+from acp_proxy.transport.http.rules import (
+    CONNECTION_ID_HEADER,
+    SESSION_ID_HEADER,
+    SseParser,
+    classify_post,
+)
 from acp_proxy.transport.tls import tls_failure
 from acp_proxy.transport.ws.handshake import WsSettings, peer_of, refuse
 from acp_proxy.transport.ws.rules import headers_worth_keeping
 from acp_proxy.wire.frame import A2C, C2A
-from acp_proxy.wire.framing import LineFramer
 
 HOP_BY_HOP = frozenset(
     {
@@ -57,6 +64,8 @@ class HttpUpstream:
         self.recorders: dict[str, ConnectionRecorder] = {}
         self._http: aiohttp.ClientSession | None = None
         self._url = URL(upstream)  # parsed once, not on every request
+        self._target = self._url.raw_path_qs
+        self._pool = _plain_pool(self._url)  # http://: keep-alive POSTs of our own
         self._drop = HOP_BY_HOP | (
             {"authorization"} if settings.token is not None else set()
         )  # with its own --token: the proxy's token, not the upstream's
@@ -75,9 +84,14 @@ class HttpUpstream:
         drop = self._drop
         return {k: v for k, v in request.headers.items() if k.lower() not in drop}
 
+    def _forwarded(self, request: web.Request) -> list[tuple[str, str]]:
+        """The client's headers to send on, repeats kept (for :class:`Http1Pool`)."""
+        drop = self._drop
+        return [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
+
     @staticmethod
-    def _response_headers(resp: aiohttp.ClientResponse) -> list[tuple[str, str]]:
-        return [(k, v) for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP]
+    def _response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
 
     def _note(
         self, rec: ConnectionRecorder | None, request: web.Request, status: int, **more: Any
@@ -107,33 +121,42 @@ class HttpUpstream:
             # before the upstream's 202 does, and the recording keeps causal order.
             rec.frame(C2A, body)
         try:
-            resp = await self.http().post(
-                self._url, data=body, headers=self._request_headers(request)
-            )
+            if self._pool is not None:
+                got = await self._pool.request("POST", self._target, self._forwarded(request), body)
+                status, headers, answer = got.status, got.headers, got.body
+            else:
+                async with await self.http().post(
+                    self._url, data=body, headers=self._request_headers(request)
+                ) as resp:
+                    answer = await resp.read()
+                    status, headers = resp.status, list(resp.headers.items())
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return self._unreachable(request, exc)
-        async with resp:
-            answer = await resp.read()
-            cid = resp.headers.get(CONNECTION_ID_HEADER)
-            opened = False
-            if post.is_initialize and resp.status == 200 and cid and cid not in self.recorders:
+        except UpstreamBroke as exc:
+            return refuse(request, 502, f"the upstream {self.upstream} broke its answer: {exc}")
+        opened = False
+        if post.is_initialize and status == 200:
+            cid = header(headers, CONNECTION_ID_HEADER)
+            if cid and cid not in self.recorders:
                 rec = self.recorders[cid] = self.settings.recorder.connection(
                     "http",
                     peer=peer_of(request),
-                    headers=headers_worth_keeping(request.headers.items(), resp.headers.items()),
+                    headers=headers_worth_keeping(request.headers.items(), headers),
                     label=self.settings.label,
                     agent_command=[self.upstream],
                 )
                 opened = True
-            if rec is not None:
-                if opened:  # initialize: no connection to record on until its 200
-                    rec.frame(C2A, body)
-                if resp.status == 200 and answer.strip():
-                    rec.frame(A2C, answer)
-            self._note(rec, request, resp.status, rpc=post.method, id=post.id)
-            return web.Response(
-                status=resp.status, body=answer, headers=self._response_headers(resp)
-            )
+        if rec is not None:
+            if opened:  # initialize: no connection to record on until its 200
+                rec.frame(C2A, body)
+            if status == 200 and answer.strip():
+                rec.frame(A2C, answer)
+        self._note(rec, request, status, rpc=post.method, id=post.id)
+        return web.Response(
+            status=status,
+            body=answer,
+            headers=self._response_headers(headers),
+        )
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         rec = self.recorders.get(request.headers.get(CONNECTION_ID_HEADER) or "")
@@ -143,7 +166,9 @@ class HttpUpstream:
             return self._unreachable(request, exc)
         async with resp:
             self._note(rec, request, resp.status)
-            out = web.StreamResponse(status=resp.status, headers=self._response_headers(resp))
+            out = web.StreamResponse(
+                status=resp.status, headers=self._response_headers(resp.headers.items())
+            )
             await out.prepare(request)
             stream = {"session": request.headers.get(SESSION_ID_HEADER)}
             if resp.status == 200 and rec is not None:
@@ -195,26 +220,40 @@ class HttpUpstream:
                 self.recorders.pop(cid, None)
                 rec.close()
             return web.Response(
-                status=resp.status, body=answer, headers=self._response_headers(resp)
+                status=resp.status,
+                body=answer,
+                headers=self._response_headers(resp.headers.items()),
             )
 
     async def close(self) -> None:
         for rec in self.recorders.values():
             rec.close()
         self.recorders.clear()
+        if self._pool is not None:
+            self._pool.close()
         if self._http is not None:
             await self._http.close()
             await asyncio.sleep(0)
 
 
+def _plain_pool(url: URL) -> Http1Pool | None:
+    """The keep-alive POST client for a plain ``http://`` upstream (``https``: aiohttp's)."""
+    if url.scheme != "http" or url.host is None or url.port is None:
+        return None
+    host = url.raw_host or url.host
+    netloc = f"[{host}]" if ":" in host else host
+    if url.explicit_port is not None and not url.is_default_port():
+        netloc += f":{url.port}"  # as aiohttp writes Host
+    return Http1Pool(url.host, url.port, netloc)
+
+
 class _SseRecorder:
-    """Cuts a passing SSE byte stream into events; each event's data is one ``a2c`` frame."""
+    """Cuts a passing SSE byte stream into events; each event's data is one ``a2c`` frame
+    (the events of one chunk in one journal call)."""
 
     def __init__(self, rec: ConnectionRecorder | None) -> None:
         self.rec = rec
-        self.framer = LineFramer()
-        self.data: list[bytes] = []
-        self.event_id: bytes | None = None
+        self.parser = SseParser()
         self.count = 0
         self.first_id: str | None = None
         self.last_id: str | None = None
@@ -222,24 +261,13 @@ class _SseRecorder:
     def feed(self, chunk: bytes) -> None:
         if self.rec is None:
             return
-        for raw in self.framer.feed(chunk):
-            line = raw.rstrip(b"\n").rstrip(b"\r")
-            if not line:
-                self._dispatch()
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                self.data.append(value[1:] if value.startswith(b" ") else value)
-            elif line.startswith(b"id:"):
-                self.event_id = line[3:].strip()
-
-    def _dispatch(self) -> None:
-        if not self.data or self.rec is None:
+        events = self.parser.feed(chunk)
+        if not events:
             return
-        self.rec.frame(A2C, b"\n".join(self.data))
-        self.data = []
-        self.count += 1
-        if self.event_id is not None:
-            text = self.event_id.decode("utf-8", "replace")
-            self.first_id = self.first_id or text
-            self.last_id = text
-            self.event_id = None
+        self.rec.frames(A2C, [data for data, _ in events])
+        self.count += len(events)
+        for _, event_id in events:
+            if event_id is not None:
+                text = event_id.decode("utf-8", "replace")
+                self.first_id = self.first_id or text
+                self.last_id = text

@@ -8,6 +8,7 @@ import pytest
 
 from acp_proxy.transport.http import rules
 from acp_proxy.transport.http.rules import (
+    SseParser,
     StreamRouter,
     accepts_sse,
     classify_post,
@@ -99,3 +100,28 @@ def test_byte_forms() -> None:
     assert accepts_sse("text/event-stream") and accepts_sse("application/json, */*")
     assert not accepts_sse("application/json") and not accepts_sse(None)
     assert is_json_type("application/json; charset=utf-8") and not is_json_type("text/json")
+
+
+SSE = (
+    b': keepalive\n\nid: 1\ndata: {"a":1}\n\nevent: message\r\nid: 2\r\ndata:x\r\ndata:  y\r\n\r\n'
+    b"id: 3\n\nretry: 10\ndata: after an id without data\n\ndata: the last, unended\n"
+)
+SSE_EVENTS = [
+    (b'{"a":1}', b"1"),
+    (b"x\n y", b"2"),
+    (b"after an id without data", b"3"),
+]
+
+
+def test_sse_parser_events_whole_and_at_every_cut() -> None:
+    assert SseParser().feed(SSE) == SSE_EVENTS
+    for cut in range(1, len(SSE)):
+        parser = SseParser()
+        assert parser.feed(SSE[:cut]) + parser.feed(SSE[cut:]) == SSE_EVENTS, cut
+    parser = SseParser()
+    assert [e for i in range(len(SSE)) for e in parser.feed(SSE[i : i + 1])] == SSE_EVENTS
+    assert parser.feed(b"\n") == [(b"the last, unended", None)]
+
+
+def test_sse_parser_join_for_one_line_and_carriage_returns() -> None:
+    assert SseParser(join=b" ").feed(b"data: a\ndata: b\r\r\n\n") == [(b"a b", None)]

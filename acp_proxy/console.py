@@ -44,6 +44,15 @@ def warn(message: str) -> None:
         pass
 
 
+def quiet_closed_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is buffered
+    for the closed pipe meets nothing (and prints nothing)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def arrow(direction: object) -> str:
     """``->`` for a frame from the client to the agent, ``<-`` for the other way."""
     return DIRECTION_ARROWS.get(str(direction), "<-")

@@ -25,6 +25,16 @@ def proxy_exe() -> list[str]:
     return [exe]
 
 
+def importtime_proxy() -> list[str]:
+    """The console script beside the interpreter (as ``pip install`` makes it), under
+    ``python -X importtime`` (which lists every import on stderr); else the package's
+    ``__main__`` (the same ``cli.main``)."""
+    script = Path(sys.executable).with_name("acp-proxy")
+    if script.is_file() and b"python" in script.read_bytes()[:200]:
+        return [sys.executable, "-X", "importtime", str(script)]
+    return [sys.executable, "-X", "importtime", "-m", "acp_proxy"]
+
+
 @pytest.fixture
 def acp_proxy() -> list[str]:
     return proxy_exe()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
+from acp_proxy.commands.stdio_launch import record_location
 from acp_proxy.recorder.handle import DEFAULT_QUEUE_BYTES, DEFAULT_SPOOL_BYTES
-from acp_proxy.store.location import RecordingUrl, parse_location, unknown_scheme
 from acp_proxy.transport.process.agent import DEFAULT_GRACE_SECONDS
 
 
@@ -87,14 +87,8 @@ class RecordLocation(click.ParamType):  # type: ignore[type-arg]
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> Path | str | None:
-        if isinstance(value, Path):
-            return value
-        wrong = unknown_scheme(str(value))
-        if wrong is not None:  # forwarding wins: say so once, and run without a recording
-            click.echo(f"acp-proxy: recording disabled: {wrong}; forwarding continues", err=True)
-            return None
-        where = parse_location(str(value))
-        return where.url if isinstance(where, RecordingUrl) else where
+        # forwarding wins: an unknown scheme is said once, and the agent runs unrecorded
+        return record_location(value if isinstance(value, Path) else str(value))
 
 
 RECORD_PATH = RecordLocation()

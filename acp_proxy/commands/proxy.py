@@ -1,8 +1,15 @@
-"""``acp-proxy [--record DB] -- AGENT...``: the stdio proxy an editor launches."""
+"""``acp-proxy [--record DB] -- AGENT...``: the stdio proxy an editor launches.
+
+The click command, for every option; the plain launch (``[--record X] [--label L] -- AGENT``)
+is read without click first (:mod:`acp_proxy.commands.stdio_launch`), and both run the proxy
+with :func:`~acp_proxy.commands.stdio_launch.run_stdio_proxy`.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +24,13 @@ from acp_proxy.commands.metrics_options import (
 from acp_proxy.commands.options import MIB, RECORD_PATH, grace_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
+from acp_proxy.commands.stdio_launch import RECORD_ENV, run_stdio_proxy
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.commands.ui import start_ui, ui_options
-from acp_proxy.recorder.handle import Recorder
-from acp_proxy.transport.stdio.proxy import StdioProxy
 
 if TYPE_CHECKING:
     from acp_proxy.formats.redact import RedactRules
+    from acp_proxy.recorder.handle import Recorder
 
 
 @click.command(
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
     "--record",
     "record",
     type=RECORD_PATH,
-    envvar="ACP_PROXY_RECORD",
+    envvar=RECORD_ENV,
     show_envvar=True,
     help="SQLite file (created 0600 if missing; several proxies may share one) or "
     "postgresql:// URL to record into.",
@@ -81,33 +88,32 @@ def proxy_command(
     check_metrics_option(metrics, metrics_token)
     tls = server_tls(tls_cert, tls_key)  # --tls-cert here: for --metrics
     inspector = start_ui(ui, ui_token, record)
-    started: list[Recorder] = []
     exporters: list[Any] = []
 
-    def start_recorder() -> Recorder:
-        # Called once the agent is starting: its interpreter loads while the writer
-        # process is started and this process gets ready to forward.
+    @contextmanager
+    def around_recorder() -> Iterator[None]:
         with (otlp or LiveExport()).for_writer(), live_check_for_writer(metrics):
-            recorder = Recorder(
-                record,
-                queue_bytes=queue_mb * MIB,
-                spool_bytes=spool_mb * MIB,
-                backend="process",
-                open_first=False,  # the writer process opens the file: see Recorder
-                redact=redact,
-            )
-        started.append(recorder)
+            yield
+
+    def with_recorder(recorder: Recorder) -> None:
         exporter = start_metrics_option(metrics, metrics_token, recorder, tls=tls, required=False)
         if exporter is not None:
             exporters.append(exporter)
-        return recorder
 
     code = 1
     try:
-        code = StdioProxy(agent_command, start_recorder, grace=grace, label=label).run()
+        code = run_stdio_proxy(
+            agent_command,
+            record,
+            label=label,
+            grace=grace,
+            queue_bytes=queue_mb * MIB,
+            spool_bytes=spool_mb * MIB,
+            redact=redact,
+            around_recorder=around_recorder,
+            with_recorder=with_recorder,
+        )
     finally:
-        for recorder in started:
-            recorder.close()
         if inspector is not None:
             inspector.stop()
         for exporter in exporters:

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from acp_proxy.commands.stdio_launch import REDACT_ENV
+
 if TYPE_CHECKING:
     from acp_proxy.formats.redact import RedactRules
 
-REDACT_ENV = "ACP_PROXY_REDACT"
-"""Recording commands: redact the stored copy. ``1`` (or ``default``) for the built-in rules,
-plus rules separated by spaces: ``key:REGEX``, ``path:PATH``, ``value:REGEX``
-(``ACP_PROXY_REDACT='default path:params.prompt'``); ``0`` or empty: off."""
 
 _ON = frozenset({"1", "on", "yes", "true", "default"})
 _OFF = frozenset({"0", "off", "no", "false"})

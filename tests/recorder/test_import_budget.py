@@ -8,6 +8,8 @@ timing: the real console script runs under ``python -X importtime``, the agent w
 mark on its stderr (which the proxy passes on to its own) once it has read the first
 request, and every module the proxy imported before the mark must be on the allow-list
 (``acp_proxy``'s own, and packages outside the standard library) and on no deny-list.
+The plain launch (``[--record X] [--label L] -- AGENT``, ``ACP_PROXY_RECORD``) starts its agent
+without click; a command line it leaves to click (``--grace 5``) is checked as well.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import importtime_proxy
 
 MARK = "import-budget: the agent has the first request"
 
@@ -39,13 +43,7 @@ ALLOWED_OWN = frozenset(
         "acp_proxy",
         "acp_proxy.cli",
         "acp_proxy.commands",
-        "acp_proxy.commands.metrics_options",
-        "acp_proxy.commands.options",
-        "acp_proxy.commands.otlp_live",
-        "acp_proxy.commands.proxy",
-        "acp_proxy.commands.redact_options",  # option definitions: click and os only
-        "acp_proxy.commands.tls_options",
-        "acp_proxy.commands.ui",
+        "acp_proxy.commands.stdio_launch",
         "acp_proxy.console",
         "acp_proxy.counters",
         "acp_proxy.recorder",
@@ -72,11 +70,23 @@ ALLOWED_OWN = frozenset(
 )
 """acp-proxy's modules the stdio proxy may import before it forwards (a new one: think)."""
 
-ALLOWED_OUTSIDE_STDLIB = frozenset({"click", "org"})
+ALLOWED_OWN_CLICK = ALLOWED_OWN | {
+    "acp_proxy.commands.group",
+    "acp_proxy.commands.metrics_options",
+    "acp_proxy.commands.options",
+    "acp_proxy.commands.otlp_live",
+    "acp_proxy.commands.proxy",
+    "acp_proxy.commands.redact_options",  # option definitions: click and os only
+    "acp_proxy.commands.tls_options",
+    "acp_proxy.commands.ui",
+}
+"""... and through click (an option the plain launch leaves to it, e.g. ``--grace``)."""
+
+ALLOWED_OUTSIDE_STDLIB = frozenset({"org"})
 """Packages outside the standard library it may import then (beyond what ``site`` loads).
 
 (``org``: not a package; the standard library's ``copy`` tries ``org.python.core``, Jython's,
-and ``-X importtime`` lists the attempt.)"""
+and ``-X importtime`` lists the attempt.) Through click: click too."""
 
 DENIED = (
     # the database and the store: the writer process's
@@ -119,16 +129,11 @@ DENIED = (
 )
 """Modules (and their submodules) the stdio proxy must not import before it forwards."""
 
+DENIED_FAST = (*DENIED, "click", "acp_proxy.commands.group", "acp_proxy.commands.proxy")
+"""... nor, for the plain launch (``[--record X] [--label L] -- AGENT``), click or the click
+command: :mod:`acp_proxy.commands.stdio_launch` starts the agent without them."""
+
 _LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|( *)(\S+)")
-
-
-def _proxy() -> list[str]:
-    """The console script beside the interpreter (as ``pip install`` makes it), under
-    ``-X importtime``; else the package's ``__main__`` (the same ``cli.main``)."""
-    script = Path(sys.executable).with_name("acp-proxy")
-    if script.is_file() and b"python" in script.read_bytes()[:200]:
-        return [sys.executable, "-X", "importtime", str(script)]
-    return [sys.executable, "-X", "importtime", "-m", "acp_proxy"]
 
 
 def _imported(stderr: str) -> list[str]:
@@ -146,13 +151,16 @@ def _site_modules() -> set[str]:
     return set(_imported(done.stderr))
 
 
-def _imports_before_forwarding(tmp_path: Path, flags: list[str]) -> tuple[list[str], list[str]]:
+def _imports_before_forwarding(
+    tmp_path: Path, flags: list[str], extra_env: dict[str, str]
+) -> tuple[list[str], list[str]]:
     """(modules imported before the agent had the first request, all the proxy's imports)."""
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    env = {k: v for k, v in os.environ.items() if k != "ACP_PROXY_RECORD"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_PROXY_")}
+    env.update(extra_env)
     proc = subprocess.Popen(
-        [*_proxy(), *flags, "--", sys.executable, "-I", str(agent)],
+        [*importtime_proxy(), *flags, "--", sys.executable, "-I", str(agent)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -168,38 +176,53 @@ def _imports_before_forwarding(tmp_path: Path, flags: list[str]) -> tuple[list[s
     return _imported(before), _imported(text)
 
 
-def _denied(module: str) -> str | None:
-    for name in DENIED:
+def _denied(module: str, denied: tuple[str, ...]) -> str | None:
+    for name in denied:
         if module == name or module.startswith(name + "."):
             return name
     return None
 
 
+PG = "postgresql://nobody@127.0.0.1:1/none"
+
+
 @pytest.mark.parametrize(
-    "flags",
+    ("flags", "env", "fast"),
     [
-        pytest.param(["--record", "session.db"], id="sqlite"),
-        pytest.param(["--record", "postgresql://nobody@127.0.0.1:1/none"], id="postgresql"),
-        pytest.param([], id="no-recording"),
+        pytest.param(["--record", "session.db"], {}, True, id="sqlite"),
+        pytest.param(["--record", PG], {}, True, id="postgresql"),
+        pytest.param([], {}, True, id="no-recording"),
+        pytest.param(["--label=editor 1", "--record=session.db"], {}, True, id="label"),
+        pytest.param([], {"ACP_PROXY_RECORD": "session.db"}, True, id="env"),
+        # what the plain launch leaves to click (the same defaults, given): click's budget
+        pytest.param(["--record", "session.db", "--grace", "5"], {}, False, id="click-sqlite"),
+        pytest.param(["--record", PG, "--queue-mb", "16"], {}, False, id="click-postgresql"),
+        pytest.param([], {"ACP_PROXY_REDACT": "0"}, False, id="click-redact-env"),
     ],
 )
 def test_the_proxy_imports_only_what_forwarding_needs_before_it_forwards(
-    tmp_path: Path, flags: list[str]
+    tmp_path: Path, flags: list[str], env: dict[str, str], fast: bool
 ) -> None:
-    before, everything = _imports_before_forwarding(tmp_path, flags)
+    before, everything = _imports_before_forwarding(tmp_path, flags, env)
     assert "acp_proxy.transport.stdio.proxy" in before  # the mark came after forwarding began
+    assert ("click" not in before) == fast, "the plain launch is click's, or the other way"
     site = _site_modules()  # (not ours: what the interpreter loads for every program)
-    denied = sorted({f"{m} ({_denied(m)})" for m in before if _denied(m) and m not in site})
+    deny = DENIED_FAST if fast else DENIED
+    denied = sorted(
+        {f"{m} ({_denied(m, deny)})" for m in before if _denied(m, deny) and m not in site}
+    )
     assert not denied, f"imported before forwarding: {denied}"
-    own = sorted(m for m in before if m.startswith("acp_proxy") and m not in ALLOWED_OWN)
+    allowed_own = ALLOWED_OWN if fast else ALLOWED_OWN_CLICK
+    own = sorted(m for m in before if m.startswith("acp_proxy") and m not in allowed_own)
     assert not own, f"not on the allow-list of acp_proxy modules: {own}"
+    allowed_outside = ALLOWED_OUTSIDE_STDLIB if fast else ALLOWED_OUTSIDE_STDLIB | {"click"}
     outside = sorted(
         {
             m.partition(".")[0]
             for m in before
             if m not in site
             and m.partition(".")[0] not in sys.stdlib_module_names
-            and m.partition(".")[0] not in ALLOWED_OUTSIDE_STDLIB
+            and m.partition(".")[0] not in allowed_outside
             and not m.startswith("acp_proxy")
         }
     )

@@ -27,9 +27,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from acp_proxy.counters import COUNTERS
-from acp_proxy.recorder.handle import STDERR, ConnectionRecorder, Recorder
 from acp_proxy.transport.chunks import ChunkReader, write_all
 from acp_proxy.transport.process.agent import (
     DEFAULT_GRACE_SECONDS,
@@ -39,6 +39,10 @@ from acp_proxy.transport.process.agent import (
     spawn_agent,
 )
 from acp_proxy.wire.frame import A2C, C2A
+
+if TYPE_CHECKING:
+    # imported by run() once the agent is started: the agent's start-up overlaps theirs
+    from acp_proxy.recorder.handle import ConnectionRecorder, Recorder
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -98,8 +102,8 @@ class StdioProxy:
         stderr_fd: int = 2,
     ) -> None:
         self.argv = list(argv)
-        self._make_recorder = None if isinstance(recorder, Recorder) else recorder
-        self.recorder = recorder if isinstance(recorder, Recorder) else Recorder(None)
+        self._recorder_given = recorder
+        self.recorder: Recorder  # set by run(), once the agent has been started
         self.grace = grace
         self.label = label
         self.stdin_fd = stdin_fd
@@ -129,9 +133,16 @@ class StdioProxy:
             return exc.exit_code
         proc = agent.popen
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        if self._make_recorder is not None:
+        # The recorder's modules only now, while the agent's interpreter starts (an editor
+        # waits for its first answer; tests/recorder/test_import_budget.py).
+        from acp_proxy.recorder.handle import STDERR, Recorder
+
+        given = self._recorder_given
+        if isinstance(given, Recorder):
+            self.recorder = given
+        else:
             try:
-                self.recorder = self._make_recorder()
+                self.recorder = given()
             except BaseException:
                 agent.stop()
                 raise

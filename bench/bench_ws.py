@@ -20,6 +20,13 @@ request/echo round trips on one connection, p50/p99 in microseconds. Ratios are 
     python bench/bench_ws.py                   # defaults: 20000 frames, 2000 round trips
     python bench/bench_ws.py --frames 50000 --connections 4 --size 1000
 
+``--sdk``: instead, issue 27's WebSocket hop, A/B: ``bench_http.py``'s SDK peer
+(``bench_sdk_agent.py``) reached directly on its own server, through ``serve --upstream
+--record`` and through ``serve --record -- <that agent>``, with ``bench_http.py``'s client and
+measures, in ``--rounds`` rounds; with ``--base DIR`` each round also runs the proxy rows with
+``DIR``'s ``acp_proxy`` (``PYTHONPATH``; e.g. a ``git worktree`` of main), alternating.
+Medians over the rounds of each row's ratio to the direct row of its own round.
+
 Numbers depend on the machine and its load; run it on an idle machine.
 """
 
@@ -184,6 +191,59 @@ def background(argv: list[str], url_from_stderr: bool) -> Iterator[str]:
             proc.kill()
 
 
+def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
+    """``--sdk``: the SDK peer direct vs through ``serve`` over WebSocket, A/B by round."""
+    import bench_http as bh
+
+    exe = shutil.which("acp-proxy")
+    if exe is None:
+        raise SystemExit("acp-proxy is not installed: pip install -e .")
+    here = str(Path(__file__).resolve().parent.parent)
+    codes = [("", here)] + ([("base ", str(Path(base).resolve()))] if base else [])
+    rows: dict[str, list[tuple[float, float, float, float, float]]] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="bench_ws_sdk_"))
+
+    def one(name: str, url: str, pid_url: str) -> tuple[float, float, float]:
+        pid = bh.PIDS.get(pid_url)
+        fps, p50, _, _, cpu_rt = asyncio.run(bh.measure(bh.Ws(url), frames, rtt, "_", pid))
+        print(
+            f"  {name:<36} {fps:>8,.0f} frames/s  p50 {p50:>5.0f} us  cpu/rt {cpu_rt:>4.0f}"
+            f"  (load {os.getloadavg()[0]:.1f})",
+            file=sys.stderr,
+        )
+        return fps, p50, cpu_rt
+
+    for r in range(rounds):
+        order = codes if r % 2 == 0 else codes[::-1]
+        with bh.sdk_server() as sdk:
+            d_fps, d_p50, d_cpu = one("sdk server ws (direct)", sdk, sdk)
+            rows.setdefault("sdk server ws (direct)", []).append((d_fps, 1, d_p50, 1, d_cpu))
+            for tag, path in order:
+                os.environ["PYTHONPATH"] = path
+                for name, args, agent in (
+                    ("serve --upstream --record, WS", ["--upstream", sdk], None),
+                    ("serve --record -- SDK agent, WS", [], bh.SDK_AGENT),
+                ):
+                    db = tmp / f"{r}{tag.strip()}{len(args)}.db"
+                    with bh.serve(["--record", str(db), *args], agent) as url:
+                        fps, p50, cpu = one(tag + name, url, url)
+                    rows.setdefault(tag + name, []).append(
+                        (fps, fps / d_fps, p50, p50 / d_p50, cpu)
+                    )
+    shutil.rmtree(tmp, ignore_errors=True)
+    header = (
+        f"{'path (medians of ' + str(rounds) + ' rounds)':<37} {'frames/s':>9} {'x direct':>8} "
+        f"{'p50 us':>7} {'x direct':>8} {'cpu/rt':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, got in rows.items():
+        m = [statistics.median(col) for col in zip(*got, strict=True)]
+        print(f"{name:<37} {m[0]:>9,.0f} {m[1]:>8.2f} {m[2]:>7.0f} {m[3]:>8.2f} {m[4]:>6.0f}")
+    print("cpu/rt: CPU us per round trip of the server's process tree (serve and what it started)")
+    print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=20000, help="frames per connection")
@@ -191,8 +251,14 @@ def main() -> int:
     parser.add_argument("--rtt", type=int, default=2000, help="round trips for latency")
     parser.add_argument("--size", type=int, default=200, help="approximate frame size (bytes)")
     parser.add_argument("--burst", help="handshake bursts instead, e.g. 10,50,200")
+    parser.add_argument("--sdk", action="store_true", help="the SDK peer direct vs serve, A/B")
+    parser.add_argument("--rounds", type=int, default=3, help="--sdk: rounds")
+    parser.add_argument("--base", help="--sdk: also run the proxy rows with DIR's acp_proxy")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sdk:
+        run_sdk(args.rounds, args.frames, args.rtt, args.base)
+        return 0
     if args.echo_server:
         run_echo_server()
         return 0

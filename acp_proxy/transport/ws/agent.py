@@ -68,6 +68,28 @@ async def serve_agent(handshake: Handshake) -> web.StreamResponse:
     return ws
 
 
+class EagerStdinBatcher(StdinBatcher):
+    """:class:`StdinBatcher` that writes the first line of an event-loop turn at once.
+
+    A round trip waits for that line: deferring it to the next turn (to join it with lines
+    that might follow) cost one more loop iteration per request. Lines that do follow in the
+    same turn are still joined into one write at its end.
+    """
+
+    async def write(self, data: bytes) -> None:
+        if self.scheduled or self.parts:
+            await super().write(data)
+            return
+        transport = self.writer.transport
+        if transport.is_closing():
+            raise ConnectionResetError("the agent closed its stdin")
+        self.scheduled = True  # the lines that follow this turn wait for its end
+        asyncio.get_running_loop().call_soon(self.flush)
+        self.writer.write(data)
+        if transport.get_write_buffer_size() > CHUNK:
+            await self.writer.drain()
+
+
 class AgentBridge:
     """One WebSocket connection to one agent process over stdio.
 
@@ -135,7 +157,7 @@ class AgentBridge:
     async def _client_to_agent(self) -> None:
         ws, rec = self.ws, self.rec
         agent_ok = True
-        batcher = StdinBatcher(self.stdin)
+        batcher = EagerStdinBatcher(self.stdin)
         while True:
             msg = await ws.receive()
             if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:

@@ -82,16 +82,20 @@ def _payloads() -> list[str]:
     return [big % (chr(ord("a") + n) * size) for n, size in enumerate(sizes)]
 
 
+def _crossed_and_recorded(got: list[str], payloads: list[str], db: Path) -> None:
+    assert got == payloads
+    frames = frames_of(db)
+    assert [raw for d, raw in frames if d == "c2a"] == [p.encode() for p in payloads]
+    assert [raw for d, raw in frames if d == "a2c"] == [p.encode() for p in payloads]
+
+
 async def test_messages_many_reads_long_cross_byte_exact_to_an_agent(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     payloads = _payloads()
     with ws_server(["--record", str(db), "--", *ECHO_AGENT]) as server:
         got = await _exchange(server.url, payloads)
         server.stop()
-    assert got == payloads
-    frames = frames_of(db)
-    assert [raw for d, raw in frames if d == "c2a"] == [p.encode() for p in payloads]
-    assert [raw for d, raw in frames if d == "a2c"] == [p.encode() for p in payloads]
+    _crossed_and_recorded(got, payloads, db)
 
 
 async def test_messages_many_reads_long_cross_byte_exact_upstream(tmp_path: Path) -> None:
@@ -103,10 +107,7 @@ async def test_messages_many_reads_long_cross_byte_exact_upstream(tmp_path: Path
     ):
         got = await _exchange(server.url, payloads)
         server.stop()
-    assert got == payloads
-    frames = frames_of(db)
-    assert [raw for d, raw in frames if d == "c2a"] == [p.encode() for p in payloads]
-    assert [raw for d, raw in frames if d == "a2c"] == [p.encode() for p in payloads]
+    _crossed_and_recorded(got, payloads, db)
 
 
 async def test_the_first_line_of_a_turn_is_written_at_once_the_rest_together() -> None:

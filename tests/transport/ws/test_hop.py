@@ -1,15 +1,17 @@
-"""The WebSocket hop's cheaper paths (issue 27): small socket reads, the first stdin line at once.
+"""The WebSocket hop's cheaper paths (issue 27): small reads, bursts written together.
 
 The sockets of both hops are read :data:`~acp_proxy.transport.ws.sockets.READ_SIZE` bytes at
 a time (real aiohttp peers on 127.0.0.1); messages many reads long still cross byte for byte
 through the real ``acp-proxy`` (agent and upstream modes, recorded); the agent's stdin gets
-the first line of a loop turn at once and the lines that follow it in one write (a real pipe).
+a line at once unless more messages wait behind it, then all in one write (a real pipe);
+a burst of messages leaves a socket in one piece, a lone message at once (real sockets).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,8 +21,10 @@ from aiohttp import web
 from acp_proxy.transport.ws.agent import EagerStdinBatcher
 from acp_proxy.transport.ws.sockets import (
     READ_SIZE,
+    Cork,
     ServerWebSocket,
     client_ws_class,
+    queued_messages,
     read_in_small_chunks,
 )
 from tests.conftest import ECHO_AGENT, frames_of
@@ -69,6 +73,75 @@ async def test_both_hops_read_their_sockets_in_small_chunks() -> None:
     assert seen == {"server": READ_SIZE, "client": READ_SIZE}
 
 
+async def test_a_held_burst_leaves_the_socket_in_one_piece_at_release() -> None:
+    loop = asyncio.get_running_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    peer_sock = socket.create_connection(listener.getsockname())
+    ours, _ = listener.accept()
+    listener.close()
+    peer_sock.setblocking(False)
+    transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+
+    def arrived() -> bytes:
+        try:
+            return peer_sock.recv(1 << 16)
+        except BlockingIOError:
+            return b""
+
+    try:
+        cork = Cork(transport)
+        transport.write(b"lone")
+        assert arrived() == b"lone"  # nothing held: at once
+        cork.hold()
+        transport.write(b"one,")
+        transport.write(b"two")
+        assert arrived() == b""  # held...
+        cork.release()
+        assert arrived() == b"one,two"  # ...and gone at release, together
+        transport.write(b"after")
+        assert arrived() == b"after"
+    finally:
+        transport.close()
+        peer_sock.close()
+
+
+async def test_queued_messages_counts_what_a_websocket_read_but_did_not_hand_out() -> None:
+    got: list[int] = []
+
+    async def handler(request: web.Request) -> web.WebSocketResponse:
+        ws = ServerWebSocket(max_msg_size=1024)
+        await ws.prepare(request)
+        for _ in range(500):  # until the three messages were read
+            if queued_messages(ws) == 3:
+                break
+            await asyncio.sleep(0.01)
+        got.append(queued_messages(ws))
+        await ws.receive()
+        got.append(queued_messages(ws))
+        await ws.send_str("done")
+        await ws.receive()
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/acp", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(f"ws://127.0.0.1:{runner.addresses[0][1]}/acp") as ws,
+        ):
+            for text in ("a", "b", "c"):
+                await ws.send_str(text)
+            assert (await ws.receive()).data == "done"
+    finally:
+        await runner.cleanup()
+    assert got == [3, 2]
+    assert queued_messages(object()) == 0  # not an aiohttp WebSocket: nothing known
+
+
 async def _exchange(url: str, payloads: list[str]) -> list[str]:
     async with aiohttp.ClientSession() as session, session.ws_connect(url, max_msg_size=0) as ws:
         for p in payloads:  # all at once: the proxy reads them many reads long
@@ -79,7 +152,8 @@ async def _exchange(url: str, payloads: list[str]) -> list[str]:
 def _payloads() -> list[str]:
     big = '{"jsonrpc":"2.0","method":"big","params":{"pad":"%s"}}'
     sizes = (10, READ_SIZE - 40, READ_SIZE + 1, 5 * READ_SIZE + 7, 20)
-    return [big % (chr(ord("a") + n) * size) for n, size in enumerate(sizes)]
+    burst = [f'{{"jsonrpc":"2.0","method":"n","params":{{"n":{n}}}}}' for n in range(300)]
+    return [big % (chr(ord("a") + n) * size) for n, size in enumerate(sizes)] + burst
 
 
 def _crossed_and_recorded(got: list[str], payloads: list[str], db: Path) -> None:
@@ -110,7 +184,7 @@ async def test_messages_many_reads_long_cross_byte_exact_upstream(tmp_path: Path
     _crossed_and_recorded(got, payloads, db)
 
 
-async def test_the_first_line_of_a_turn_is_written_at_once_the_rest_together() -> None:
+async def test_a_line_leaves_at_once_unless_more_messages_wait_behind_it() -> None:
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
@@ -127,16 +201,15 @@ async def test_the_first_line_of_a_turn_is_written_at_once_the_rest_together() -
 
     try:
         batcher = EagerStdinBatcher(writer)
-        await batcher.write(b"first\n")
-        assert pending() == b"first\n"  # before the loop turned
-        await batcher.write(b"second\n")
-        await batcher.write(b"third\n")
-        assert pending() == b""  # they wait for the end of the turn...
+        await batcher.write_line(b"alone\n", more=False)
+        assert pending() == b"alone\n"  # before the loop turned
+        await batcher.write_line(b"first\n", more=True)
+        assert pending() == b""  # waits for the messages behind it...
+        await batcher.write_line(b"last\n", more=False)
+        assert pending() == b"first\nlast\n"  # ...and leaves with them, in one write
+        await batcher.write_line(b"then\n", more=True)
         await asyncio.sleep(0)
-        assert pending() == b"second\nthird\n"  # ...and leave in one write
-        await asyncio.sleep(0)
-        await batcher.write(b"next turn\n")
-        assert pending() == b"next turn\n"
+        assert pending() == b"then\n"  # at the latest at the end of the turn
     finally:
         transport.close()
         os.close(read_fd)

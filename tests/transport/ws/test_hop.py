@@ -10,10 +10,13 @@ a burst of messages leaves a socket in one piece, a lone message at once (real s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -29,6 +32,20 @@ from acp_proxy.transport.ws.sockets import (
 )
 from tests.conftest import ECHO_AGENT, frames_of
 from tests.transport.ws.helpers import ws_server
+
+
+@contextlib.asynccontextmanager
+async def _serving(handler: Any) -> AsyncIterator[str]:
+    """An aiohttp server on 127.0.0.1 port 0 answering ``/acp`` with ``handler``; its URL."""
+    app = web.Application()
+    app.router.add_get("/acp", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"ws://127.0.0.1:{runner.addresses[0][1]}/acp"
+    finally:
+        await runner.cleanup()
 
 
 def test_read_in_small_chunks_lowers_only_a_bigger_read_size() -> None:
@@ -53,23 +70,14 @@ async def test_both_hops_read_their_sockets_in_small_chunks() -> None:
             await ws.send_str(msg.data)
         return ws
 
-    app = web.Application()
-    app.router.add_get("/acp", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with (
-            aiohttp.ClientSession(ws_response_class=client_ws_class(1024)) as session,
-            session.ws_connect(f"ws://127.0.0.1:{port}/acp") as ws,
-        ):
-            seen["client"] = ws._conn.transport.max_size  # type: ignore[attr-defined]
-            await ws.send_str("ping")
-            assert (await ws.receive()).data == "ping"
-    finally:
-        await runner.cleanup()
+    async with (
+        _serving(handler) as url,
+        aiohttp.ClientSession(ws_response_class=client_ws_class(1024)) as session,
+        session.ws_connect(url) as ws,
+    ):
+        seen["client"] = ws.transport.max_size  # type: ignore[attr-defined]
+        await ws.send_str("ping")
+        assert (await ws.receive()).data == "ping"
     assert seen == {"server": READ_SIZE, "client": READ_SIZE}
 
 
@@ -122,22 +130,14 @@ async def test_queued_messages_counts_what_a_websocket_read_but_did_not_hand_out
         await ws.receive()
         return ws
 
-    app = web.Application()
-    app.router.add_get("/acp", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.ws_connect(f"ws://127.0.0.1:{runner.addresses[0][1]}/acp") as ws,
-        ):
-            for text in ("a", "b", "c"):
-                await ws.send_str(text)
-            assert (await ws.receive()).data == "done"
-    finally:
-        await runner.cleanup()
+    async with (
+        _serving(handler) as url,
+        aiohttp.ClientSession() as session,
+        session.ws_connect(url) as ws,
+    ):
+        for text in ("a", "b", "c"):
+            await ws.send_str(text)
+        assert (await ws.receive()).data == "done"
     assert got == [3, 2]
     assert queued_messages(object()) == 0  # not an aiohttp WebSocket: nothing known
 

@@ -35,8 +35,8 @@ from acp_proxy.transport.ws.sockets import (
     ServerWebSocket,
     close_info,
     close_quietly,
+    data_queued,
     log,
-    queued_messages,
     record_close,
     settle_all,
 )
@@ -73,11 +73,12 @@ async def serve_agent(handshake: Handshake) -> web.StreamResponse:
 
 
 class EagerStdinBatcher(StdinBatcher):
-    """:class:`StdinBatcher` that writes a line at once unless more messages wait behind it.
+    """:class:`StdinBatcher` that writes a line at once unless a message waits behind it.
 
     A round trip waits for its line: deferring it to the end of the loop turn (to join it
-    with lines that might follow) cost one more loop iteration per request. Lines with more
-    messages already read behind them are joined with those (at the latest, at the turn's end).
+    with lines that might follow) cost one more loop iteration per request. A line with a
+    text or binary message already read behind it (``more``) is joined with what follows (at
+    the latest, at the turn's end).
     """
 
     async def write_line(self, data: bytes, *, more: bool) -> None:
@@ -174,7 +175,7 @@ class AgentBridge:
                     rec.frame(C2A, payload)
                     if agent_ok:
                         try:
-                            more = queued_messages(ws) > 0
+                            more = data_queued(ws)
                             await batcher.write_line(decision.line, more=more)
                         except (ConnectionError, OSError, RuntimeError):
                             agent_ok = False

@@ -51,8 +51,8 @@ class Cork:
 
     aiohttp writes each WebSocket message with a ``send`` of its own; on loopback each one
     also runs the receiver's side of TCP and wakes it. While :meth:`hold` is in force
-    (``TCP_CORK``, Linux) the messages of a burst (those one read brought) gather in the
-    socket and leave together at :meth:`release`. A lone message (a round trip) is never
+    (``TCP_CORK``, Linux) the messages of a burst (held while :func:`data_queued`) gather in
+    the socket and leave together at :meth:`release`. A lone message (a round trip) is never
     held. Not a TCP socket, or no ``TCP_CORK``: nothing is held, every message leaves at once.
     """
 
@@ -80,18 +80,22 @@ class Cork:
         return True
 
 
-def queued_messages(ws: Any) -> int:
-    """How many whole messages ``ws`` has read and not yet handed out (0 if unknown).
+def data_queued(ws: Any) -> bool:
+    """Whether the next message ``ws`` will hand out is already read, and text or binary.
 
+    Then the next ``receive`` returns it without waiting, so what is sent now may be held
+    (:class:`Cork`) until it is sent too; a control frame (ping, close) or nothing: ``False``.
     aiohttp's reader queue, read without a public accessor; if it moves in a later aiohttp
-    this says 0 and every message is written on its own, as before.
+    this says ``False`` and every message is written on its own, as before.
     """
     try:
-        return len(ws._reader._buffer)
-    except (AttributeError, TypeError):
-        return 0
+        queue = ws._reader._buffer
+        return bool(queue) and queue[0][0].type in _DATA
+    except (AttributeError, TypeError, IndexError):
+        return False
 
 
+_DATA = (WSMsgType.TEXT, WSMsgType.BINARY)
 _CORK: int | None = getattr(socket, "TCP_CORK", None)
 
 

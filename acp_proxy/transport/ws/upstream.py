@@ -31,7 +31,7 @@ from acp_proxy.transport.ws.sockets import (
     Cork,
     close_info,
     close_quietly,
-    queued_messages,
+    data_queued,
     record_close,
     settle,
 )
@@ -101,7 +101,7 @@ async def _pump_ws(
                 binary = msg.type == WSMsgType.BINARY
                 rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
                 if dst_ok:
-                    more = queued_messages(src) > 0
+                    more = data_queued(src)
                     if more:
                         cork.hold()
                     try:

@@ -27,7 +27,7 @@ from acp_proxy.transport.ws.sockets import (
     Cork,
     ServerWebSocket,
     client_ws_class,
-    queued_messages,
+    data_queued,
     read_in_small_chunks,
 )
 from tests.conftest import ECHO_AGENT, frames_of
@@ -113,20 +113,27 @@ async def test_a_held_burst_leaves_the_socket_in_one_piece_at_release() -> None:
         peer_sock.close()
 
 
-async def test_queued_messages_counts_what_a_websocket_read_but_did_not_hand_out() -> None:
-    got: list[int] = []
+async def _until_read(ws: Any, count: int) -> None:
+    """Wait until ``ws`` has read ``count`` messages it has not handed out yet."""
+    for _ in range(500):
+        if len(ws._reader._buffer) >= count:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_data_queued_says_whether_a_data_message_is_next_without_waiting() -> None:
+    got: list[bool] = []
 
     async def handler(request: web.Request) -> web.WebSocketResponse:
         ws = ServerWebSocket(max_msg_size=1024)
         await ws.prepare(request)
-        for _ in range(500):  # until the three messages were read
-            if queued_messages(ws) == 3:
-                break
-            await asyncio.sleep(0.01)
-        got.append(queued_messages(ws))
-        await ws.receive()
-        got.append(queued_messages(ws))
-        for text in ("x", "y", "done"):
+        await _until_read(ws, 3)  # "a", "b", a ping
+        got.append(data_queued(ws))
+        assert (await ws.receive()).data == "a"
+        got.append(data_queued(ws))
+        assert (await ws.receive()).data == "b"
+        got.append(data_queued(ws))  # a ping is next: receive() would answer it, then wait
+        for text in ("x", "y"):
             await ws.send_str(text)
         while (await ws.receive()).data != "bye":  # open until the client counted
             pass
@@ -135,19 +142,19 @@ async def test_queued_messages_counts_what_a_websocket_read_but_did_not_hand_out
     async with (
         _serving(handler) as url,
         aiohttp.ClientSession() as session,
-        session.ws_connect(url) as ws,
+        session.ws_connect(url, autoping=True) as ws,
     ):
-        for text in ("a", "b", "c"):
-            await ws.send_str(text)
-        for _ in range(500):  # the client's side too (aiohttp's other WebSocket class)
-            if queued_messages(ws) == 3:
-                break
-            await asyncio.sleep(0.01)
-        got.append(queued_messages(ws))
-        assert [(await ws.receive()).data for _ in range(3)] == ["x", "y", "done"]
+        await ws.send_str("a")
+        await ws.send_str("b")
+        await ws.ping()
+        await _until_read(ws, 2)  # the client's side too (aiohttp's other WebSocket class)
+        got.append(data_queued(ws))
+        assert (await ws.receive()).data == "x"
+        assert (await ws.receive()).data == "y"
+        got.append(data_queued(ws))  # nothing read is waiting
         await ws.send_str("bye")
-    assert got == [3, 2, 3]
-    assert queued_messages(object()) == 0  # not an aiohttp WebSocket: nothing known
+    assert got == [True, True, False, True, False]
+    assert not data_queued(object())  # not an aiohttp WebSocket: nothing known
 
 
 async def _exchange(url: str, payloads: list[str]) -> list[str]:

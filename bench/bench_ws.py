@@ -20,6 +20,17 @@ request/echo round trips on one connection, p50/p99 in microseconds. Ratios are 
     python bench/bench_ws.py                   # defaults: 20000 frames, 2000 round trips
     python bench/bench_ws.py --frames 50000 --connections 4 --size 1000
 
+``--sdk``: instead, issue 27's WebSocket hop, A/B: ``bench_http.py``'s SDK peer
+(``bench_sdk_agent.py``) reached directly on its own server, through ``serve --upstream``
+(with and without ``--record``) and through ``serve --record -- <that agent>``, with
+``bench_http.py``'s client and measures, in ``--rounds`` rounds; with ``--base DIR`` each
+round also runs the proxy rows with ``DIR``'s ``acp_proxy`` (``PYTHONPATH``; e.g. a ``git
+worktree`` of main), alternating.
+Medians over the rounds of each row's ratio to the direct row of its own round. The row
+``tcp byte relay (floor)`` is the cheapest hop Python's asyncio can make: a TCP relay that
+writes what it reads (no WebSocket parsing, no recording; ``--tcp-relay``), i.e. what any
+Python proxy in front of that server costs at least, on this machine, at this load.
+
 Numbers depend on the machine and its load; run it on an idle machine.
 """
 
@@ -71,6 +82,57 @@ def run_echo_server() -> None:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         print(f"ws://127.0.0.1:{runner.addresses[0][1]}/acp", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def run_tcp_relay(target: str) -> None:
+    """``--tcp-relay HOST:PORT``: a byte relay to ``target``; prints ``listening on http://``."""
+    host, port = target.rsplit(":", 1)
+    small = 64 * 1024  # reads under glibc's mmap threshold, as acp-proxy's (READ_SIZE)
+
+    class Pipe(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.peer: asyncio.Transport | None = None
+            self.early: list[bytes] = []
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            assert isinstance(transport, asyncio.Transport)
+            transport.max_size = small  # type: ignore[attr-defined]
+            transport.pause_reading()
+            asyncio.get_running_loop().create_task(self.dial(transport))
+
+        async def dial(self, transport: asyncio.Transport) -> None:
+            loop = asyncio.get_running_loop()
+            back, _ = await loop.create_connection(lambda: Back(transport), host, int(port))
+            back.max_size = small  # type: ignore[attr-defined]
+            self.peer = back
+            transport.resume_reading()
+
+        def data_received(self, data: bytes) -> None:
+            assert self.peer is not None
+            self.peer.write(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.peer is not None:
+                self.peer.close()
+
+    class Back(asyncio.Protocol):
+        def __init__(self, front: asyncio.Transport) -> None:
+            self.front = front
+
+        def data_received(self, data: bytes) -> None:
+            self.front.write(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.front.close()
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Pipe, "127.0.0.1", 0)
+        bound = server.sockets[0].getsockname()[1]
+        print(f"listening on http://127.0.0.1:{bound}/acp", file=sys.stderr, flush=True)
         await asyncio.Event().wait()
 
     asyncio.run(main())
@@ -184,6 +246,70 @@ def background(argv: list[str], url_from_stderr: bool) -> Iterator[str]:
             proc.kill()
 
 
+def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
+    """``--sdk``: the SDK peer direct vs through ``serve`` over WebSocket, A/B by round."""
+    import bench_http as bh
+
+    exe = shutil.which("acp-proxy")
+    if exe is None:
+        raise SystemExit("acp-proxy is not installed: pip install -e .")
+    here = str(Path(__file__).resolve().parent.parent)
+    codes = [("", here)] + ([("base ", str(Path(base).resolve()))] if base else [])
+    rows: dict[str, list[tuple[float, float, float, float, float]]] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="bench_ws_sdk_"))
+
+    def one(name: str, url: str, pid_url: str) -> tuple[float, float, float]:
+        pid = bh.PIDS.get(pid_url)
+        fps, p50, _, _, cpu_rt = asyncio.run(bh.measure(bh.Ws(url), frames, rtt, "_", pid))
+        print(
+            f"  {name:<36} {fps:>8,.0f} frames/s  p50 {p50:>5.0f} us  cpu/rt {cpu_rt:>4.0f}"
+            f"  (load {os.getloadavg()[0]:.1f})",
+            file=sys.stderr,
+        )
+        return fps, p50, cpu_rt
+
+    for r in range(rounds):
+        order = codes if r % 2 == 0 else codes[::-1]
+        with bh.sdk_server() as sdk:
+            d_fps, d_p50, d_cpu = one("sdk server ws (direct)", sdk, sdk)
+            rows.setdefault("sdk server ws (direct)", []).append((d_fps, 1, d_p50, 1, d_cpu))
+            hostport = sdk.removeprefix("http://").split("/", 1)[0]
+            with bh.listening([sys.executable, __file__, "--tcp-relay", hostport]) as relay:
+                fps, p50, cpu = one("tcp byte relay (floor)", relay, relay)
+            rows.setdefault("tcp byte relay (floor)", []).append(
+                (fps, fps / d_fps, p50, p50 / d_p50, cpu)
+            )
+            for tag, path in order:
+                os.environ["PYTHONPATH"] = path
+                db = tmp / f"{r}{tag.strip()}.db"
+                for name, args, agent in (
+                    ("serve --upstream, WS", ["--upstream", sdk], None),
+                    (
+                        "serve --upstream --record, WS",
+                        ["--record", f"{db}u", "--upstream", sdk],
+                        None,
+                    ),
+                    ("serve --record -- SDK agent, WS", ["--record", f"{db}a"], bh.SDK_AGENT),
+                ):
+                    with bh.serve(args, agent) as url:
+                        fps, p50, cpu = one(tag + name, url, url)
+                    rows.setdefault(tag + name, []).append(
+                        (fps, fps / d_fps, p50, p50 / d_p50, cpu)
+                    )
+    shutil.rmtree(tmp, ignore_errors=True)
+    header = (
+        f"{'path (medians of ' + str(rounds) + ' rounds)':<37} {'frames/s':>9} {'x direct':>8} "
+        f"{'p50 us':>7} {'x direct':>8} {'cpu/rt':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, got in rows.items():
+        m = [statistics.median(col) for col in zip(*got, strict=True)]
+        print(f"{name:<37} {m[0]:>9,.0f} {m[1]:>8.2f} {m[2]:>7.0f} {m[3]:>8.2f} {m[4]:>6.0f}")
+    print("cpu/rt: CPU us per round trip of the server's process tree (serve and what it started)")
+    print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=20000, help="frames per connection")
@@ -191,8 +317,18 @@ def main() -> int:
     parser.add_argument("--rtt", type=int, default=2000, help="round trips for latency")
     parser.add_argument("--size", type=int, default=200, help="approximate frame size (bytes)")
     parser.add_argument("--burst", help="handshake bursts instead, e.g. 10,50,200")
+    parser.add_argument("--sdk", action="store_true", help="the SDK peer direct vs serve, A/B")
+    parser.add_argument("--rounds", type=int, default=3, help="--sdk: rounds")
+    parser.add_argument("--base", help="--sdk: also run the proxy rows with DIR's acp_proxy")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tcp-relay", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tcp_relay:
+        run_tcp_relay(args.tcp_relay)
+        return 0
+    if args.sdk:
+        run_sdk(args.rounds, args.frames, args.rtt, args.base)
+        return 0
     if args.echo_server:
         run_echo_server()
         return 0

@@ -31,9 +31,11 @@ from acp_proxy.transport.ws.rules import (
     message_to_line,
 )
 from acp_proxy.transport.ws.sockets import (
+    Cork,
     ServerWebSocket,
     close_info,
     close_quietly,
+    data_queued,
     log,
     record_close,
     settle_all,
@@ -64,8 +66,32 @@ async def serve_agent(handshake: Handshake) -> web.StreamResponse:
         cwd=os.getcwd(),
         pid=agent.pid,
     )
-    await AgentBridge(ws, agent, stdin, stdout, stderr, rec, s).run()
+    bridge = AgentBridge(ws, agent, stdin, stdout, stderr, rec, s)
+    bridge.cork = Cork(handshake.request.transport)
+    await bridge.run()
     return ws
+
+
+class EagerStdinBatcher(StdinBatcher):
+    """:class:`StdinBatcher` that writes a line at once unless a message waits behind it.
+
+    A round trip waits for its line: deferring it to the end of the loop turn (to join it
+    with lines that might follow) cost one more loop iteration per request. A line with a
+    text or binary message already read behind it (``more``) is joined with what follows (at
+    the latest, at the turn's end).
+    """
+
+    async def write_line(self, data: bytes, *, more: bool) -> None:
+        if more:
+            await self.write(data)
+            return
+        transport = self.writer.transport
+        if transport.is_closing():
+            raise ConnectionResetError("the agent closed its stdin")
+        self.parts.append(data)
+        self.flush()  # with the lines joined before it, in order
+        if transport.get_write_buffer_size() > CHUNK:
+            await self.writer.drain()
 
 
 class AgentBridge:
@@ -95,6 +121,7 @@ class AgentBridge:
         self.warned_binary = False
         self.client_gone = False
         self.too_big = False
+        self.cork: Cork | None = None  # the lines of one read leave together
 
     async def run(self) -> None:
         c2a = asyncio.create_task(self._client_to_agent())
@@ -135,7 +162,7 @@ class AgentBridge:
     async def _client_to_agent(self) -> None:
         ws, rec = self.ws, self.rec
         agent_ok = True
-        batcher = StdinBatcher(self.stdin)
+        batcher = EagerStdinBatcher(self.stdin)
         while True:
             msg = await ws.receive()
             if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
@@ -148,7 +175,8 @@ class AgentBridge:
                     rec.frame(C2A, payload)
                     if agent_ok:
                         try:
-                            await batcher.write(decision.line)
+                            more = data_queued(ws)
+                            await batcher.write_line(decision.line, more=more)
                         except (ConnectionError, OSError, RuntimeError):
                             agent_ok = False
                 elif isinstance(decision, Ignore):
@@ -203,10 +231,16 @@ class AgentBridge:
                 self.rec.frame(A2C, payload, binary=binary)
         else:
             self.rec.frames(A2C, [payload for payload, _ in messages])  # before sending
-        for payload, binary in messages:
-            if self.client_gone:
-                break
-            await self._deliver(payload, binary)
+        if self.cork is not None and len(messages) > 1:
+            self.cork.hold()
+        try:
+            for payload, binary in messages:
+                if self.client_gone:
+                    break
+                await self._deliver(payload, binary)
+        finally:
+            if self.cork is not None:
+                self.cork.release()
         if len(messages) < len(lines):
             await self._refusetoo_big()
 

@@ -8,6 +8,7 @@ too, and a refused upstream handshake is answered to the client with its status.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -27,8 +28,10 @@ from acp_proxy.transport.ws.sockets import (
     AnyWebSocket,
     ClientWebSocket,
     CloseInfo,
+    Cork,
     close_info,
     close_quietly,
+    data_queued,
     record_close,
     settle,
 )
@@ -73,37 +76,56 @@ async def serve_upstream(handshake: Handshake) -> web.StreamResponse:
         await up.close(code=CLOSE_GOING_AWAY, message=b"client handshake failed")
         raise
     rec = handshake.record_connection("ws-upstream", ws, agent_command=[s.upstream])
-    await relay_websockets(ws, up, rec)
+    await relay_websockets(ws, up, rec, request.transport)
     return ws
 
 
 async def _pump_ws(
-    src: AnyWebSocket, dst: AnyWebSocket, direction: Direction, rec: ConnectionRecorder, by: str
+    src: AnyWebSocket,
+    dst: AnyWebSocket,
+    dst_transport: Any,
+    direction: Direction,
+    rec: ConnectionRecorder,
+    by: str,
 ) -> CloseInfo:
-    """Forward messages from ``src`` to ``dst`` until ``src`` closes; return how it closed."""
+    """Forward messages from ``src`` to ``dst`` until ``src`` closes; return how it closed.
+
+    Messages ``src`` has already read leave ``dst`` together with this one (:class:`Cork`).
+    """
     dst_ok = True
-    while True:
-        msg = await src.receive()
-        if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
-            binary = msg.type == WSMsgType.BINARY
-            rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
-            if dst_ok:
-                try:
-                    await dst.send_frame(msg.data, msg.type)
-                except (ConnectionError, RuntimeError):
-                    dst_ok = False
-            continue
-        return close_info(msg, src, by)
+    cork = Cork(dst_transport)
+    try:
+        while True:
+            msg = await src.receive()
+            if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
+                binary = msg.type == WSMsgType.BINARY
+                rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
+                if dst_ok:
+                    more = data_queued(src)
+                    if more:
+                        cork.hold()
+                    try:
+                        await dst.send_frame(msg.data, msg.type)
+                    except (ConnectionError, RuntimeError):
+                        dst_ok = False
+                    if not more:
+                        cork.release()
+                continue
+            return close_info(msg, src, by)
+    finally:
+        cork.release()
 
 
 async def relay_websockets(
     client: web.WebSocketResponse,
-    upstream: aiohttp.ClientWebSocketResponse,
+    upstream: ClientWebSocket,
     rec: ConnectionRecorder,
+    client_transport: Any,
 ) -> None:
     """WebSocket <-> WebSocket, message for message; close codes and reasons pass through."""
-    c2a = asyncio.create_task(_pump_ws(client, upstream, C2A, rec, "client"))
-    a2c = asyncio.create_task(_pump_ws(upstream, client, A2C, rec, "upstream"))
+    up_transport = upstream.transport
+    c2a = asyncio.create_task(_pump_ws(client, upstream, up_transport, C2A, rec, "client"))
+    a2c = asyncio.create_task(_pump_ws(upstream, client, client_transport, A2C, rec, "upstream"))
     try:
         done, _ = await asyncio.wait({c2a, a2c}, return_when=asyncio.FIRST_COMPLETED)
         first = c2a if c2a in done else a2c

@@ -382,7 +382,7 @@ def main() -> int:
 
     def peers(url: str, name: str, base: str, prefix: str) -> None:
         for half in halves:
-            peer = Http(url) if half == "http" else Ws("ws" + url.removeprefix("http"))
+            peer = Http(url) if half == "http" else Ws(url)
             if base:
                 run(f"{name} {half}", f"{base} {half} (direct)", peer, prefix)
             else:

@@ -186,7 +186,7 @@ class ConnectionChecker(FramingChecks):
                             update = params.get("update")
                             sid = params.get("sessionId")
                             if type(update) is dict and type(sid) is str:
-                                variant = update.get("sessionUpdate")
+                                variant: Any = update.get("sessionUpdate")
                                 if (
                                     sid == last_sid
                                     and variant == last_variant

@@ -176,58 +176,62 @@ class ConnectionChecker(FramingChecks):
                     except orjson.JSONDecodeError:
                         value = UNPARSED
                     else:
-                        params = value.get("params") if type(value) is dict else None
-                        if (
-                            type(params) is dict
-                            and len(value) == 3  # jsonrpc, method, params
-                            and value.get("method") == "session/update"
-                            and value.get("jsonrpc") == "2.0"
-                        ):
-                            update = params.get("update")
-                            sid = params.get("sessionId")
-                            if type(update) is dict and type(sid) is str:
-                                variant: Any = update.get("sessionUpdate")
-                                if (
-                                    sid == last_sid
-                                    and variant == last_variant
-                                    and update.get("messageId") == last_mid
-                                ):
-                                    # the chunk before's message: nothing the general path
-                                    # changes has changed, and what it noted is noted
-                                    taken = True
-                                elif type(variant) is not str:
-                                    taken = False
-                                elif variant in _CHUNK_ENTITIES:
-                                    taken = self._chunk(seq, sid, variant, update, v2)
-                                    if taken:
-                                        last_sid, last_variant = sid, variant
-                                        last_mid = update.get("messageId")
-                                elif b"\\u0000" not in raw:
-                                    self._sender = "agent"
-                                    self.frames = frames
-                                    self._now_ns = mono_ns
-                                    self._notified(seq, A2C, variant)
-                                    self._update(seq, self._session(sid), update)
-                                    self._end_of_frame(frames)
-                                    due = self._due(frames)
-                                    last_sid = None
-                                    continue
-                                else:
-                                    taken = False
+                        try:  # (subscripts: a missing key or a non-object is the same no)
+                            if (
+                                len(value) == 3  # jsonrpc, method, params
+                                and value["method"] == "session/update"
+                                and value["jsonrpc"] == "2.0"
+                            ):
+                                params = value["params"]
+                                sid = params["sessionId"]
+                                update = params["update"]
+                                variant: Any = update["sessionUpdate"]  # (update: a dict)
+                            else:
+                                sid = None
+                        except (KeyError, TypeError):
+                            sid = None
+                        if type(sid) is str:
+                            if (
+                                sid == last_sid
+                                and variant == last_variant
+                                and update.get("messageId") == last_mid
+                            ):
+                                # the chunk before's message: nothing the general path
+                                # changes has changed, and what it noted is noted
+                                taken = True
+                            elif type(variant) is not str:
+                                taken = False
+                            elif variant in _CHUNK_ENTITIES:
+                                taken = self._chunk(seq, sid, variant, update, v2)
                                 if taken:
-                                    # (_notified, in line)
-                                    a2c_notes.append((seq, variant, frames, mono_ns))
-                                    if c2a_null_run:
-                                        c2a_null_run.clear()
-                                    if frames < due:
-                                        continue
-                                    self._sender = "agent"
-                                    self.frames = frames
-                                    self._now_ns = mono_ns
-                                    self._end_of_frame(frames)
-                                    due = self._due(frames)
-                                    last_sid = None
+                                    last_sid, last_variant = sid, variant
+                                    last_mid = update.get("messageId")
+                            elif b"\\u0000" not in raw:
+                                self._sender = "agent"
+                                self.frames = frames
+                                self._now_ns = mono_ns
+                                self._notified(seq, A2C, variant)
+                                self._update(seq, self._session(sid), update)
+                                self._end_of_frame(frames)
+                                due = self._due(frames)
+                                last_sid = None
+                                continue
+                            else:
+                                taken = False
+                            if taken:
+                                # (_notified, in line)
+                                a2c_notes.append((seq, variant, frames, mono_ns))
+                                if c2a_null_run:
+                                    c2a_null_run.clear()
+                                if frames < due:
                                     continue
+                                self._sender = "agent"
+                                self.frames = frames
+                                self._now_ns = mono_ns
+                                self._end_of_frame(frames)
+                                due = self._due(frames)
+                                last_sid = None
+                                continue
                 else:
                     value = UNPARSED
             else:

@@ -110,7 +110,7 @@ def _chunk(rng: random.Random, sid: str, rid: int) -> Line:
 
 def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
     """One frame (or two) of the kind that sits at an edge of the short path."""
-    pick = rng.randrange(26)
+    pick = rng.randrange(30)
     if pick < 6:
         return [_chunk(rng, sid, rid)]
     return [
@@ -158,6 +158,19 @@ def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
             same,
         ],
         [same, A(ok(rid, stopReason="end_turn")), same],
+        # a chunk's envelope broken: no jsonrpc, another version, a key too many, another method
+        [
+            A(
+                {
+                    k: v
+                    for k, v in up("agent_message_chunk", sid, messageId=f"m{rid}").items()
+                    if k != "jsonrpc"
+                }
+            )
+        ],
+        [A({**up("agent_thought_chunk", sid, messageId=f"m{rid}"), "jsonrpc": "1.0"})],
+        [A({**up("agent_message_chunk", sid, messageId=f"m{rid}"), "id": None})],
+        [A({**up("agent_message_chunk", sid, messageId=f"m{rid}"), "method": "session/upd"})],
         [same, C(rq(970 + rid, "session/load", sessionId=sid, cwd="/w", mcpServers=[])), same],
     ][pick - 6]
 

@@ -8,9 +8,14 @@ grow with the recording), against the baseline of merely reading every frame's r
 and parsing each once with orjson (same run, a fresh interpreter each: the ratios are
 printed), plus the engine alone in process (no SQLite) per frame beside orjson's parse.
 
+``--compare DIR`` (repeatable) also runs ``check`` with each other checkout ``DIR`` first on
+``PYTHONPATH``, in the same rounds (``--rounds N``: baseline, this code, each DIR, N times
+over; the best CPU of each is the figure); ``--recording DB`` checks an existing recording
+of this shape instead of writing one.
+
 Usage::
 
-    python bench/bench_check.py [--frames 1000000] [--keep DIR]
+    python bench/bench_check.py [--frames 1000000] [--keep DIR] [--compare DIR] [--rounds N]
 """
 
 from __future__ import annotations
@@ -166,10 +171,17 @@ def write(path: Path, total: int) -> tuple[int, int]:
     return count, size
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, float, bytes]:
-    """Run ``cmd``: its wall time, CPU time (user + system), peak RSS in MiB and stdout."""
+def _timed(cmd: list[str], tree: str | None = None) -> tuple[float, float, float, bytes]:
+    """Run ``cmd`` (with ``tree`` first on ``PYTHONPATH`` when given): its wall time, CPU time
+    (user + system), peak RSS in MiB and stdout."""
+    # bytecode written and read, as an installed package has it (PYTHONDONTWRITEBYTECODE
+    # would time the compiling of every module at each start)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if tree is not None:
+        rest = os.environ.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, rest) if p)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
     out = proc.stdout.read() if proc.stdout is not None else b""
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -182,39 +194,63 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--keep", type=Path, help="Write the recording here and keep it.")
+    parser.add_argument("--recording", type=Path, help="Check this recording (written before).")
+    parser.add_argument(
+        "--compare", metavar="DIR", action="append", default=[], help="another checkout (A/B)"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="alternated rounds (best CPU)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="acp-bench-check-"))
-    path = (args.keep or tmp) / "bench-check.db"
+    path = args.recording or (args.keep or tmp) / "bench-check.db"
     try:
         t0 = time.perf_counter()
-        count, size = write(path, args.frames)
-        print(
-            f"recording: {count} frames, {size / 2**20:.1f} MiB raw, "
-            f"written in {time.perf_counter() - t0:.1f}s"
-        )
+        if args.recording is None:
+            count, size = write(path, args.frames)
+        else:
+            count = size = 0
+            for _d, raw in frames(args.frames):
+                count, size = count + 1, size + len(raw)
+        written = "given" if args.recording else f"written in {time.perf_counter() - t0:.1f}s"
+        print(f"recording: {count} frames, {size / 2**20:.1f} MiB raw, {written}")
 
         # The baseline: read every frame's raw bytes in order and parse each once with orjson
         # (a fresh interpreter, as check's); the target is check <= 2x its time. Wall time
         # and CPU time (user + system: steadier on a loaded machine) of each.
-        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        base, base_cpu, _rss, _out = _timed([sys.executable, "-c", BASELINE, str(path)])
-        print(
-            f"read + orjson.loads every frame: {base:.2f}s ({base_cpu:.2f}s CPU), "
-            f"{count / base:,.0f} frames/s"
-        )
-
         exe = shutil.which("acp-proxy") or "acp-proxy"
-        wall, cpu, rss, out = _timed([exe, "check", str(path), "--json"])
-        summary = orjson.loads(out)["summary"]
-        print(
-            f"acp-proxy check: {wall:.2f}s ({cpu:.2f}s CPU), {count / wall:,.0f} frames/s, "
-            f"{size / 2**20 / wall:.1f} MiB/s, peak RSS {rss:.0f} MiB, "
-            f"errors {summary['error']} warnings {summary['warning']}"
-        )
-        print(
-            f"check / (read + parse) = {wall / base:.2f} wall, {cpu / base_cpu:.2f} CPU "
-            "(target <= 2)"
-        )
+        trees: list[str | None] = [None, *args.compare]
+        write(tmp / "warm-up.db", 100)
+        for tree in trees:  # (each checkout's bytecode written before the timed runs)
+            _timed([exe, "check", str(tmp / "warm-up.db"), "--json"], tree)
+        best: dict[str | None, float] = {}
+        for _round in range(args.rounds):
+            print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            base, base_cpu, _rss, _out = _timed([sys.executable, "-c", BASELINE, str(path)])
+            best["baseline"] = min(best.get("baseline", base_cpu), base_cpu)
+            print(
+                f"read + orjson.loads every frame: {base:.2f}s ({base_cpu:.2f}s CPU), "
+                f"{count / base:,.0f} frames/s"
+            )
+            for tree in trees:
+                wall, cpu, rss, out = _timed([exe, "check", str(path), "--json"], tree)
+                best[tree] = min(best.get(tree, cpu), cpu)
+                summary = orjson.loads(out)["summary"]
+                print(
+                    f"acp-proxy check{f' @{tree}' if tree else ''}: {wall:.2f}s ({cpu:.2f}s CPU), "
+                    f"{count / wall:,.0f} frames/s, {size / 2**20 / wall:.1f} MiB/s, "
+                    f"peak RSS {rss:.0f} MiB, "
+                    f"errors {summary['error']} warnings {summary['warning']}"
+                )
+                print(
+                    f"check / (read + parse) = {wall / base:.2f} wall, {cpu / base_cpu:.2f} CPU "
+                    "(target <= 2)"
+                )
+        if args.rounds > 1:
+            for tree in trees:
+                print(
+                    f"best CPU of {args.rounds} rounds, check{f' @{tree}' if tree else ''}: "
+                    f"{best[tree]:.2f}s, {best[tree] / best['baseline']:.2f}x the baseline's "
+                    f"{best['baseline']:.2f}s"
+                )
 
         rows = [(seq, d, raw, 0, 0) for seq, (d, raw) in enumerate(frames(args.frames), 1)]
         checker = ConnectionChecker(1, transport="stdio")

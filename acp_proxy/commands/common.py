@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import sys
@@ -13,15 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from acp_proxy.commands.options import MIB as MIB
-from acp_proxy.commands.options import RECORD_PATH as RECORD_PATH
-from acp_proxy.commands.options import Decorator as Decorator
-from acp_proxy.commands.options import RecordLocation as RecordLocation
-from acp_proxy.commands.options import grace_option as grace_option
-from acp_proxy.commands.options import parse_listen_option as parse_listen_option
-from acp_proxy.commands.options import queue_option as queue_option
 from acp_proxy.console import Terminal, pager
-from acp_proxy.recorder.handle import Recorder
 from acp_proxy.store.engine import (
     SQLITE,
     Database,
@@ -37,6 +28,8 @@ from acp_proxy.store.schema import RecordingError
 
 if TYPE_CHECKING:
     from acp_proxy.acp.diff import SlowerLimit
+    from acp_proxy.commands.options import Decorator
+    from acp_proxy.recorder.handle import Recorder
 
 
 class OptionConflict(click.UsageError):
@@ -172,6 +165,8 @@ def run_stdio_bridge(bridge: Coroutine[Any, Any, int], recorder: Recorder) -> No
     """Run a ``connect`` stdio bridge to its exit code (130 on Ctrl-C), close the recording,
     and exit with that code.
     """
+    import asyncio  # (here: commands that only read a recording need no asyncio)
+
     code = 1
     try:
         code = asyncio.run(bridge)

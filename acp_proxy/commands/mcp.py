@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_ARG, parse_listen_option, serving
+from acp_proxy.commands.common import RECORDING_ARG, serving
+from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen
 

@@ -3,8 +3,9 @@
 ``--record``, ``--queue-mb``/``--spool-mb``, ``--grace`` and ``HOST:PORT`` options. What an
 editor launching ``acp-proxy --record ... -- AGENT`` waits for is the agent's first answer, so
 this module imports no database driver, no store and no asyncio
-(``tests/recorder/test_import_budget.py``); :mod:`acp_proxy.commands.common` re-exports it
-for the other commands.
+(``tests/recorder/test_import_budget.py``). The other commands import their options from
+here as well (:mod:`acp_proxy.commands.common` does not import this module: ``check`` and the
+other readers of a recording need no recorder).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import click
 
-from acp_proxy.commands.common import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.metrics_options import metrics_options
+from acp_proxy.commands.options import grace_option, parse_listen_option, queue_option
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options
 from acp_proxy.commands.tls_options import cafile_option, peer_tls, server_tls, tls_server_options

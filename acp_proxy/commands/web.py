@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from acp_proxy.commands.common import RECORDING_PATH, parse_listen_option, serving
+from acp_proxy.commands.common import RECORDING_PATH, serving
 from acp_proxy.commands.metrics_options import (
     check_metrics_option,
     metrics_options,
     start_metrics_option,
 )
+from acp_proxy.commands.options import parse_listen_option
 from acp_proxy.commands.tls_options import server_tls, tls_server_options
 from acp_proxy.store.schema import RecordingError
 from acp_proxy.transport.address import check_listen

@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from acp_proxy.commands.common import (
-    MIB,
-    RECORD_PATH,
-    grace_option,
-    parse_listen_option,
-    queue_option,
-    run_stdio_bridge,
-)
+from acp_proxy.commands.common import run_stdio_bridge
 from acp_proxy.commands.metrics_options import (
     check_metrics_option,
     live_check_for_writer,
     metrics_options,
     start_metrics_option,
+)
+from acp_proxy.commands.options import (
+    MIB,
+    RECORD_PATH,
+    grace_option,
+    parse_listen_option,
+    queue_option,
 )
 from acp_proxy.commands.otlp_live import LiveExport, otlp_live_options
 from acp_proxy.commands.redact_options import redact_options

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from xml.etree import ElementTree as ET
 
 import orjson
 
@@ -68,6 +67,8 @@ def _rules_for(report: Report) -> list[Rule]:
 def junit_xml(reports: Sequence[Report], recording: Path | str, min_tier: str = "info") -> str:
     """The JUnit XML document: a test suite per connection, a test case per rule."""
     threshold = TIER_RANK[min_tier]
+    from xml.etree import ElementTree as ET  # (here: only JUnit needs it)
+
     root = ET.Element("testsuites", name=f"acp-proxy check {recording}")
     total_tests = total_failures = 0
     for r in reports:

@@ -295,8 +295,8 @@ class RecordingReader(FramePages, Aggregates):
         limit: int | None = None,
     ) -> Iterator[tuple[Any, ...]]:
         """The one query of "frames in recording order" (connection, then sequence number)."""
-        where = ["id > ?"]
-        args: list[Any] = [after_id]
+        where = ["id > ?"] if after_id else []  # (ids start at 1: no test on a full scan)
+        args: list[Any] = [after_id] if after_id else []
         if connection_id is not None:
             where.append("connection_id = ?")
             args.append(connection_id)
@@ -310,9 +310,8 @@ class RecordingReader(FramePages, Aggregates):
                 else "session_id = ?"
             )
             args.append(session_id)
-        query = (
-            f"SELECT {columns} FROM frames WHERE {' AND '.join(where)} ORDER BY connection_id, seq"
-        )
+        where_sql = f"WHERE {' AND '.join(where)} " if where else ""
+        query = f"SELECT {columns} FROM frames {where_sql}ORDER BY connection_id, seq"
         if limit is not None:
             query += " LIMIT ?"
             args.append(limit)

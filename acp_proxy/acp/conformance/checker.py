@@ -48,7 +48,7 @@ _CHUNK_ENTITIES = {
     variant: ENTITY_OF_UPDATE[variant][0]
     for variant in ("agent_message_chunk", "agent_thought_chunk")
 }
-"""The variants :meth:`ConnectionChecker._agent_update` checks in line, with their entity
+"""The variants :meth:`ConnectionChecker.feed_rows` checks in line, with their entity
 type."""
 
 _TAKEN: Any = object()
@@ -147,26 +147,23 @@ class ConnectionChecker(FramingChecks):
         loads = orjson.loads
         fast = self.fast_path
         stdio = self.transport == "stdio"
-        exchanges = self._exchanges
+        a2c_notes = self._notifications[A2C]
+        c2a_null_run = self._null_runs[C2A]
         # what the general path alone changes, read again after it ran
         v2 = self.effective_version >= 2
         first_seen = self._first_seen
         frames = self.frames
         seq = self.last_seq
+        # the frame count from which the end-of-frame bookkeeping (held responses, grouped
+        # findings) has work to do; only a frame off the in-line path changes it
+        due = self._due(frames)
+        # the last chunk taken in line, until a frame off that path
+        last_sid: str | None = None
+        last_variant: str | None = None
+        last_mid: Any = None
         for seq, direction, raw, mono_ns, binary in rows:
             frames += 1
-            self.frames = frames
-            self._now_ns = mono_ns
-            value = UNPARSED
-            if direction != A2C or binary:
-                self._sender = "client" if direction == C2A else "agent"
-                if binary:
-                    self._report(
-                        "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
-                    )
-                    continue
-            else:
-                self._sender = "agent"
+            if direction == A2C and not binary:
                 size = len(raw)
                 if (
                     fast
@@ -177,51 +174,95 @@ class ConnectionChecker(FramingChecks):
                     try:
                         value = loads(raw)
                     except orjson.JSONDecodeError:
-                        pass
+                        value = UNPARSED
                     else:
-                        if (
-                            type(value) is dict
-                            and len(value) == 3  # jsonrpc, method, params (else not params)
-                            and value.get("method") == "session/update"
-                            and value.get("jsonrpc") == "2.0"
-                            and self._agent_update(seq, raw, value.get("params"), v2)
-                        ):
-                            value = _TAKEN
-            if value is not _TAKEN:
-                self._frame(seq, direction, raw, value)
-                v2 = self.effective_version >= 2
-                first_seen = self._first_seen
-            if exchanges.held:
-                self._orphans(exchanges.tick())
-            if self._group is not None and frames - self._group.last > GROUP_GAP:
-                self._flush_group()
-            if self._run is not None and frames - self._run.at > GROUP_GAP:
-                self._flush_run()
+                        try:  # (subscripts: a missing key or a non-object is the same no)
+                            if (
+                                len(value) == 3  # jsonrpc, method, params
+                                and value["method"] == "session/update"
+                                and value["jsonrpc"] == "2.0"
+                            ):
+                                params = value["params"]
+                                sid = params["sessionId"]
+                                update = params["update"]
+                                variant: Any = update["sessionUpdate"]  # (update: a dict)
+                            else:
+                                sid = None
+                        except (KeyError, TypeError):
+                            sid = None
+                        if type(sid) is str:
+                            if (
+                                sid == last_sid
+                                and variant == last_variant
+                                and update.get("messageId") == last_mid
+                            ):
+                                # the chunk before's message: nothing the general path
+                                # changes has changed, and what it noted is noted
+                                taken = True
+                            elif type(variant) is not str:
+                                taken = False
+                            elif variant in _CHUNK_ENTITIES:
+                                taken = self._chunk(seq, sid, variant, update, v2)
+                                if taken:
+                                    last_sid, last_variant = sid, variant
+                                    last_mid = update.get("messageId")
+                            elif b"\\u0000" not in raw:
+                                self._sender = "agent"
+                                self.frames = frames
+                                self._now_ns = mono_ns
+                                self._notified(seq, A2C, variant)
+                                self._update(seq, self._session(sid), update)
+                                self._end_of_frame(frames)
+                                due = self._due(frames)
+                                last_sid = None
+                                continue
+                            else:
+                                taken = False
+                            if taken:
+                                # (_notified, in line)
+                                a2c_notes.append((seq, variant, frames, mono_ns))
+                                if c2a_null_run:
+                                    c2a_null_run.clear()
+                                if frames < due:
+                                    continue
+                                self._sender = "agent"
+                                self.frames = frames
+                                self._now_ns = mono_ns
+                                self._end_of_frame(frames)
+                                due = self._due(frames)
+                                last_sid = None
+                                continue
+                else:
+                    value = UNPARSED
+            else:
+                value = UNPARSED
+            self._sender = "client" if direction == C2A else "agent"
+            self.frames = frames
+            self._now_ns = mono_ns
+            if binary:
+                self._report(
+                    "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
+                )
+                due = self._due(frames)  # (no end-of-frame bookkeeping after it)
+                last_sid = None
+                continue
+            self._frame(seq, direction, raw, value)
+            v2 = self.effective_version >= 2
+            first_seen = self._first_seen
+            self._end_of_frame(frames)
+            due = self._due(frames)
+            last_sid = None
+        if frames != self.frames:  # as the frame-by-frame path leaves them
+            self.frames = frames
+            self._now_ns = mono_ns
+            self._sender = "client" if direction == C2A else "agent"
         self.last_seq = seq
         return self._take()
 
-    def _agent_update(self, seq: int, raw: bytes, params: Any, v2: bool) -> bool:
-        """The short path of the agent's ``session/update`` notification (see
-        :meth:`feed_rows`): what the general path does with it; False, having changed nothing,
-        when the general path must take it."""
-        if type(params) is not dict:
-            return False
-        update = params.get("update")
-        sid = params.get("sessionId")
-        if type(update) is not dict or type(sid) is not str:
-            return False
-        variant = update.get("sessionUpdate")
-        if type(variant) is not str:
-            return False
-        etype = _CHUNK_ENTITIES.get(variant)
-        if etype is None:
-            if b"\\u0000" in raw:
-                return False
-            self._notified(seq, A2C, variant)
-            self._update(seq, self._session(sid), update)
-            return True
-        # a chunk that can break no rule (else the general path reports it): what _update
-        # does with it is to note the work it belongs to (v2)
+    def _chunk(self, seq: int, sid: str, variant: str, update: dict[str, Any], v2: bool) -> bool:
+        """A message or thought chunk that can break no rule (else the general path reports
+        it): note the work it belongs to (v2), as :meth:`_update` does, and say True; False,
+        having changed nothing, when the general path must take it."""
         s = self._sessions.get(sid)
         if s is None or s.window is not None:
             return False
@@ -229,21 +270,37 @@ class ConnectionChecker(FramingChecks):
             mid = update.get("messageId")
             if type(mid) is not str or not mid or "\0" in mid:
                 return False
-            entity = (etype, mid)
+            entity = (_CHUNK_ENTITIES[variant], mid)
             if s.cancelled_entities and entity in s.cancelled_entities:
                 return False
             if s.activity_seq is None:
                 s.activity_seq = seq
             if s.state == "running" or s.state == "requires_action":
                 s.work_entities.add(entity)
-        elif s.after is not None or (s.turn_ended_seq is not None and sid not in self._turns.open):
-            return False
-        # (_notified, in line)
-        self._notifications[A2C].append((seq, variant, self.frames, self._now_ns))
-        null_run = self._null_runs[C2A]
-        if null_run:
-            null_run.clear()
-        return True
+            return True
+        return s.after is None and (s.turn_ended_seq is None or sid in self._turns.open)
+
+    def _due(self, frames: int) -> int:
+        """The frame count from which :meth:`_end_of_frame` has work to do (``frames + 1``:
+        the next frame, while a response is held)."""
+        if self._exchanges.held:
+            return frames + 1
+        due = frames + 1 + 10 * GROUP_GAP  # (anything past the next checks)
+        if self._group is not None:
+            due = min(due, self._group.last + GROUP_GAP + 1)
+        if self._run is not None:
+            due = min(due, self._run.at + GROUP_GAP + 1)
+        return due
+
+    def _end_of_frame(self, frames: int) -> None:
+        """After each frame: held early responses age, and findings grouped while close are
+        reported once no frame of theirs came for :data:`GROUP_GAP` frames."""
+        if self._exchanges.held:
+            self._orphans(self._exchanges.tick())
+        if self._group is not None and frames - self._group.last > GROUP_GAP:
+            self._flush_group()
+        if self._run is not None and frames - self._run.at > GROUP_GAP:
+            self._flush_run()
 
     def finish(self) -> list[Finding]:
         """End of the connection: report what never completed."""

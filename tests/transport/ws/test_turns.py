@@ -13,10 +13,10 @@ refused by our exact check as the run of already-read messages is taken).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from aiohttp import WebSocketError, WSMsgType, web
 
 from acp_proxy.transport.ws.sockets import Cork, client_ws_class, take_queued
 from acp_proxy.transport.ws.upstream import _pump_ws
-from tests.transport.ws.helpers import ws_server
+from tests.transport.ws.helpers import serving, ws_server
 
 Message = tuple[bytes, bool]  # payload, binary
 
@@ -50,25 +50,16 @@ def _as_message(msg: aiohttp.WSMessage) -> Message:
     return (msg.data if binary else msg.data.encode(), binary)
 
 
-@contextlib.asynccontextmanager
-async def _upstream(
+def _upstream(
     handler: Callable[[web.WebSocketResponse, web.Request], Awaitable[None]],
-) -> AsyncIterator[str]:
+) -> AbstractAsyncContextManager[str]:
     async def handle(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(max_msg_size=0)
         await ws.prepare(request)
         await handler(ws, request)
         return ws
 
-    app = web.Application()
-    app.router.add_get("/acp", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"ws://127.0.0.1:{runner.addresses[0][1]}/acp"
-    finally:
-        await runner.cleanup()
+    return serving(handle)
 
 
 def _recorded(db: Path) -> list[tuple[int, str, bytes, bool, int]]:

@@ -165,6 +165,10 @@ def _portable(value: Any) -> Any:
     return str(value)
 
 
+_NOBODY = object()
+"""No connection (before :func:`encode_batch`'s first item)."""
+
+
 def encode_batch(items: list[Item], keys: dict[Any, int]) -> list[bytes]:
     """One batch as the buffers to write, in order (header, marshal part, out-of-band data).
 
@@ -173,13 +177,14 @@ def encode_batch(items: list[Item], keys: dict[Any, int]) -> list[bytes]:
     """
     out: list[tuple[Any, ...]] = []
     extra: list[bytes] = []
-    for item in items:
-        conn = item[0]
-        key = keys.get(conn)
-        if key is None:
-            key = keys[conn] = len(keys) + 1
+    conn: Any = _NOBODY
+    key = 0
+    for item in items:  # (once a recorded frame, in the proxy: kept lean)
+        if item[0] is not conn:  # a batch is mostly runs of one connection's items
+            conn = item[0]
+            key = keys.get(conn) or keys.setdefault(conn, len(keys) + 1)
         kind = type(item)
-        if isinstance(item, (Chunk, Whole)):
+        if isinstance(item, (Whole, Chunk)):
             data = item[4]
             if type(data) is not bytes:
                 data = bytes(data)

@@ -116,7 +116,10 @@ class Journal:
         self._spooled_bytes = 0  # the part of _queued_bytes in the spool
         self._spooled_items = 0  # queue items whose bytes are in the spool
         self.spool_peak_bytes = 0  # most bytes ever waiting in the spool (stats)
-        self._cond = threading.Condition(threading.Lock())
+        # Producers take the lock itself (``with self._lock``): the Condition's own
+        # ``__enter__``/``__exit__`` are Python calls, on the forwarding path once a frame.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._stop = False
         self._idle = False  # the consumer waits for the queue to become non-empty
         self._urgent = False  # a control item is queued: take a batch without lingering
@@ -525,8 +528,8 @@ class ProxyJournal(Journal):
 
     def frames(self, conn: Any, items: list[Whole]) -> None:
         """Queue whole frames (all or none), or drop and count them."""
-        size = sum(len(i.data) for i in items)
-        with self._cond:
+        size = len(items[0][4]) if len(items) == 1 else sum([len(i[4]) for i in items])
+        with self._lock:
             in_memory = self._queued_bytes - self._spooled_bytes
             if self._over_budget(size) or in_memory + size > HARD_LIMIT_BYTES:
                 spilled: list[Whole] = []
@@ -550,7 +553,8 @@ class ProxyJournal(Journal):
             self._queue.extend(items)
             self._queued_bytes += size
             self._backlog += size
-            self._wake()
+            if self._idle or self._stop or self._queued_bytes >= self.batch_bytes:  # _wake
+                self._cond.notify()
 
     def end(self, conn: Any, stream: str) -> None:
         """End of ``stream``: its last unterminated line (if any) becomes a frame."""

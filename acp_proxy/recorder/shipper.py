@@ -298,18 +298,33 @@ class Shipper:
                     self.died = True
                     self.warn(f"{reason}; forwarding continues")
             else:
-                for item in items:  # what the database should get (see settle_lost)
-                    if isinstance(item, (Chunk, Whole, End)) and item[1] != STDERR:
-                        shipped = self.connections.get(item[0])
-                        if shipped is not None:
-                            frames, size = frames_in(item)
-                            shipped.frames += frames
-                            shipped.nbytes += size
+                self._count_shipped(items)
                 return
         for item in items:  # lost with the writer process: counted here
             # (Drops items need nothing: with the writer gone, every count is the journal's)
             if isinstance(item, (Chunk, Whole, End)) and item[1] != STDERR:
                 self.journal.lose(item[0], *frames_in(item))
+
+    def _count_shipped(self, items: list[Item]) -> None:
+        """Add what ``items`` bring to their connections' recordings (see
+        :meth:`settle_lost`). Once a recorded frame, in the proxy: kept lean."""
+        conn: Any = None
+        shipped: Shipped | None = None
+        for item in items:
+            if isinstance(item, Whole):
+                frames, size = 1, len(item[4])
+            elif isinstance(item, (Chunk, End)):
+                frames, size = frames_in(item)
+            else:
+                continue
+            if item[1] == STDERR:
+                continue
+            if item[0] is not conn:
+                conn = item[0]
+                shipped = self.connections.get(conn)
+            if shipped is not None:
+                shipped.frames += frames
+                shipped.nbytes += size
 
     def _writer_exited(self) -> None:
         """The writer process's output ended (its reader thread calls this)."""

@@ -226,11 +226,9 @@ class AgentBridge:
             if len(payload) > self.settings.max_message:
                 break
             messages.append((payload, binary))
-        if any(binary for _, binary in messages):
-            for payload, binary in messages:
-                self.rec.frame(A2C, payload, binary=binary)
-        else:
-            self.rec.frames(A2C, [payload for payload, _ in messages])  # before sending
+        flags = [binary for _, binary in messages]
+        # before sending: causal order
+        self.rec.frames(A2C, [payload for payload, _ in messages], flags if any(flags) else None)
         if self.cork is not None and len(messages) > 1:
             self.cork.hold()
         try:

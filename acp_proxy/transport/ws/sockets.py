@@ -95,6 +95,22 @@ def data_queued(ws: Any) -> bool:
         return False
 
 
+async def take_queued(
+    ws: Any, first: aiohttp.WSMessage
+) -> tuple[list[aiohttp.WSMessage], aiohttp.WSMessage | None]:
+    """``first`` and the text or binary messages ``ws`` has already read behind it (each
+    ``receive`` returns at once: :func:`data_queued`); and the message that ended the run
+    if it was not one (a message over the limit: the error :func:`too_big` returns), else
+    ``None``."""
+    turn = [first]
+    while data_queued(ws):
+        msg = await ws.receive()
+        if msg.type != WSMsgType.TEXT and msg.type != WSMsgType.BINARY:
+            return turn, msg
+        turn.append(msg)
+    return turn, None
+
+
 _DATA = (WSMsgType.TEXT, WSMsgType.BINARY)
 _CORK: int | None = getattr(socket, "TCP_CORK", None)
 

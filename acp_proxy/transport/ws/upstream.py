@@ -34,6 +34,7 @@ from acp_proxy.transport.ws.sockets import (
     data_queued,
     record_close,
     settle,
+    take_queued,
 )
 from acp_proxy.wire.frame import A2C, C2A, Direction
 
@@ -90,30 +91,46 @@ async def _pump_ws(
 ) -> CloseInfo:
     """Forward messages from ``src`` to ``dst`` until ``src`` closes; return how it closed.
 
-    Messages ``src`` has already read leave ``dst`` together with this one (:class:`Cork`).
+    The messages ``src`` has already read when one arrives are taken with it (a turn):
+    recorded in one call, before any is sent (causal order), then sent together
+    (:class:`Cork`). A lone message (a round trip) is recorded and sent on its own.
     """
     dst_ok = True
     cork = Cork(dst_transport)
     try:
         while True:
             msg = await src.receive()
-            if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
-                binary = msg.type == WSMsgType.BINARY
-                rec.frame(direction, msg.data, binary=binary)  # before sending: causal order
+            if msg.type != WSMsgType.TEXT and msg.type != WSMsgType.BINARY:
+                return close_info(msg, src, by)
+            if not data_queued(src):
+                rec.frame(direction, msg.data, binary=msg.type == WSMsgType.BINARY)
                 if dst_ok:
-                    more = data_queued(src)
-                    if more:
-                        cork.hold()
-                    try:
-                        await dst.send_frame(msg.data, msg.type)
-                    except (ConnectionError, RuntimeError):
-                        dst_ok = False
-                    if not more:
-                        cork.release()
+                    dst_ok = await _send(dst, msg)
                 continue
-            return close_info(msg, src, by)
+            turn, last = await take_queued(src, msg)
+            rec.frames(
+                direction, [m.data for m in turn], [m.type == WSMsgType.BINARY for m in turn]
+            )
+            if dst_ok:
+                cork.hold()
+                for m in turn:
+                    dst_ok = await _send(dst, m)
+                    if not dst_ok:
+                        break
+                cork.release()
+            if last is not None:
+                return close_info(last, src, by)
     finally:
         cork.release()
+
+
+async def _send(dst: AnyWebSocket, msg: aiohttp.WSMessage) -> bool:
+    """Send one message; False if ``dst`` is gone (what follows is then only recorded)."""
+    try:
+        await dst.send_frame(msg.data, msg.type)
+    except (ConnectionError, RuntimeError):
+        return False
+    return True
 
 
 async def relay_websockets(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from aiohttp import web
 
 from tests.conftest import proxy_exe
 from tests.helpers import listening_url
@@ -83,3 +87,17 @@ def listening(
         if proc.poll() is None:
             server.stop()
         thread.join(10)
+
+
+@contextlib.asynccontextmanager
+async def serving(handler: Any) -> AsyncIterator[str]:
+    """An aiohttp server on 127.0.0.1 port 0 answering ``/acp`` with ``handler``; its URL."""
+    app = web.Application()
+    app.router.add_get("/acp", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"ws://127.0.0.1:{runner.addresses[0][1]}/acp"
+    finally:
+        await runner.cleanup()

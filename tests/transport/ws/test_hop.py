@@ -10,10 +10,8 @@ a burst of messages leaves a socket in one piece, a lone message at once (real s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,21 +29,7 @@ from acp_proxy.transport.ws.sockets import (
     read_in_small_chunks,
 )
 from tests.conftest import ECHO_AGENT, frames_of
-from tests.transport.ws.helpers import ws_server
-
-
-@contextlib.asynccontextmanager
-async def _serving(handler: Any) -> AsyncIterator[str]:
-    """An aiohttp server on 127.0.0.1 port 0 answering ``/acp`` with ``handler``; its URL."""
-    app = web.Application()
-    app.router.add_get("/acp", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"ws://127.0.0.1:{runner.addresses[0][1]}/acp"
-    finally:
-        await runner.cleanup()
+from tests.transport.ws.helpers import serving, ws_server
 
 
 def test_read_in_small_chunks_lowers_only_a_bigger_read_size() -> None:
@@ -71,7 +55,7 @@ async def test_both_hops_read_their_sockets_in_small_chunks() -> None:
         return ws
 
     async with (
-        _serving(handler) as url,
+        serving(handler) as url,
         aiohttp.ClientSession(ws_response_class=client_ws_class(1024)) as session,
         session.ws_connect(url) as ws,
     ):
@@ -140,7 +124,7 @@ async def test_data_queued_says_whether_a_data_message_is_next_without_waiting()
         return ws
 
     async with (
-        _serving(handler) as url,
+        serving(handler) as url,
         aiohttp.ClientSession() as session,
         session.ws_connect(url, autoping=True) as ws,
     ):

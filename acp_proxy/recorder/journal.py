@@ -553,8 +553,7 @@ class ProxyJournal(Journal):
             self._queue.extend(items)
             self._queued_bytes += size
             self._backlog += size
-            if self._idle or self._stop or self._queued_bytes >= self.batch_bytes:  # _wake
-                self._cond.notify()
+            self._wake()
 
     def end(self, conn: Any, stream: str) -> None:
         """End of ``stream``: its last unterminated line (if any) becomes a frame."""

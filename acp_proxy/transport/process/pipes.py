@@ -66,12 +66,15 @@ class StdinBatcher:
         self.size = 0
         self.scheduled = False
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes, *, more: bool = True) -> None:
+        """Queue ``data`` (whole lines) to be written at the end of this loop turn, with
+        whatever else comes in it. ``more=False``: nothing is known to follow (a round trip
+        waits for this line), so it is written at once, with the lines queued before it."""
         if self.writer.transport.is_closing():
             raise ConnectionResetError("the agent closed its stdin")
         self.parts.append(data)
         self.size += len(data)
-        if self.size >= CHUNK:
+        if self.size >= CHUNK or not more:
             self.flush()
             await self.writer.drain()
         elif not self.scheduled:

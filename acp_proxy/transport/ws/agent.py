@@ -72,28 +72,6 @@ async def serve_agent(handshake: Handshake) -> web.StreamResponse:
     return ws
 
 
-class EagerStdinBatcher(StdinBatcher):
-    """:class:`StdinBatcher` that writes a line at once unless a message waits behind it.
-
-    A round trip waits for its line: deferring it to the end of the loop turn (to join it
-    with lines that might follow) cost one more loop iteration per request. A line with a
-    text or binary message already read behind it (``more``) is joined with what follows (at
-    the latest, at the turn's end).
-    """
-
-    async def write_line(self, data: bytes, *, more: bool) -> None:
-        if more:
-            await self.write(data)
-            return
-        transport = self.writer.transport
-        if transport.is_closing():
-            raise ConnectionResetError("the agent closed its stdin")
-        self.parts.append(data)
-        self.flush()  # with the lines joined before it, in order
-        if transport.get_write_buffer_size() > CHUNK:
-            await self.writer.drain()
-
-
 class AgentBridge:
     """One WebSocket connection to one agent process over stdio.
 
@@ -162,7 +140,7 @@ class AgentBridge:
     async def _client_to_agent(self) -> None:
         ws, rec = self.ws, self.rec
         agent_ok = True
-        batcher = EagerStdinBatcher(self.stdin)
+        batcher = StdinBatcher(self.stdin)
         while True:
             msg = await ws.receive()
             if msg.type == WSMsgType.TEXT or msg.type == WSMsgType.BINARY:
@@ -175,8 +153,8 @@ class AgentBridge:
                     rec.frame(C2A, payload)
                     if agent_ok:
                         try:
-                            more = data_queued(ws)
-                            await batcher.write_line(decision.line, more=more)
+                            # a round trip's line at once; a burst's lines together
+                            await batcher.write(decision.line, more=data_queued(ws))
                         except (ConnectionError, OSError, RuntimeError):
                             agent_ok = False
                 elif isinstance(decision, Ignore):

@@ -79,3 +79,25 @@ def test_writing_to_a_closed_stdin_says_the_agent_closed_it() -> None:
         os.close(read_fd)
 
     _run(main())
+
+
+def test_a_line_with_nothing_known_behind_it_leaves_at_once() -> None:
+    """``more=False`` (a WebSocket round trip): written before the loop turns, with the lines
+    queued before it; ``more=True`` (a burst's line): held to the end of the turn."""
+
+    async def main() -> None:
+        writer, read_fd = await _pipe_writer()
+        batcher = StdinBatcher(writer)
+        await batcher.write(b"alone\n", more=False)
+        assert _available(read_fd) == b"alone\n"  # before the loop turned
+        await batcher.write(b"first\n", more=True)
+        assert _available(read_fd) == b""  # waits for the messages behind it...
+        await batcher.write(b"last\n", more=False)
+        assert _available(read_fd) == b"first\nlast\n"  # ...and leaves with them, in one write
+        await batcher.write(b"then\n", more=True)
+        await asyncio.sleep(0)
+        assert _available(read_fd) == b"then\n"  # at the latest at the end of the turn
+        writer.close()
+        os.close(read_fd)
+
+    _run(main())

@@ -10,7 +10,6 @@ a burst of messages leaves a socket in one piece, a lone message at once (real s
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +18,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from acp_proxy.transport.ws.agent import EagerStdinBatcher
 from acp_proxy.transport.ws.sockets import (
     READ_SIZE,
     Cork,
@@ -181,34 +179,3 @@ async def test_messages_many_reads_long_cross_byte_exact_upstream(tmp_path: Path
         got = await _exchange(server.url, payloads)
         server.stop()
     _crossed_and_recorded(got, payloads, db)
-
-
-async def test_a_line_leaves_at_once_unless_more_messages_wait_behind_it() -> None:
-    loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(write_fd, "wb")
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-
-    def pending() -> bytes:
-        try:
-            return os.read(read_fd, 1 << 16)
-        except BlockingIOError:
-            return b""
-
-    try:
-        batcher = EagerStdinBatcher(writer)
-        await batcher.write_line(b"alone\n", more=False)
-        assert pending() == b"alone\n"  # before the loop turned
-        await batcher.write_line(b"first\n", more=True)
-        assert pending() == b""  # waits for the messages behind it...
-        await batcher.write_line(b"last\n", more=False)
-        assert pending() == b"first\nlast\n"  # ...and leaves with them, in one write
-        await batcher.write_line(b"then\n", more=True)
-        await asyncio.sleep(0)
-        assert pending() == b"then\n"  # at the latest at the end of the turn
-    finally:
-        transport.close()
-        os.close(read_fd)

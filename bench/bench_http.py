@@ -168,6 +168,9 @@ class Ws:
                 return count
 
 
+SETTLE_SECONDS = 1.0
+"""Pause between a flood and the round trips measured after it."""
+
 PIDS: dict[str, int] = {}
 """The process serving each URL :func:`listening` printed (its CPU time is measured)."""
 
@@ -200,6 +203,10 @@ async def measure(
         start = time.perf_counter()
         got = await p.call(request(2, f"{prefix}bench/flood", json.dumps({"count": frames})))
         fps = got / (time.perf_counter() - start)
+        # A recording writes a burst after it (the proxy's journal holds it until it pauses):
+        # let that finish, counted as the flood's CPU, so the round trips below measure round
+        # trips alone.
+        await asyncio.sleep(SETTLE_SECONDS)
         cpu_frame = (cpu_seconds(pid) - cpu) / got * 1e6
         samples = []
         for n in range(rounds + 50):

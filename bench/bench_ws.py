@@ -22,14 +22,17 @@ request/echo round trips on one connection, p50/p99 in microseconds. Ratios are 
 
 ``--sdk``: instead, issue 27's WebSocket hop, A/B: ``bench_http.py``'s SDK peer
 (``bench_sdk_agent.py``) reached directly on its own server, through ``serve --upstream``
-(with and without ``--record``) and through ``serve --record -- <that agent>``, with
+(with and without ``--record``) and through ``serve [--record] -- <that agent>``, with
 ``bench_http.py``'s client and measures, in ``--rounds`` rounds; with ``--base DIR`` each
 round also runs the proxy rows with ``DIR``'s ``acp_proxy`` (``PYTHONPATH``; e.g. a ``git
 worktree`` of main), alternating.
 Medians over the rounds of each row's ratio to the direct row of its own round. The row
 ``tcp byte relay (floor)`` is the cheapest hop Python's asyncio can make: a TCP relay that
 writes what it reads (no WebSocket parsing, no recording; ``--tcp-relay``), i.e. what any
-Python proxy in front of that server costs at least, on this machine, at this load.
+Python proxy in front of that server costs at least, on this machine, at this load. The
+agent rows are also compared (``x stdio``) with the same agent spoken to over its own pipes
+(``sdk agent, stdio (direct)``): the SDK's stdio transport is slower than its server's
+WebSocket, so that is the direct path an agent behind ``serve -- AGENT`` has.
 
 Numbers depend on the machine and its load; run it on an idle machine.
 """
@@ -259,8 +262,10 @@ def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_ws_sdk_"))
 
     def one(name: str, url: str, pid_url: str) -> tuple[float, float, float]:
+        """One row's flood and round trips; ``url`` empty: the SDK agent over its pipes."""
         pid = bh.PIDS.get(pid_url)
-        fps, p50, _, _, cpu_rt = asyncio.run(bh.measure(bh.Ws(url), frames, rtt, "_", pid))
+        peer = bh.Ws(url) if url else bh.Stdio(bh.SDK_AGENT)
+        fps, p50, _, _, cpu_rt = asyncio.run(bh.measure(peer, frames, rtt, "_", pid))
         print(
             f"  {name:<36} {fps:>8,.0f} frames/s  p50 {p50:>5.0f} us  cpu/rt {cpu_rt:>4.0f}"
             f"  (load {os.getloadavg()[0]:.1f})",
@@ -268,11 +273,17 @@ def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
         )
         return fps, p50, cpu_rt
 
+    own: dict[str, list[float]] = {}  # agent rows: frames/s / the agent over its own pipes
     for r in range(rounds):
         order = codes if r % 2 == 0 else codes[::-1]
         with bh.sdk_server() as sdk:
             d_fps, d_p50, d_cpu = one("sdk server ws (direct)", sdk, sdk)
             rows.setdefault("sdk server ws (direct)", []).append((d_fps, 1, d_p50, 1, d_cpu))
+            s_fps, s_p50, _ = one("sdk agent, stdio (direct)", "", "")
+            rows.setdefault("sdk agent, stdio (direct)", []).append(
+                (s_fps, s_fps / d_fps, s_p50, s_p50 / d_p50, 0)
+            )
+            own.setdefault("sdk agent, stdio (direct)", []).append(1.0)
             hostport = sdk.removeprefix("http://").split("/", 1)[0]
             with bh.listening([sys.executable, __file__, "--tcp-relay", hostport]) as relay:
                 fps, p50, cpu = one("tcp byte relay (floor)", relay, relay)
@@ -289,6 +300,7 @@ def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
                         ["--record", f"{db}u", "--upstream", sdk],
                         None,
                     ),
+                    ("serve -- SDK agent, WS", [], bh.SDK_AGENT),
                     ("serve --record -- SDK agent, WS", ["--record", f"{db}a"], bh.SDK_AGENT),
                 ):
                     with bh.serve(args, agent) as url:
@@ -296,17 +308,23 @@ def run_sdk(rounds: int, frames: int, rtt: int, base: str | None) -> None:
                     rows.setdefault(tag + name, []).append(
                         (fps, fps / d_fps, p50, p50 / d_p50, cpu)
                     )
+                    if agent is not None:
+                        own.setdefault(tag + name, []).append(fps / s_fps)
     shutil.rmtree(tmp, ignore_errors=True)
     header = (
         f"{'path (medians of ' + str(rounds) + ' rounds)':<37} {'frames/s':>9} {'x direct':>8} "
-        f"{'p50 us':>7} {'x direct':>8} {'cpu/rt':>6}"
+        f"{'p50 us':>7} {'x direct':>8} {'cpu/rt':>6} {'x stdio':>7}"
     )
     print(header)
     print("-" * len(header))
     for name, got in rows.items():
         m = [statistics.median(col) for col in zip(*got, strict=True)]
-        print(f"{name:<37} {m[0]:>9,.0f} {m[1]:>8.2f} {m[2]:>7.0f} {m[3]:>8.2f} {m[4]:>6.0f}")
+        mine = f"{statistics.median(own[name]):>7.2f}" if name in own else f"{'-':>7}"
+        print(
+            f"{name:<37} {m[0]:>9,.0f} {m[1]:>8.2f} {m[2]:>7.0f} {m[3]:>8.2f} {m[4]:>6.0f} {mine}"
+        )
     print("cpu/rt: CPU us per round trip of the server's process tree (serve and what it started)")
+    print("x stdio: frames/s against the same SDK agent spoken to over its own pipes (no proxy)")
     print(f"(cpus: {os.cpu_count()}, load: {os.getloadavg()[0]:.1f})")
 
 

@@ -14,6 +14,13 @@ counts what was lost per connection and warns once per incident. Every loss coun
 proxy side is counted here (:meth:`Journal.lose`), and reaches the writer as a
 :class:`~acp_proxy.recorder.ipc.Drops` item at the end of the next batch taken.
 
+A burst (at least :data:`BURST_MIN_BYTES` within one linger: a flood of updates, a session's
+history replayed, a big tool output) is held until it pauses, up to :data:`BURST_HOLD_SECONDS`
+and :data:`BURST_HOLD_BYTES`, and taken after it: while it lasts, the consumer's work (the
+shipper's encoding, the writer's rows and SQLite) does not compete with forwarding for the
+CPU (measured: docs/websocket.md, "The WebSocket hop"). A longer burst is taken as it comes
+after that, until it pauses.
+
 That is the :class:`ProxyJournal`. The writer process runs a :class:`WriterJournal`, fed
 by :meth:`WriterJournal.feed` from its pipe: that one never drops (it waits while over
 budget, so the pipe fills and the proxy's journal holds the backlog).
@@ -56,6 +63,18 @@ RUN_BYTES = 256 * 1024
 HARD_LIMIT_BYTES = 2 * 1024 * 1024 * 1024
 """Beyond this much queued, even the rest of a line being recorded is dropped."""
 
+BURST_MIN_BYTES = 256 * 1024
+"""Bytes gathered within one linger that make a burst (5 MiB/s at the proxy's linger)."""
+
+BURST_HOLD_SECONDS = 0.5
+"""The longest a burst is held before its batches are taken (:meth:`Journal.take`)."""
+
+BURST_HOLD_BYTES = 8 * 1024 * 1024
+"""The most bytes a burst is held for (at most half the memory budget)."""
+
+BURST_END_SECONDS = 0.01
+"""A burst has ended when nothing was queued for this long."""
+
 INCIDENT_QUIET_SECONDS = 2.0
 """A loss incident ends after this long without losses (then a new loss warns again)."""
 
@@ -90,6 +109,9 @@ class Journal:
     Connections are any hashable keys (the proxy's connection handles; the writer
     process's integer keys). Thread-safe: producers and one consumer.
     """
+
+    holds_bursts = False
+    """Whether :meth:`take` holds a burst until it pauses (the proxy's journal does)."""
 
     def __init__(
         self,
@@ -131,6 +153,8 @@ class Journal:
         self.failed: str | None = None  # recording disabled: why (everything now drops)
         self._lanes: dict[Any, _Lane] = {}
         self._lossy: set[Any] = set()  # connections with losses not reported yet
+        self._wake_bytes = batch_bytes  # queued bytes that wake the consumer early
+        self._may_hold = True  # no burst was cut short by the hold's bounds since a pause
 
     # -- losses ----------------------------------------------------------------------------
 
@@ -339,7 +363,7 @@ class Journal:
         Otherwise it wakes by itself after ``linger``: fewer wake-ups means less GIL
         contention with the forwarding threads and bigger, cheaper batches.
         """
-        if self._idle or self._stop or self._queued_bytes >= self.batch_bytes:
+        if self._idle or self._stop or self._queued_bytes >= self._wake_bytes:
             self._cond.notify()
 
     def stop(self) -> None:
@@ -386,6 +410,8 @@ class Journal:
                     if left <= 0:
                         break
                     self._cond.wait(left)
+                if self.holds_bursts:
+                    self._hold_burst()
                 self._urgent = False
                 self._taken, self._queue = self._queue, self._taken
         out: list[Item] = []
@@ -419,6 +445,37 @@ class Journal:
         if spooled:
             return self._unspool(out)
         return out
+
+    def _hold_burst(self) -> None:
+        """Let a burst end before it is taken (lock held; see the module's docstring).
+
+        Ended by a pause of :data:`BURST_END_SECONDS`, a control item (taken at once), the
+        journal stopping, or the hold's bounds; after the bounds, no burst is held again
+        until one pause (a burst that goes on is then recorded as it comes).
+        """
+        if self._queued_bytes < BURST_MIN_BYTES:
+            self._may_hold = True  # not a burst: traffic paused since the last one
+            return
+        if self._stop or self._urgent or not self._may_hold:
+            return
+        cap = min(BURST_HOLD_BYTES, self.queue_bytes // 2)
+        until = time.monotonic() + BURST_HOLD_SECONDS
+        self._wake_bytes = cap  # producers do not wake the consumer for each item meanwhile
+        try:
+            while not self._stop and not self._urgent and self._queued_bytes < cap:
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                seen = self._queued_bytes
+                self._cond.wait(min(BURST_END_SECONDS, left))
+                if self._queued_bytes == seen:
+                    return  # it paused: the burst is over
+            else:
+                if self._stop or self._urgent:
+                    return
+            self._may_hold = False  # held as long as allowed: take the rest as it comes
+        finally:
+            self._wake_bytes = self.batch_bytes
 
     def _unspool(self, items: list[Item]) -> list[Item]:
         """Read spooled bytes back into ``items``; close the spool once nothing refers to it."""
@@ -457,7 +514,9 @@ class Journal:
 
 class ProxyJournal(Journal):
     """The proxy's journal: transports put what they forwarded in it and never wait; past
-    its budgets it spools, then drops and counts what it dropped."""
+    its budgets it spools, then drops and counts what it dropped. It holds bursts."""
+
+    holds_bursts = True
 
     # -- producers -------------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ class ConnectionChecker(FramingChecks):
         self.per_rule = {}
         self.suppressed = {}
         self.facts = InitializeFacts()
+        self.effective_version = 1
         self._first_seen = False
         # early responses are held as (seq, message)
         self._exchanges = Exchanges()

@@ -37,6 +37,7 @@ class SessionChecks(CapabilityChecks):
         sid = req.session_id
         if method == "initialize":
             self.facts.observe_request(params)
+            self._observed()
             return
         if method in SESSION_PATH_METHODS:
             self._paths(seq, sid, ("cwd", _get(params, "cwd")))
@@ -80,6 +81,7 @@ class SessionChecks(CapabilityChecks):
         if req.method == "initialize":
             if ok:
                 self.facts.observe_result(result)
+                self._observed()
             return
         if req.method in ("session/new", "session/fork") and ok:
             new_sid = _str(result, "sessionId")

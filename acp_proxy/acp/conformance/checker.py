@@ -37,12 +37,22 @@ from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE
-from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
+from acp_proxy.wire.frame import (
+    A2C,
+    C2A,
+    KEY_BINARY,
+    KEY_C2A,
+    KEY_OTHER,
+    KEY_SHIFT,
+    Frame,
+    wire_key,
+)
 from acp_proxy.wire.surrogates import UNPARSED
 
-Row = tuple[int, Direction, bytes, int, Any]
-"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: seq, direction, raw bytes,
-monotonic ns, binary (a WebSocket binary message when true)."""
+Row = tuple[int, bytes, int]
+"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: its
+:func:`~acp_proxy.wire.frame.wire_key` (sequence number, direction, binary flag), raw bytes,
+monotonic ns."""
 
 _CHUNK_ENTITIES = {
     variant: ENTITY_OF_UPDATE[variant][0]
@@ -126,13 +136,14 @@ class ConnectionChecker(FramingChecks):
 
     def feed(self, frame: Frame) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
-        return self.feed_rows(
-            ((frame.seq, frame.direction, frame.raw, frame.mono_ns, frame.binary),)
-        )
+        key = wire_key(frame.seq, frame.direction, frame.binary)
+        return self.feed_rows(((key, frame.raw, frame.mono_ns),))
 
     def feed_rows(self, rows: Iterable[Row]) -> list[Finding]:
-        """Check frames given as ``(seq, direction, raw, mono_ns, binary)`` rows (a reader's
-        cursor: no :class:`Frame` built per frame); return the findings they produced.
+        """Check frames given as ``(key, raw, mono_ns)`` rows (``key``: the frame's
+        :func:`~acp_proxy.wire.frame.wire_key`; a reader's cursor: no :class:`Frame` built per
+        frame); return the findings they produced. A direction neither ``c2a`` nor ``a2c``
+        raises :class:`ValueError`.
 
         The same findings as :meth:`feed` frame by frame. Each frame is parsed once. The bulk
         of a recording, the agent's ``session/update`` notifications, takes a short path (no
@@ -162,9 +173,12 @@ class ConnectionChecker(FramingChecks):
         last_sid: str | None = None
         last_variant: str | None = None
         last_mid: Any = None
-        for seq, direction, raw, mono_ns, binary in rows:
+        shift = KEY_SHIFT
+        flags = KEY_C2A | KEY_BINARY | KEY_OTHER
+        for key, raw, mono_ns in rows:
             frames += 1
-            if direction == A2C and not binary:
+            seq = key >> shift
+            if not key & flags:  # the agent's, text
                 size = len(raw)
                 if (
                     fast
@@ -237,10 +251,13 @@ class ConnectionChecker(FramingChecks):
                     value = UNPARSED
             else:
                 value = UNPARSED
+            if key & KEY_OTHER:
+                raise ValueError(f"frame #{seq}: a direction neither c2a nor a2c")
+            direction = C2A if key & KEY_C2A else A2C
             self._sender = "client" if direction == C2A else "agent"
             self.frames = frames
             self._now_ns = mono_ns
-            if binary:
+            if key & KEY_BINARY:
                 self._report(
                     "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
                 )
@@ -256,7 +273,7 @@ class ConnectionChecker(FramingChecks):
         if frames != self.frames:  # as the frame-by-frame path leaves them
             self.frames = frames
             self._now_ns = mono_ns
-            self._sender = "client" if direction == C2A else "agent"
+            self._sender = "client" if key & KEY_C2A else "agent"
         self.last_seq = seq
         return self._take()
 

@@ -161,6 +161,7 @@ class ConnectionChecker(FramingChecks):
         stdio = self.transport == "stdio"
         a2c_notes = self._notifications[A2C]
         c2a_null_run = self._null_runs[C2A]
+        sessions = self._sessions
         # what the general path alone changes, read again after it ran
         v2 = self.effective_version >= 2
         first_seen = self._first_seen
@@ -222,22 +223,26 @@ class ConnectionChecker(FramingChecks):
                                     last_sid, last_variant = sid, variant
                                     last_mid = update.get("messageId")
                             elif b"\\u0000" not in raw:
-                                self._sender = "agent"
-                                self.frames = frames
-                                self._now_ns = mono_ns
-                                self._notified(seq, A2C, variant)
-                                self._update(seq, self._session(sid), update)
-                                self._end_of_frame(frames)
-                                due = self._due(frames)
-                                last_sid = None
-                                continue
+                                taken = None  # another update: the session rules take it
                             else:
                                 taken = False
-                            if taken:
+                            if taken is not False:
                                 # (_notified, in line)
                                 a2c_notes.append((seq, variant, frames, mono_ns))
                                 if c2a_null_run:
                                     c2a_null_run.clear()
+                                if taken is None:
+                                    self._sender = "agent"
+                                    self.frames = frames
+                                    self._now_ns = mono_ns
+                                    run = self._run
+                                    s = sessions.get(sid)
+                                    if s is None:
+                                        s = self._session(sid)
+                                    self._update(seq, s, variant, update)
+                                    last_sid = None
+                                    if self._run is not run:  # a finding: due again
+                                        due = frames
                                 if frames < due:
                                     continue
                                 self._sender = "agent"

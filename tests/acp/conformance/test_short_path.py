@@ -112,7 +112,7 @@ def _chunk(rng: random.Random, sid: str, rid: int) -> Line:
 
 def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
     """One frame (or two) of the kind that sits at an edge of the short path."""
-    pick = rng.randrange(30)
+    pick = rng.randrange(31)
     if pick < 6:
         return [_chunk(rng, sid, rid)]
     return [
@@ -151,6 +151,11 @@ def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
         # reported in line, GROUP_GAP frames on
         [
             A(b"<binary>\n"),
+            *[A(up("agent_message_chunk", sid, messageId=f"m{rid}", content=TEXT))] * 12,
+        ],
+        # the same from an update the short path hands to the session rules
+        [
+            A(up("tool_call_update", sid, toolCallId=f"t{rid}", kind="nope")),
             *[A(up("agent_message_chunk", sid, messageId=f"m{rid}", content=TEXT))] * 12,
         ],
         # the same message's chunks on either side of a frame that changes what one may do

@@ -61,8 +61,8 @@ _CHUNK_ENTITIES = {
 """The variants :meth:`ConnectionChecker.feed_rows` checks in line, with their entity
 type."""
 
-_TAKEN: Any = object()
-"""A frame the short path took."""
+_FORGOTTEN: Any = object()
+""":meth:`ConnectionChecker.feed_rows`' last session id when no chunk was taken in line."""
 
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
@@ -164,16 +164,18 @@ class ConnectionChecker(FramingChecks):
         sessions = self._sessions
         # what the general path alone changes, read again after it ran
         v2 = self.effective_version >= 2
-        first_seen = self._first_seen
+        short = fast and self._first_seen
         frames = self.frames
         seq = self.last_seq
         # the frame count from which the end-of-frame bookkeeping (held responses, grouped
         # findings) has work to do; only a frame off the in-line path changes it
         due = self._due(frames)
-        # the last chunk taken in line, until a frame off that path
-        last_sid: str | None = None
+        # the last chunk taken in line, until a frame off that path (_FORGOTTEN: none, and
+        # equal to no session id, nor to the None of a frame that is no update)
+        last_sid: Any = _FORGOTTEN
         last_variant: str | None = None
         last_mid: Any = None
+        max_bytes = MAX_LINE_BYTES
         shift = KEY_SHIFT
         flags = KEY_C2A | KEY_BINARY | KEY_OTHER
         for key, raw, mono_ns in rows:
@@ -182,9 +184,8 @@ class ConnectionChecker(FramingChecks):
             if not key & flags:  # the agent's, text
                 size = len(raw)
                 if (
-                    fast
-                    and first_seen
-                    and size <= MAX_LINE_BYTES
+                    short
+                    and size <= max_bytes
                     and (not stdio or (size > 1 and raw[-1] == 10 and raw[-2] != 13))
                 ):
                     try:
@@ -206,52 +207,51 @@ class ConnectionChecker(FramingChecks):
                                 sid = None
                         except (KeyError, TypeError):
                             sid = None
-                        if type(sid) is str:
-                            if (
-                                sid == last_sid
-                                and variant == last_variant
-                                and update.get("messageId") == last_mid
-                            ):
-                                # the chunk before's message: nothing the general path
-                                # changes has changed, and what it noted is noted
-                                taken = True
-                            elif type(variant) is not str:
-                                taken = False
-                            elif variant in _CHUNK_ENTITIES:
-                                taken = self._chunk(seq, sid, variant, update, v2)
-                                if taken:
-                                    last_sid, last_variant = sid, variant
-                                    last_mid = update.get("messageId")
-                            elif b"\\u0000" not in raw:
-                                taken = None  # another update: the session rules take it
-                            else:
-                                taken = False
-                            if taken is not False:
-                                # (_notified, in line)
-                                a2c_notes.append((seq, variant, frames, mono_ns))
-                                if c2a_null_run:
-                                    c2a_null_run.clear()
-                                if taken is None:
-                                    self._sender = "agent"
-                                    self.frames = frames
-                                    self._now_ns = mono_ns
-                                    run = self._run
-                                    s = sessions.get(sid)
-                                    if s is None:
-                                        s = self._session(sid)
-                                    self._update(seq, s, variant, update)
-                                    last_sid = None
-                                    if self._run is not run:  # a finding: due again
-                                        due = frames
-                                if frames < due:
-                                    continue
+                        if (
+                            sid == last_sid  # (then a str: update a dict, as read above)
+                            and variant == last_variant
+                            and update.get("messageId") == last_mid
+                        ):
+                            # the chunk before's message: nothing the general path
+                            # changes has changed, and what it noted is noted
+                            taken = True
+                        elif type(sid) is not str or type(variant) is not str:
+                            taken = False
+                        elif variant in _CHUNK_ENTITIES:
+                            taken = self._chunk(seq, sid, variant, update, v2)
+                            if taken:
+                                last_sid, last_variant = sid, variant
+                                last_mid = update.get("messageId")
+                        elif b"\\u0000" not in raw:
+                            taken = None  # another update: the session rules take it
+                        else:
+                            taken = False
+                        if taken is not False:
+                            # (_notified, in line)
+                            a2c_notes.append((seq, variant, frames, mono_ns))
+                            if c2a_null_run:
+                                c2a_null_run.clear()
+                            if taken is None:
                                 self._sender = "agent"
                                 self.frames = frames
                                 self._now_ns = mono_ns
-                                self._end_of_frame(frames)
-                                due = self._due(frames)
-                                last_sid = None
+                                run = self._run
+                                s = sessions.get(sid)
+                                if s is None:
+                                    s = self._session(sid)
+                                self._update(seq, s, variant, update)
+                                last_sid = _FORGOTTEN
+                                if self._run is not run:  # a finding: due again
+                                    due = frames
+                            if frames < due:
                                 continue
+                            self._sender = "agent"
+                            self.frames = frames
+                            self._now_ns = mono_ns
+                            self._end_of_frame(frames)
+                            due = self._due(frames)
+                            last_sid = _FORGOTTEN
+                            continue
                 else:
                     value = UNPARSED
             else:
@@ -267,14 +267,14 @@ class ConnectionChecker(FramingChecks):
                     "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
                 )
                 due = self._due(frames)  # (no end-of-frame bookkeeping after it)
-                last_sid = None
+                last_sid = _FORGOTTEN
                 continue
             self._frame(seq, direction, raw, value)
             v2 = self.effective_version >= 2
-            first_seen = self._first_seen
+            short = fast and self._first_seen
             self._end_of_frame(frames)
             due = self._due(frames)
-            last_sid = None
+            last_sid = _FORGOTTEN
         if frames != self.frames:  # as the frame-by-frame path leaves them
             self.frames = frames
             self._now_ns = mono_ns

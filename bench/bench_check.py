@@ -33,6 +33,7 @@ from pathlib import Path
 import orjson
 
 from acp_proxy.acp.conformance import ConnectionChecker
+from acp_proxy.wire.frame import wire_key
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -252,14 +253,16 @@ def main() -> None:
                     f"{best['baseline']:.2f}s"
                 )
 
-        rows = [(seq, d, raw, 0, 0) for seq, (d, raw) in enumerate(frames(args.frames), 1)]
+        rows = [
+            (wire_key(seq, d, 0), raw, 0) for seq, (d, raw) in enumerate(frames(args.frames), 1)
+        ]
         checker = ConnectionChecker(1, transport="stdio")
         t0 = time.process_time()
         checker.feed_rows(rows)  # type: ignore[arg-type]
         checker.finish()
         engine = time.process_time() - t0
         t0 = time.process_time()
-        for _seq, _d, raw, _ns, _b in rows:
+        for _key, raw, _ns in rows:
             orjson.loads(raw)
         parse = time.process_time() - t0
         print(

@@ -98,7 +98,13 @@ def entity_key(update: Any) -> tuple[str, str] | None:
     if not isinstance(update, dict):
         return None
     variant = update.get("sessionUpdate")
-    spec = ENTITY_UPDATES.get(variant) if isinstance(variant, str) else None
+    return entity_of(variant, update) if isinstance(variant, str) else None
+
+
+def entity_of(variant: str, update: dict[str, Any]) -> tuple[str, str] | None:
+    """:func:`entity_key` of ``update``, whose ``sessionUpdate`` is ``variant`` (read
+    already)."""
+    spec = ENTITY_UPDATES.get(variant)
     if spec is None:
         return None
     etype, id_field, op = spec

@@ -59,7 +59,7 @@ from acp_proxy.store.rows import (
     json_column,
 )
 from acp_proxy.store.schema import RecordingError
-from acp_proxy.wire.frame import Frame
+from acp_proxy.wire.frame import WIRE_KEY_SQL, Frame
 
 
 def settled_frame_id(db: Database, *, wait: float = SETTLE_SECONDS) -> int:
@@ -366,12 +366,14 @@ class RecordingReader(FramePages, Aggregates):
             yield Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary != 0)
 
     def wire_rows(self, connection_id: int, *, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
-        """:meth:`wire_frames` as rows ``(seq, direction, raw, mono_ns, binary)``, the cursor
-        itself: what :meth:`ConnectionChecker.feed_rows
+        """:meth:`wire_frames` as rows ``(key, raw, mono_ns)``, the cursor itself: what
+        :meth:`ConnectionChecker.feed_rows
         <acp_proxy.acp.conformance.ConnectionChecker.feed_rows>` takes, with no object built
-        per frame."""
+        per frame. ``key`` is :func:`~acp_proxy.wire.frame.wire_key` (sequence number,
+        direction and binary flag in one column: a column costs more to read than the
+        arithmetic)."""
         return self._ordered(
-            'seq, direction, raw, mono_ns, "binary"',
+            f"{WIRE_KEY_SQL}, raw, mono_ns",
             connection_id=connection_id,
             after_seq=after_seq,
         )

@@ -23,6 +23,35 @@ C2A: Direction = "c2a"
 A2C: Direction = "a2c"
 
 
+KEY_C2A = 1
+"""In a :func:`wire_key`: the frame went from client to agent (no flag: ``a2c``)."""
+KEY_BINARY = 2
+"""In a :func:`wire_key`: a WebSocket binary message."""
+KEY_OTHER = 4
+"""In a :func:`wire_key`: a direction neither ``c2a`` nor ``a2c`` (no recording of ours)."""
+KEY_SHIFT = 3
+"""A :func:`wire_key` shifted right by this much is the frame's sequence number."""
+
+
+def wire_key(seq: int, direction: str, binary: object) -> int:
+    """A frame's sequence number, direction and binary flag as one integer (what the rows of
+    :meth:`RecordingReader.wire_rows <acp_proxy.store.reader.RecordingReader.wire_rows>` carry:
+    one column read instead of three): ``seq << KEY_SHIFT`` plus the ``KEY_*`` flags.
+    :data:`WIRE_KEY_SQL` is the same in SQL."""
+    flags = 0 if direction == A2C else KEY_C2A if direction == C2A else KEY_OTHER
+    return (seq << KEY_SHIFT) + flags + (KEY_BINARY if binary else 0)
+
+
+WIRE_KEY_SQL = (
+    "CASE WHEN direction = 'a2c' AND \"binary\" = 0 THEN seq * 8"
+    " ELSE seq * 8 + CASE direction WHEN 'a2c' THEN 0 WHEN 'c2a' THEN 1 ELSE 4 END"
+    ' + CASE WHEN "binary" <> 0 THEN 2 ELSE 0 END END'
+)
+""":func:`wire_key` as a column of the ``frames`` table, in the SQL both stores speak
+(``tests/store/test_reader.py`` compares the two); the agent's text frames, most of a
+recording, take the first branch (fewer steps per row)."""
+
+
 def other_direction(direction: Direction) -> Direction:
     """The direction a response travels for a request sent in ``direction``."""
     return A2C if direction == C2A else C2A

@@ -18,8 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from acp_proxy.store.edit import Capture
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.schema import MIGRATIONS, connect
+from acp_proxy.wire.frame import (
+    A2C,
+    C2A,
+    KEY_BINARY,
+    KEY_C2A,
+    KEY_OTHER,
+    KEY_SHIFT,
+    wire_key,
+)
 from tests.conftest import run_proxy
 from tests.helpers import insert_frames, unwritable
 from tests.web.helpers import (
@@ -262,3 +272,35 @@ def test_reader_methods_for_the_other_commands(tmp_path: Path) -> None:
         ]
         assert [f.seq for f in reader.frames(connection_id=1, after_seq=3, limit=2)] == [4, 5]
     raw.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_wire_rows_key_is_wire_key(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The key of :meth:`RecordingReader.wire_rows` (:data:`WIRE_KEY_SQL`, in each store's SQL)
+    is :func:`wire_key` of the frame's seq, direction and binary flag, and gives them back."""
+    db: Path | str = tmp_path / "keys.db"
+    if engine == "postgresql":
+        db = request.getfixturevalue("pg_url")
+    cases = [
+        (direction, binary) for direction in ("a2c", "c2a", "a2c ", "") for binary in (False, True)
+    ]
+    first_seq = 1 << 40  # far from small ints: no flag may spill into the sequence number
+    insert_frames(
+        db,
+        [Capture(d, b"{}\n", binary=b) for d, b in cases],  # type: ignore[arg-type]
+        connection={"started_at": 1.0, "transport": "websocket"},
+        first_seq=first_seq,
+    )
+    with RecordingReader.open(db) as reader:
+        rows = list(reader.wire_rows(1))
+    assert [key for key, _raw, _ns in rows] == [
+        wire_key(first_seq + i, d, b) for i, (d, b) in enumerate(cases)
+    ]
+    for i, ((key, _raw, _ns), (d, b)) in enumerate(zip(rows, cases, strict=True)):
+        assert key >> KEY_SHIFT == first_seq + i
+        assert bool(key & KEY_BINARY) == b
+        assert bool(key & KEY_C2A) == (d == "c2a") and bool(key & KEY_OTHER) == (
+            d not in (A2C, C2A)
+        )

@@ -37,12 +37,22 @@ from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.acp.updates import ENTITY_OF_UPDATE
-from acp_proxy.wire.frame import A2C, C2A, Direction, Frame
+from acp_proxy.wire.frame import (
+    A2C,
+    C2A,
+    KEY_BINARY,
+    KEY_C2A,
+    KEY_OTHER,
+    KEY_SHIFT,
+    Frame,
+    wire_key,
+)
 from acp_proxy.wire.surrogates import UNPARSED
 
-Row = tuple[int, Direction, bytes, int, Any]
-"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: seq, direction, raw bytes,
-monotonic ns, binary (a WebSocket binary message when true)."""
+Row = tuple[int, bytes, int]
+"""A frame as :meth:`ConnectionChecker.feed_rows` takes it: its
+:func:`~acp_proxy.wire.frame.wire_key` (sequence number, direction, binary flag), raw bytes,
+monotonic ns."""
 
 _CHUNK_ENTITIES = {
     variant: ENTITY_OF_UPDATE[variant][0]
@@ -51,8 +61,8 @@ _CHUNK_ENTITIES = {
 """The variants :meth:`ConnectionChecker.feed_rows` checks in line, with their entity
 type."""
 
-_TAKEN: Any = object()
-"""A frame the short path took."""
+_FORGOTTEN: Any = object()
+""":meth:`ConnectionChecker.feed_rows`' last session id when no chunk was taken in line."""
 
 
 __all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
@@ -85,6 +95,7 @@ class ConnectionChecker(FramingChecks):
         self.per_rule = {}
         self.suppressed = {}
         self.facts = InitializeFacts()
+        self.effective_version = 1
         self._first_seen = False
         # early responses are held as (seq, message)
         self._exchanges = Exchanges()
@@ -125,13 +136,14 @@ class ConnectionChecker(FramingChecks):
 
     def feed(self, frame: Frame) -> list[Finding]:
         """Check one frame; return the findings it produced (possibly none)."""
-        return self.feed_rows(
-            ((frame.seq, frame.direction, frame.raw, frame.mono_ns, frame.binary),)
-        )
+        key = wire_key(frame.seq, frame.direction, frame.binary)
+        return self.feed_rows(((key, frame.raw, frame.mono_ns),))
 
     def feed_rows(self, rows: Iterable[Row]) -> list[Finding]:
-        """Check frames given as ``(seq, direction, raw, mono_ns, binary)`` rows (a reader's
-        cursor: no :class:`Frame` built per frame); return the findings they produced.
+        """Check frames given as ``(key, raw, mono_ns)`` rows (``key``: the frame's
+        :func:`~acp_proxy.wire.frame.wire_key`; a reader's cursor: no :class:`Frame` built per
+        frame); return the findings they produced. A direction neither ``c2a`` nor ``a2c``
+        raises :class:`ValueError`.
 
         The same findings as :meth:`feed` frame by frame. Each frame is parsed once. The bulk
         of a recording, the agent's ``session/update`` notifications, takes a short path (no
@@ -149,26 +161,31 @@ class ConnectionChecker(FramingChecks):
         stdio = self.transport == "stdio"
         a2c_notes = self._notifications[A2C]
         c2a_null_run = self._null_runs[C2A]
+        sessions = self._sessions
         # what the general path alone changes, read again after it ran
         v2 = self.effective_version >= 2
-        first_seen = self._first_seen
+        short = fast and self._first_seen
         frames = self.frames
         seq = self.last_seq
         # the frame count from which the end-of-frame bookkeeping (held responses, grouped
         # findings) has work to do; only a frame off the in-line path changes it
         due = self._due(frames)
-        # the last chunk taken in line, until a frame off that path
-        last_sid: str | None = None
+        # the last chunk taken in line, until a frame off that path (_FORGOTTEN: none, and
+        # equal to no session id, nor to the None of a frame that is no update)
+        last_sid: Any = _FORGOTTEN
         last_variant: str | None = None
         last_mid: Any = None
-        for seq, direction, raw, mono_ns, binary in rows:
+        max_bytes = MAX_LINE_BYTES
+        shift = KEY_SHIFT
+        flags = KEY_C2A | KEY_BINARY | KEY_OTHER
+        for key, raw, mono_ns in rows:
             frames += 1
-            if direction == A2C and not binary:
+            seq = key >> shift
+            if not key & flags:  # the agent's, text
                 size = len(raw)
                 if (
-                    fast
-                    and first_seen
-                    and size <= MAX_LINE_BYTES
+                    short
+                    and size <= max_bytes
                     and (not stdio or (size > 1 and raw[-1] == 10 and raw[-2] != 13))
                 ):
                     try:
@@ -190,72 +207,78 @@ class ConnectionChecker(FramingChecks):
                                 sid = None
                         except (KeyError, TypeError):
                             sid = None
-                        if type(sid) is str:
-                            if (
-                                sid == last_sid
-                                and variant == last_variant
-                                and update.get("messageId") == last_mid
-                            ):
-                                # the chunk before's message: nothing the general path
-                                # changes has changed, and what it noted is noted
-                                taken = True
-                            elif type(variant) is not str:
-                                taken = False
-                            elif variant in _CHUNK_ENTITIES:
-                                taken = self._chunk(seq, sid, variant, update, v2)
-                                if taken:
-                                    last_sid, last_variant = sid, variant
-                                    last_mid = update.get("messageId")
-                            elif b"\\u0000" not in raw:
-                                self._sender = "agent"
-                                self.frames = frames
-                                self._now_ns = mono_ns
-                                self._notified(seq, A2C, variant)
-                                self._update(seq, self._session(sid), update)
-                                self._end_of_frame(frames)
-                                due = self._due(frames)
-                                last_sid = None
-                                continue
-                            else:
-                                taken = False
+                        if (
+                            sid == last_sid  # (then a str: update a dict, as read above)
+                            and variant == last_variant
+                            and update.get("messageId") == last_mid
+                        ):
+                            # the chunk before's message: nothing the general path
+                            # changes has changed, and what it noted is noted
+                            taken = True
+                        elif type(sid) is not str or type(variant) is not str:
+                            taken = False
+                        elif variant in _CHUNK_ENTITIES:
+                            taken = self._chunk(seq, sid, variant, update, v2)
                             if taken:
-                                # (_notified, in line)
-                                a2c_notes.append((seq, variant, frames, mono_ns))
-                                if c2a_null_run:
-                                    c2a_null_run.clear()
-                                if frames < due:
-                                    continue
+                                last_sid, last_variant = sid, variant
+                                last_mid = update.get("messageId")
+                        elif b"\\u0000" not in raw:
+                            taken = None  # another update: the session rules take it
+                        else:
+                            taken = False
+                        if taken is not False:
+                            # (_notified, in line)
+                            a2c_notes.append((seq, variant, frames, mono_ns))
+                            if c2a_null_run:
+                                c2a_null_run.clear()
+                            if taken is None:
                                 self._sender = "agent"
                                 self.frames = frames
                                 self._now_ns = mono_ns
-                                self._end_of_frame(frames)
-                                due = self._due(frames)
-                                last_sid = None
+                                run = self._run
+                                s = sessions.get(sid)
+                                if s is None:
+                                    s = self._session(sid)
+                                self._update(seq, s, variant, update)
+                                last_sid = _FORGOTTEN
+                                if self._run is not run:  # a finding: due again
+                                    due = frames
+                            if frames < due:
                                 continue
+                            self._sender = "agent"
+                            self.frames = frames
+                            self._now_ns = mono_ns
+                            self._end_of_frame(frames)
+                            due = self._due(frames)
+                            last_sid = _FORGOTTEN
+                            continue
                 else:
                     value = UNPARSED
             else:
                 value = UNPARSED
+            if key & KEY_OTHER:
+                raise ValueError(f"frame #{seq}: a direction neither c2a nor a2c")
+            direction = C2A if key & KEY_C2A else A2C
             self._sender = "client" if direction == C2A else "agent"
             self.frames = frames
             self._now_ns = mono_ns
-            if binary:
+            if key & KEY_BINARY:
                 self._report(
                     "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
                 )
                 due = self._due(frames)  # (no end-of-frame bookkeeping after it)
-                last_sid = None
+                last_sid = _FORGOTTEN
                 continue
             self._frame(seq, direction, raw, value)
             v2 = self.effective_version >= 2
-            first_seen = self._first_seen
+            short = fast and self._first_seen
             self._end_of_frame(frames)
             due = self._due(frames)
-            last_sid = None
+            last_sid = _FORGOTTEN
         if frames != self.frames:  # as the frame-by-frame path leaves them
             self.frames = frames
             self._now_ns = mono_ns
-            self._sender = "client" if direction == C2A else "agent"
+            self._sender = "client" if key & KEY_C2A else "agent"
         self.last_seq = seq
         return self._take()
 

@@ -6,10 +6,11 @@ calls, terminals) and keeps the entity ids that must not be reused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from acp_proxy.acp.conformance.state import CheckerState, _get, _Session, _short
-from acp_proxy.acp.updates import entity_key
+from acp_proxy.acp.updates import entity_of
 
 
 def _words(text: str) -> frozenset[str]:
@@ -34,91 +35,105 @@ class FieldChecks(CheckerState):
     def _entity_key(self, variant: str, update: dict[str, Any]) -> tuple[str, str] | None:
         if variant in ("plan", "plan_removed"):
             return None  # a v1 plan is one per session; a removal creates nothing
-        return entity_key(update)
+        return entity_of(variant, update)
 
     def _fields(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
+        """The field checks of ``variant``'s updates (most variants have none)."""
+        check = _FIELD_CHECKS.get(variant)
+        if check is not None:
+            check(self, seq, s, variant, update)
+
+    def _notice_fields(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
         sid = s.sid
-        v2 = self.effective_version >= 2
-        if variant == "notice":
-            title = update.get("title")
-            severity = update.get("severity")
-            if not isinstance(title, str) or not title.strip():
-                self._report("notice.fields", (seq,), f"notice title is {_short(title)}", sid)
-            if not isinstance(severity, str):
-                self._report("notice.fields", (seq,), f"notice severity is {_short(severity)}", sid)
-            else:
-                self._enum(seq, sid, "severity", severity, SEVERITIES)
-        elif variant == "compaction_update":
-            cid = update.get("compactionId")
-            status = update.get("status")
-            if not isinstance(cid, str) or not cid or not isinstance(status, str):
+        title = update.get("title")
+        severity = update.get("severity")
+        if not isinstance(title, str) or not title.strip():
+            self._report("notice.fields", (seq,), f"notice title is {_short(title)}", sid)
+        if not isinstance(severity, str):
+            self._report("notice.fields", (seq,), f"notice severity is {_short(severity)}", sid)
+        else:
+            self._enum(seq, sid, "severity", severity, SEVERITIES)
+
+    def _compaction_fields(
+        self, seq: int, s: _Session, variant: str, update: dict[str, Any]
+    ) -> None:
+        sid = s.sid
+        cid = update.get("compactionId")
+        status = update.get("status")
+        if not isinstance(cid, str) or not cid or not isinstance(status, str):
+            self._report(
+                "compaction.fields",
+                (seq,),
+                f"compaction_update with compactionId {_short(cid)}, status {_short(status)}",
+                sid,
+            )
+            return
+        self._enum(seq, sid, "compaction status", status, COMPACTION_STATUSES)
+        if status == "in_progress":
+            if cid in s.compactions_done:
                 self._report(
-                    "compaction.fields",
+                    "entity.id-reuse",
                     (seq,),
-                    f"compaction_update with compactionId {_short(cid)}, status {_short(status)}",
+                    f"compactionId {cid!r} restarts after it ended: IDs MUST NOT be reused "
+                    "for another compaction",
                     sid,
                 )
-                return
-            self._enum(seq, sid, "compaction status", status, COMPACTION_STATUSES)
-            if status == "in_progress":
-                if cid in s.compactions_done:
-                    self._report(
-                        "entity.id-reuse",
-                        (seq,),
-                        f"compactionId {cid!r} restarts after it ended: IDs MUST NOT be reused "
-                        "for another compaction",
-                        sid,
-                    )
-                    s.compactions_done.discard(cid)
-                s.compactions_open.setdefault(cid, seq)
-            elif status in COMPACTION_DONE:
-                s.compactions_open.pop(cid, None)
-                s.compactions_done.add(cid)
-            elif cid not in s.compactions_done:
-                s.compactions_open.setdefault(cid, seq)
-        elif variant == "compaction_summary_chunk":
-            cid = update.get("compactionId")
-            if not isinstance(cid, str) or not cid or update.get("content") is None:
+                s.compactions_done.discard(cid)
+            s.compactions_open.setdefault(cid, seq)
+        elif status in COMPACTION_DONE:
+            s.compactions_open.pop(cid, None)
+            s.compactions_done.add(cid)
+        elif cid not in s.compactions_done:
+            s.compactions_open.setdefault(cid, seq)
+
+    def _compaction_chunk_fields(
+        self, seq: int, s: _Session, variant: str, update: dict[str, Any]
+    ) -> None:
+        cid = update.get("compactionId")
+        if not isinstance(cid, str) or not cid or update.get("content") is None:
+            self._report(
+                "compaction.fields",
+                (seq,),
+                f"compaction_summary_chunk with compactionId {_short(cid)} and content "
+                f"{_short(update.get('content'))}",
+                s.sid,
+            )
+        elif cid not in s.compactions_done:
+            s.compactions_open.setdefault(cid, seq)
+
+    def _tool_call_fields(
+        self, seq: int, s: _Session, variant: str, update: dict[str, Any]
+    ) -> None:
+        sid = s.sid
+        tid = update.get("toolCallId")
+        status = update.get("status")
+        if status is not None:
+            self._enum(
+                seq,
+                sid,
+                "tool call status",
+                status,
+                TOOL_STATUSES_V2 if self.effective_version >= 2 else TOOL_STATUSES_V1,
+            )
+        kind = update.get("kind")
+        if kind is not None:
+            self._enum(seq, sid, "tool kind", kind, TOOL_KINDS)
+        locations = update.get("locations")
+        if isinstance(locations, list):
+            self._paths(seq, sid, *(("locations[].path", _get(loc, "path")) for loc in locations))
+        if variant == "tool_call" and isinstance(tid, str):
+            if tid in s.v1_tool_calls:
                 self._report(
-                    "compaction.fields",
+                    "entity.id-reuse",
                     (seq,),
-                    f"compaction_summary_chunk with compactionId {_short(cid)} and content "
-                    f"{_short(update.get('content'))}",
+                    f"a second tool_call creates toolCallId {tid!r} again (updates use "
+                    "tool_call_update)",
                     sid,
                 )
-            elif cid not in s.compactions_done:
-                s.compactions_open.setdefault(cid, seq)
-        elif variant in ("tool_call", "tool_call_update"):
-            tid = update.get("toolCallId")
-            status = update.get("status")
-            if status is not None:
-                self._enum(
-                    seq,
-                    sid,
-                    "tool call status",
-                    status,
-                    TOOL_STATUSES_V2 if v2 else TOOL_STATUSES_V1,
-                )
-            kind = update.get("kind")
-            if kind is not None:
-                self._enum(seq, sid, "tool kind", kind, TOOL_KINDS)
-            locations = update.get("locations")
-            if isinstance(locations, list):
-                self._paths(
-                    seq, sid, *(("locations[].path", _get(loc, "path")) for loc in locations)
-                )
-            if variant == "tool_call" and isinstance(tid, str):
-                if tid in s.v1_tool_calls:
-                    self._report(
-                        "entity.id-reuse",
-                        (seq,),
-                        f"a second tool_call creates toolCallId {tid!r} again (updates use "
-                        "tool_call_update)",
-                        sid,
-                    )
-                s.v1_tool_calls.add(tid)
-        elif variant == "terminal_update":
-            self._paths(seq, sid, ("cwd", update.get("cwd")))
+            s.v1_tool_calls.add(tid)
+
+    def _terminal_fields(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
+        self._paths(seq, s.sid, ("cwd", update.get("cwd")))
 
     def _enum(
         self, seq: int, sid: str | None, name: str, value: Any, known: frozenset[str]
@@ -144,3 +159,14 @@ def _is_absolute(path: str) -> bool:
     if path.startswith("/") or path.startswith("\\\\"):
         return True
     return len(path) >= 3 and path[0].isalpha() and path[1] == ":" and path[2] in "\\/"
+
+
+_FIELD_CHECKS: dict[str, Callable[[FieldChecks, int, _Session, str, dict[str, Any]], None]] = {
+    "notice": FieldChecks._notice_fields,
+    "compaction_update": FieldChecks._compaction_fields,
+    "compaction_summary_chunk": FieldChecks._compaction_chunk_fields,
+    "tool_call": FieldChecks._tool_call_fields,
+    "tool_call_update": FieldChecks._tool_call_fields,
+    "terminal_update": FieldChecks._terminal_fields,
+}
+"""The variants whose fields :meth:`FieldChecks._fields` checks, and how."""

@@ -122,10 +122,13 @@ class Reporter:
     _group: _Group | None
     _run: _Run | None
 
-    @property
-    def effective_version(self) -> int:
-        """The version the rules follow: the negotiated one, v1 when there was none."""
-        return self.facts.protocol_version or 1
+    effective_version: int
+    """The version the rules follow: the negotiated one, v1 when there was none (an
+    attribute, read by every rule: :meth:`_observed` sets it again when ``facts`` change)."""
+
+    def _observed(self) -> None:
+        """``facts`` learnt from ``initialize``: the version the rules follow again."""
+        self.effective_version = self.facts.protocol_version or 1
 
     def _report(
         self,

@@ -37,6 +37,7 @@ class SessionChecks(CapabilityChecks):
         sid = req.session_id
         if method == "initialize":
             self.facts.observe_request(params)
+            self._observed()
             return
         if method in SESSION_PATH_METHODS:
             self._paths(seq, sid, ("cwd", _get(params, "cwd")))
@@ -80,6 +81,7 @@ class SessionChecks(CapabilityChecks):
         if req.method == "initialize":
             if ok:
                 self.facts.observe_result(result)
+                self._observed()
             return
         if req.method in ("session/new", "session/fork") and ok:
             new_sid = _str(result, "sessionId")
@@ -170,6 +172,7 @@ class SessionChecks(CapabilityChecks):
 
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:
         label = method
+        variant = None
         if method == "session/update":
             variant = _get(_get(params, "update"), "sessionUpdate")
             if isinstance(variant, str):
@@ -203,15 +206,13 @@ class SessionChecks(CapabilityChecks):
         if direction == A2C and method == "session/update":
             sid = _str(params, "sessionId")
             update = _get(params, "update")
-            if sid is not None and isinstance(update, dict):
-                self._update(seq, self._session(sid), update)
+            if sid is not None and isinstance(update, dict) and isinstance(variant, str):
+                self._update(seq, self._session(sid), variant, update)
 
     # -- session/update --------------------------------------------------------------------
 
-    def _update(self, seq: int, s: _Session, update: dict[str, Any]) -> None:
-        variant = update.get("sessionUpdate")
-        if not isinstance(variant, str):
-            return
+    def _update(self, seq: int, s: _Session, variant: str, update: dict[str, Any]) -> None:
+        """One ``session/update`` of the agent's (``variant``: its ``sessionUpdate``)."""
         v2 = self.effective_version >= 2
         sid = s.sid
         self._enum(

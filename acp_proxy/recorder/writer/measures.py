@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
 from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 from acp_proxy.recorder.writer.timings import Timings
+from acp_proxy.wire.frame import A2C, KEY_SHIFT, wire_key
 
 if TYPE_CHECKING:  # imported when the live check starts (not at the proxy's start-up)
     from acp_proxy.acp.conformance import ConnectionChecker, Finding
@@ -70,8 +71,16 @@ class LiveFindings:
     def rows(self, conn: RowState, rows: list[tuple[Any, ...]]) -> None:
         """Check one connection's frame rows, in order."""
         checker = self._checker(conn)
-        # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows
-        found = checker.feed_rows((r[1], r[4], bytes(r[5]), r[3], r[7]) for r in rows)
+        # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows; the
+        # agent's text frames (most) get wire_key's value in line: seq << KEY_SHIFT
+        found = checker.feed_rows(
+            (
+                r[1] << KEY_SHIFT if r[4] == A2C and not r[7] else wire_key(r[1], r[4], r[7]),
+                bytes(r[5]),
+                r[3],
+            )
+            for r in rows
+        )
         if found:
             self._count(found)
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from acp_proxy.acp.conformance import ConnectionChecker
-from acp_proxy.wire.frame import Frame
+from acp_proxy.wire.frame import Frame, wire_key
 from tests.acp.conformance.helpers import (
     SID,
     TEXT,
@@ -24,6 +24,7 @@ from tests.acp.conformance.helpers import (
     C,
     Line,
     er,
+    line,
     nt,
     ok,
     rq,
@@ -55,7 +56,8 @@ def _outcome(frames: list[Line], fast: bool, transport: str | None, steps: list[
         batch = rows[at : at + step]
         at += step
         if fast:
-            found.append([f.to_json() for f in checker.feed_rows(batch)])
+            keyed = [(wire_key(seq, d, binary), raw, ns) for seq, d, raw, ns, binary in batch]
+            found.append([f.to_json() for f in checker.feed_rows(keyed)])
         else:
             found.append(
                 [
@@ -110,7 +112,7 @@ def _chunk(rng: random.Random, sid: str, rid: int) -> Line:
 
 def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
     """One frame (or two) of the kind that sits at an edge of the short path."""
-    pick = rng.randrange(30)
+    pick = rng.randrange(31)
     if pick < 6:
         return [_chunk(rng, sid, rid)]
     return [
@@ -149,6 +151,11 @@ def _noise(rng: random.Random, sid: str, rid: int) -> list[Line]:
         # reported in line, GROUP_GAP frames on
         [
             A(b"<binary>\n"),
+            *[A(up("agent_message_chunk", sid, messageId=f"m{rid}", content=TEXT))] * 12,
+        ],
+        # the same from an update the short path hands to the session rules
+        [
+            A(up("tool_call_update", sid, toolCallId=f"t{rid}", kind="nope")),
             *[A(up("agent_message_chunk", sid, messageId=f"m{rid}", content=TEXT))] * 12,
         ],
         # the same message's chunks on either side of a frame that changes what one may do
@@ -196,3 +203,12 @@ def _traffic(seed: int) -> list[Line]:
 @pytest.mark.parametrize("seed", range(100))
 def test_random_traffic_near_the_short_paths_edges_gives_the_same_findings(seed: int) -> None:
     _same(_traffic(seed), random.Random(seed))
+
+
+def test_a_direction_neither_c2a_nor_a2c_is_refused() -> None:
+    """No recording of ours has one (the recorder and import write c2a or a2c); the checker
+    says so rather than check it as either side."""
+    checker = ConnectionChecker(1)
+    checker.feed_rows([(wire_key(1, "c2a", False), line(rq(0, "initialize")), 0)])
+    with pytest.raises(ValueError, match="frame #2: a direction neither c2a nor a2c"):
+        checker.feed_rows([(wire_key(2, "xyz", False), line(nt("session/update")), 0)])

@@ -189,11 +189,10 @@ class ConnectionChecker(FramingChecks):
         last_mid: Any = None
         max_bytes = MAX_LINE_BYTES
         shift = KEY_SHIFT
-        flags = KEY_C2A | KEY_BINARY | KEY_OTHER
         for key, raw in rows:
             frames += 1
-            seq = key >> shift
-            if not key & flags:  # the agent's, text
+            if key >= 0:  # the agent's, text: the key is its sequence number
+                seq = key
                 size = len(raw)
                 if (
                     short
@@ -264,14 +263,17 @@ class ConnectionChecker(FramingChecks):
                             continue
                 else:
                     value = UNPARSED
+                bits = 0
             else:
+                bits = -key
+                seq = bits >> shift
                 value = UNPARSED
-            if key & KEY_OTHER:
+            if bits & KEY_OTHER:
                 raise ValueError(f"frame #{seq}: a direction neither c2a nor a2c")
-            direction = C2A if key & KEY_C2A else A2C
+            direction = C2A if bits & KEY_C2A else A2C
             self._sender = "client" if direction == C2A else "agent"
             self.frames = frames
-            if key & KEY_BINARY:
+            if bits & KEY_BINARY:
                 self._report(
                     "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
                 )
@@ -286,7 +288,7 @@ class ConnectionChecker(FramingChecks):
             last_sid = _FORGOTTEN
         if frames != self.frames:  # as the frame-by-frame path leaves them
             self.frames = frames
-            self._sender = "client" if key & KEY_C2A else "agent"
+            self._sender = "client" if key < 0 and -key & KEY_C2A else "agent"
         self.last_seq = seq
         return self._take()
 

@@ -18,7 +18,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import sys
 import unicodedata
 from collections.abc import Collection, Iterator, Sequence
@@ -273,6 +272,8 @@ def pager(enabled: bool = True) -> Iterator[None]:
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")
     env.setdefault("LV", "-c")
+    import subprocess  # (only to page: check's report to a pipe or file needs none)
+
     try:
         proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
     except OSError:

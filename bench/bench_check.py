@@ -253,16 +253,14 @@ def main() -> None:
                     f"{best['baseline']:.2f}s"
                 )
 
-        rows = [
-            (wire_key(seq, d, 0), raw, 0) for seq, (d, raw) in enumerate(frames(args.frames), 1)
-        ]
+        rows = [(wire_key(seq, d, 0), raw) for seq, (d, raw) in enumerate(frames(args.frames), 1)]
         checker = ConnectionChecker(1, transport="stdio")
         t0 = time.process_time()
         checker.feed_rows(rows)  # type: ignore[arg-type]
         checker.finish()
         engine = time.process_time() - t0
         t0 = time.process_time()
-        for _key, raw, _ns in rows:
+        for _key, raw in rows:
             orjson.loads(raw)
         parse = time.process_time() - t0
         print(

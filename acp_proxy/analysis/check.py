@@ -3,13 +3,16 @@
 :class:`ConnectionCheck` feeds :class:`~acp_proxy.acp.conformance.ConnectionChecker` the rows
 :meth:`~acp_proxy.store.reader.RecordingReader.wire_rows` streams (``acp-proxy check`` runs it
 to the end at once; the inspector keeps one per connection and feeds it the frames recorded
-since). Apart from :mod:`acp_proxy.analysis.connection` so that ``check`` imports nothing of
-stats, aggregates or reindexing.
+since), which names the times of the few frames a finding needs them for
+(:meth:`~acp_proxy.store.reader.RecordingReader.mono_times`). Apart from
+:mod:`acp_proxy.analysis.connection` so that ``check`` imports nothing of stats, aggregates or
+reindexing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from acp_proxy.acp.conformance import ConnectionChecker, Finding
 from acp_proxy.store.reader import RecordingReader
@@ -55,6 +58,7 @@ class ConnectionCheck:
 
     def advance(self, reader: RecordingReader) -> list[Finding]:
         """Feed the connection's frames after the last one fed; return the new findings."""
+        self.checker.frame_times = partial(reader.mono_times, self.connection_id)
         new = self.checker.feed_rows(reader.wire_rows(self.connection_id, after_seq=self.last_seq))
         self.last_seq = self.checker.last_seq
         self.findings.extend(new)

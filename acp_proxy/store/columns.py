@@ -9,14 +9,21 @@ on a connection row what a dead writer never wrote (:func:`recorded_totals`,
 from __future__ import annotations
 
 import json
-import socket
 import time
+from functools import cache
 from typing import Any
 
 import orjson
 
-HOST = socket.gethostname()
-"""This machine's name, on every connection row it records (``host``)."""
+
+@cache
+def host() -> str:
+    """This machine's name, on every connection row it records (``host``); asked once, by
+    what records (``check`` and the readers import this module but need no socket)."""
+    import socket
+
+    return socket.gethostname()
+
 
 FRAME_COLUMNS = (
     'connection_id, seq, ts, mono_ns, direction, raw, size, "binary", '
@@ -79,7 +86,7 @@ def column_value(value: Any) -> Any:
 def open_row_fields(fields: dict[str, Any], now: float) -> dict[str, Any]:
     """A new connection row's columns: ``fields`` as values, ``host``, ``last_seen_at``."""
     values = {k: column_value(v) for k, v in fields.items()}
-    values.setdefault("host", HOST)
+    values.setdefault("host", host())
     values["last_seen_at"] = now
     return values
 

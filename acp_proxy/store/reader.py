@@ -366,17 +366,26 @@ class RecordingReader(FramePages, Aggregates):
             yield Frame(0, connection_id, seq, 0.0, mono_ns, direction, raw, len(raw), binary != 0)
 
     def wire_rows(self, connection_id: int, *, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
-        """:meth:`wire_frames` as rows ``(key, raw, mono_ns)``, the cursor itself: what
+        """:meth:`wire_frames` as rows ``(key, raw)``, the cursor itself: what
         :meth:`ConnectionChecker.feed_rows
         <acp_proxy.acp.conformance.ConnectionChecker.feed_rows>` takes, with no object built
         per frame. ``key`` is :func:`~acp_proxy.wire.frame.wire_key` (sequence number,
         direction and binary flag in one column: a column costs more to read than the
-        arithmetic)."""
+        arithmetic); the few times the checker names come from :meth:`mono_times`."""
         return self._ordered(
-            f"{WIRE_KEY_SQL}, raw, mono_ns",
-            connection_id=connection_id,
-            after_seq=after_seq,
+            f"{WIRE_KEY_SQL}, raw", connection_id=connection_id, after_seq=after_seq
         )
+
+    def mono_times(self, connection_id: int, seqs: list[int]) -> dict[int, int]:
+        """The monotonic ns of the frames ``seqs`` of one connection, by seq (one query)."""
+        if not seqs:
+            return {}
+        marks = ", ".join("?" * len(seqs))
+        rows = self.db.execute(
+            f"SELECT seq, mono_ns FROM frames WHERE connection_id = ? AND seq IN ({marks})",
+            [connection_id, *seqs],
+        ).fetchall()
+        return {int(seq): int(ns) for seq, ns in rows}
 
     def message_frames(self, connection_id: int, *, after_seq: int = 0) -> Iterator[Frame]:
         """One connection's frames in order with the columns that say what each message is

@@ -36,20 +36,24 @@ KEY_SHIFT = 3
 def wire_key(seq: int, direction: str, binary: object) -> int:
     """A frame's sequence number, direction and binary flag as one integer (what the rows of
     :meth:`RecordingReader.wire_rows <acp_proxy.store.reader.RecordingReader.wire_rows>` carry:
-    one column read instead of three): ``seq << KEY_SHIFT`` plus the ``KEY_*`` flags.
-    :data:`WIRE_KEY_SQL` is the same in SQL."""
-    flags = 0 if direction == A2C else KEY_C2A if direction == C2A else KEY_OTHER
-    return (seq << KEY_SHIFT) + flags + (KEY_BINARY if binary else 0)
+    one column read instead of three). The agent's text frames, most of a recording: ``seq``
+    itself (sequence numbers are never negative); any other frame: ``-((seq << KEY_SHIFT) +
+    flags)``, the ``KEY_*`` flags (at least one set: the key is negative). :data:`WIRE_KEY_SQL`
+    is the same in SQL."""
+    if direction == A2C and not binary:
+        return seq
+    flags = KEY_C2A if direction == C2A else 0 if direction == A2C else KEY_OTHER
+    return -((seq << KEY_SHIFT) + flags + (KEY_BINARY if binary else 0))
 
 
 WIRE_KEY_SQL = (
-    "CASE WHEN direction = 'a2c' AND \"binary\" = 0 THEN seq * 8"
-    " ELSE seq * 8 + CASE direction WHEN 'a2c' THEN 0 WHEN 'c2a' THEN 1 ELSE 4 END"
-    ' + CASE WHEN "binary" <> 0 THEN 2 ELSE 0 END END'
+    "CASE WHEN direction = 'a2c' AND \"binary\" = 0 THEN seq"
+    " ELSE -(seq * 8 + CASE direction WHEN 'a2c' THEN 0 WHEN 'c2a' THEN 1 ELSE 4 END"
+    ' + CASE WHEN "binary" <> 0 THEN 2 ELSE 0 END) END'
 )
 """:func:`wire_key` as a column of the ``frames`` table, in the SQL both stores speak
 (``tests/store/test_reader.py`` compares the two); the agent's text frames, most of a
-recording, take the first branch (fewer steps per row)."""
+recording, take the first branch (the column itself: no arithmetic per row)."""
 
 
 def other_direction(direction: Direction) -> Direction:

@@ -9,9 +9,9 @@ from pathlib import Path
 from acp_proxy.store.columns import (
     CONNECTION_COLUMN_NAMES,
     FRAME_COLUMN_NAMES,
-    HOST,
     column_value,
     connection_insert,
+    host,
     json_text,
     note_losses,
     open_row_fields,
@@ -51,7 +51,7 @@ def test_open_row_fields_sets_host_and_last_seen_but_keeps_a_given_host() -> Non
     assert open_row_fields({"cwd": "/x", "meta": {"a": 1}}, 12.5) == {
         "cwd": "/x",
         "meta": '{"a":1}',
-        "host": HOST,
+        "host": host(),
         "last_seen_at": 12.5,
     }
     assert open_row_fields({"host": "elsewhere"}, 1.0)["host"] == "elsewhere"

@@ -275,6 +275,30 @@ def test_reader_methods_for_the_other_commands(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_mono_times_are_those_of_the_frames_asked_for(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """:meth:`RecordingReader.mono_times`: the times of the frames named, of that connection
+    only, in one query (the checker asks for them while the rows' cursor is still open)."""
+    db: Path | str = tmp_path / "times.db"
+    if engine == "postgresql":
+        db = request.getfixturevalue("pg_url")
+    for base in (5_000, 9_000):
+        insert_frames(
+            db,
+            [Capture("a2c", b"{}\n", mono_ns=base + 7 * seq) for seq in range(1, 6)],
+            connection={"started_at": 1.0, "transport": "stdio"},
+        )
+    with RecordingReader.open(db) as reader:
+        rows = reader.wire_rows(2)
+        next(iter(rows))  # (a streaming cursor open, as during check)
+        assert reader.mono_times(2, [4, 1, 9]) == {4: 9_028, 1: 9_007}
+        assert reader.mono_times(1, [5]) == {5: 5_035}
+        assert reader.mono_times(1, []) == {}
+        assert len(list(rows)) == 4
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_wire_rows_key_is_wire_key(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -295,10 +319,15 @@ def test_wire_rows_key_is_wire_key(
     )
     with RecordingReader.open(db) as reader:
         rows = list(reader.wire_rows(1))
-    assert [key for key, _raw, _ns in rows] == [
+    assert [key for key, _raw in rows] == [
         wire_key(first_seq + i, d, b) for i, (d, b) in enumerate(cases)
     ]
-    for i, ((key, _raw, _ns), (d, b)) in enumerate(zip(rows, cases, strict=True)):
+    for i, ((key, _raw), (d, b)) in enumerate(zip(rows, cases, strict=True)):
+        if d == A2C and not b:  # the agent's text frames: the sequence number itself
+            assert key == first_seq + i
+            continue
+        assert key < 0
+        key = -key
         assert key >> KEY_SHIFT == first_seq + i
         assert bool(key & KEY_BINARY) == b
         assert bool(key & KEY_C2A) == (d == "c2a") and bool(key & KEY_OTHER) == (

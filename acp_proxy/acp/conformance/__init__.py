@@ -4,7 +4,8 @@ from acp_proxy.acp.conformance.checker import (
     MAX_LINE_BYTES,
     ConnectionChecker,
     Finding,
+    FrameTimes,
     frames_text,
 )
 
-__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
+__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "FrameTimes", "frames_text"]

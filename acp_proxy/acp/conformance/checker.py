@@ -33,6 +33,7 @@ import orjson
 
 from acp_proxy.acp.conformance.findings import GROUP_GAP, Finding, frames_text
 from acp_proxy.acp.conformance.framing import MAX_LINE_BYTES, RECENT_NOTIFICATIONS, FramingChecks
+from acp_proxy.acp.conformance.state import FrameTimes
 from acp_proxy.acp.exchanges import Exchanges, InitializeFacts
 from acp_proxy.acp.rules import TIERS
 from acp_proxy.acp.turns import TurnTracker
@@ -49,10 +50,10 @@ from acp_proxy.wire.frame import (
 )
 from acp_proxy.wire.surrogates import UNPARSED
 
-Row = tuple[int, bytes, int]
+Row = tuple[int, bytes]
 """A frame as :meth:`ConnectionChecker.feed_rows` takes it: its
-:func:`~acp_proxy.wire.frame.wire_key` (sequence number, direction, binary flag), raw bytes,
-monotonic ns."""
+:func:`~acp_proxy.wire.frame.wire_key` (sequence number, direction, binary flag) and raw
+bytes. Its time is asked for only when a finding names it (:data:`FrameTimes`)."""
 
 _CHUNK_ENTITIES = {
     variant: ENTITY_OF_UPDATE[variant][0]
@@ -65,7 +66,7 @@ _FORGOTTEN: Any = object()
 """:meth:`ConnectionChecker.feed_rows`' last session id when no chunk was taken in line."""
 
 
-__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "frames_text"]
+__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "FrameTimes", "frames_text"]
 
 
 class ConnectionChecker(FramingChecks):
@@ -73,6 +74,9 @@ class ConnectionChecker(FramingChecks):
 
     ``transport`` (``stdio``, ``websocket``...) enables the line-ending rules for stdio;
     ``frames_dropped`` (from the connection row) adds a ``recording.incomplete`` note.
+    ``frame_times`` gives the times of the frames a finding names (a response with id null
+    paired by time says how long after its notification it came): :meth:`feed_rows`' rows
+    carry none; without it those of the frames :meth:`feed` was given, else none is named.
     """
 
     fast_path = True
@@ -85,8 +89,11 @@ class ConnectionChecker(FramingChecks):
         transport: str | None = None,
         frames_dropped: int = 0,
         max_per_rule: int = 100,
+        frame_times: FrameTimes | None = None,
     ) -> None:
         self.connection_id = connection_id
+        self.frame_times = frame_times
+        self._fed_ns = {}
         self.transport = transport
         self.max_per_rule = max_per_rule
         self.frames = 0
@@ -106,9 +113,8 @@ class ConnectionChecker(FramingChecks):
         self._sender = None
         self._group = None
         self._run = None
-        self._now_ns = 0
         # each side's answers with id null paired by time since the other side's last
-        # notification: (frame count, ns, the notification it is paired with)
+        # notification: (frame count, seq, the notification it is paired with)
         self._null_runs = {
             C2A: [],
             A2C: [],
@@ -135,12 +141,18 @@ class ConnectionChecker(FramingChecks):
         return self.facts.protocol_version
 
     def feed(self, frame: Frame) -> list[Finding]:
-        """Check one frame; return the findings it produced (possibly none)."""
+        """Check one frame; return the findings it produced (possibly none). The times of
+        the last frames fed are kept, for the findings that name them (no finding names a
+        frame :data:`GROUP_GAP` x 3 frames before the one that made it)."""
+        fed = self._fed_ns
+        fed[frame.seq] = frame.mono_ns
+        if len(fed) > 4 * GROUP_GAP:
+            del fed[next(iter(fed))]
         key = wire_key(frame.seq, frame.direction, frame.binary)
-        return self.feed_rows(((key, frame.raw, frame.mono_ns),))
+        return self.feed_rows(((key, frame.raw),))
 
     def feed_rows(self, rows: Iterable[Row]) -> list[Finding]:
-        """Check frames given as ``(key, raw, mono_ns)`` rows (``key``: the frame's
+        """Check frames given as ``(key, raw)`` rows (``key``: the frame's
         :func:`~acp_proxy.wire.frame.wire_key`; a reader's cursor: no :class:`Frame` built per
         frame); return the findings they produced. A direction neither ``c2a`` nor ``a2c``
         raises :class:`ValueError`.
@@ -177,11 +189,10 @@ class ConnectionChecker(FramingChecks):
         last_mid: Any = None
         max_bytes = MAX_LINE_BYTES
         shift = KEY_SHIFT
-        flags = KEY_C2A | KEY_BINARY | KEY_OTHER
-        for key, raw, mono_ns in rows:
+        for key, raw in rows:
             frames += 1
-            seq = key >> shift
-            if not key & flags:  # the agent's, text
+            if key >= 0:  # the agent's, text: the key is its sequence number
+                seq = key
                 size = len(raw)
                 if (
                     short
@@ -228,13 +239,12 @@ class ConnectionChecker(FramingChecks):
                             taken = False
                         if taken is not False:
                             # (_notified, in line)
-                            a2c_notes.append((seq, variant, frames, mono_ns))
+                            a2c_notes.append((seq, variant, frames))
                             if c2a_null_run:
                                 c2a_null_run.clear()
                             if taken is None:
                                 self._sender = "agent"
                                 self.frames = frames
-                                self._now_ns = mono_ns
                                 run = self._run
                                 s = sessions.get(sid)
                                 if s is None:
@@ -247,22 +257,23 @@ class ConnectionChecker(FramingChecks):
                                 continue
                             self._sender = "agent"
                             self.frames = frames
-                            self._now_ns = mono_ns
                             self._end_of_frame(frames)
                             due = self._due(frames)
                             last_sid = _FORGOTTEN
                             continue
                 else:
                     value = UNPARSED
+                bits = 0
             else:
+                bits = -key
+                seq = bits >> shift
                 value = UNPARSED
-            if key & KEY_OTHER:
+            if bits & KEY_OTHER:
                 raise ValueError(f"frame #{seq}: a direction neither c2a nor a2c")
-            direction = C2A if key & KEY_C2A else A2C
+            direction = C2A if bits & KEY_C2A else A2C
             self._sender = "client" if direction == C2A else "agent"
             self.frames = frames
-            self._now_ns = mono_ns
-            if key & KEY_BINARY:
+            if bits & KEY_BINARY:
                 self._report(
                     "framing.binary", (seq,), f"binary WebSocket frame of {len(raw)} bytes"
                 )
@@ -277,8 +288,7 @@ class ConnectionChecker(FramingChecks):
             last_sid = _FORGOTTEN
         if frames != self.frames:  # as the frame-by-frame path leaves them
             self.frames = frames
-            self._now_ns = mono_ns
-            self._sender = "client" if key & KEY_C2A else "agent"
+            self._sender = "client" if key < 0 and -key & KEY_C2A else "agent"
         self.last_seq = seq
         return self._take()
 

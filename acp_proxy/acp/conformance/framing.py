@@ -250,12 +250,15 @@ class FramingChecks(SessionChecks):
         assert g is not None
         if len(g.subjects) < len(run) + 1 or any(f < self.frames - GROUP_GAP for f, _, _ in run):
             run.clear()
-        run.append((self.frames, self._now_ns, nearest))
+        run.append((self.frames, seq, nearest))
         # answers in a row take the nearest notifications before them first in, first
         # answered: the run's first answer the oldest of them
-        taken = sorted(n for _f, _ns, n in run)
-        run[:] = [(f, ns, n) for (f, ns, _old), n in zip(run, taken, strict=True)]
-        g.subjects[len(g.subjects) - len(run) :] = [_by_time_subject(n, ns) for _f, ns, n in run]
+        taken = sorted(n for _f, _seq, n in run)
+        run[:] = [(f, a, n) for (f, a, _old), n in zip(run, taken, strict=True)]
+        times = self._times([s for _f, a, n in run for s in (a, n[0])])
+        g.subjects[len(g.subjects) - len(run) :] = [
+            _by_time_subject(n, times.get(a, 0), times.get(n[0], 0)) for _f, a, n in run
+        ]
 
     def _finish_requests(self) -> None:
         """End of the connection: report the requests that were never answered."""
@@ -287,11 +290,12 @@ class FramingChecks(SessionChecks):
             )
 
 
-def _by_time_subject(n: _Notification, answer_ns: int) -> str:
-    """How an answer paired by time with the notification ``n`` names it."""
-    gap = (answer_ns - n[3]) / 1e6
+def _by_time_subject(n: _Notification, answer_ns: int, notified_ns: int) -> str:
+    """How an answer paired by time with the notification ``n`` names it (a time 0:
+    unknown)."""
+    gap = (answer_ns - notified_ns) / 1e6
     when = ""
-    if answer_ns and n[3] and gap >= 0:
+    if answer_ns and notified_ns and gap >= 0:
         when = f": {gap:.1f} ms before" if gap >= 0.1 else ": under 0.1 ms before"
     return f"`{n[1]}` #{n[0]} (by time{when})"
 

@@ -57,7 +57,7 @@ class SessionChecks(CapabilityChecks):
                 self._open_window(sid, kind, seq)
         elif method == "session/prompt" and sid is not None:
             self._prompt_content(seq, sid, _get(params, "prompt"))
-            self._turns.prompt(sid, str(seq), seq, self._now_ns)
+            self._turns.prompt(sid, str(seq), seq, 0)  # (turns' times: not read here)
             s = self._session(sid)
             s.prompts_pending += 1
             s.after = None
@@ -105,7 +105,7 @@ class SessionChecks(CapabilityChecks):
         s.prompts_pending = max(0, s.prompts_pending - 1)
         self._turns.version = self.effective_version
         response = {"result": result} if ok else {"error": "an error response"}
-        self._turns.prompt_result(str(req_seq), response, seq, self._now_ns)
+        self._turns.prompt_result(str(req_seq), response, seq, 0)
         if self.effective_version < 2:
             stop = _get(result, "stopReason") if ok else None
             if ok:
@@ -167,7 +167,7 @@ class SessionChecks(CapabilityChecks):
 
     def _notified(self, seq: int, direction: Direction, label: str) -> None:
         """A notification came: the latest a response with id null may answer."""
-        self._notifications[direction].append((seq, label, self.frames, self._now_ns))
+        self._notifications[direction].append((seq, label, self.frames))
         self._null_runs[other_direction(direction)].clear()
 
     def _notification(self, seq: int, direction: Direction, method: str, params: Any) -> None:

@@ -9,6 +9,7 @@ here too.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,12 @@ from acp_proxy.acp.turns import TurnTracker
 from acp_proxy.wire.frame import Direction
 from acp_proxy.wire.jsonrpc import Message
 
-_Notification = tuple[int, str, int, int]
-"""A recent notification: seq, label, frame count when it came, monotonic ns."""
+_Notification = tuple[int, str, int]
+"""A recent notification: seq, label, frame count when it came."""
+
+FrameTimes = Callable[[list[int]], Mapping[int, int]]
+"""The monotonic ns of the frames of the given sequence numbers (those it knows): the few
+times a finding names (an answer paired by time), asked for when it is made."""
 
 
 @dataclass(slots=True)
@@ -75,10 +80,20 @@ class CheckerState(Reporter):
     _pending: dict[tuple[Direction, str], _Pending]
     _answered: OrderedDict[tuple[Direction, str], int]
     _sessions: dict[str, _Session]
-    _now_ns: int  # the monotonic time of the frame being checked
+    # answers with id null paired by time: (frame count, seq, the notification)
     _null_runs: dict[Direction, list[tuple[int, int, _Notification]]]
     _notifications: dict[Direction, deque[_Notification]]
     _turns: TurnTracker  # v1 turns: a prompt's response ends its turn (acp.turns)
+
+    frame_times: FrameTimes | None  # where the times a finding names come from
+    _fed_ns: dict[int, int]  # the times of the last frames fed with feed(), by seq
+
+    def _times(self, seqs: list[int]) -> Mapping[int, int]:
+        """The monotonic ns of the frames ``seqs`` that are known: from :attr:`frame_times`,
+        else those :meth:`feed` was given (a frame of unknown time is named without it)."""
+        if self.frame_times is not None:
+            return self.frame_times(seqs)
+        return self._fed_ns
 
     @property
     def _client_caps(self) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
 from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 from acp_proxy.recorder.writer.timings import Timings
-from acp_proxy.wire.frame import A2C, KEY_SHIFT, wire_key
+from acp_proxy.wire.frame import A2C, wire_key
 
 if TYPE_CHECKING:  # imported when the live check starts (not at the proxy's start-up)
     from acp_proxy.acp.conformance import ConnectionChecker, Finding
@@ -72,12 +72,12 @@ class LiveFindings:
         """Check one connection's frame rows, in order."""
         checker = self._checker(conn)
         # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows; the
-        # agent's text frames (most) get wire_key's value in line: seq << KEY_SHIFT
+        # agent's text frames (most) get wire_key's value in line: seq itself. No
+        # times: findings are only counted here (a finding's text names none without them)
         found = checker.feed_rows(
             (
-                r[1] << KEY_SHIFT if r[4] == A2C and not r[7] else wire_key(r[1], r[4], r[7]),
+                r[1] if r[4] == A2C and not r[7] else wire_key(r[1], r[4], r[7]),
                 bytes(r[5]),
-                r[3],
             )
             for r in rows
         )

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 
-from acp_proxy.acp.conformance import ConnectionChecker, Finding
+from acp_proxy.acp.conformance import ConnectionChecker, DamagedFrame, Finding
 from acp_proxy.store.reader import RecordingReader
 from acp_proxy.store.rows import ConnectionRow
+from acp_proxy.store.schema import RecordingError
 
 
 @dataclass(slots=True)
@@ -59,7 +60,13 @@ class ConnectionCheck:
     def advance(self, reader: RecordingReader) -> list[Finding]:
         """Feed the connection's frames after the last one fed; return the new findings."""
         self.checker.frame_times = partial(reader.mono_times, self.connection_id)
-        new = self.checker.feed_rows(reader.wire_rows(self.connection_id, after_seq=self.last_seq))
+        rows = reader.wire_rows(self.connection_id, after_seq=self.last_seq)
+        try:
+            new = self.checker.feed_rows(rows)
+        except DamagedFrame as exc:
+            raise RecordingError(
+                f"the recording is damaged: connection {self.connection_id}, {exc}"
+            ) from None
         self.last_seq = self.checker.last_seq
         self.findings.extend(new)
         return new

@@ -193,6 +193,20 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     unknown = check(str(db), "--connection", "7")
     assert unknown.returncode == 1
     assert unknown.stderr.strip() == "Error: no connection 7 in this recording"
+    edited = tmp_path / "edited.db"  # a row no recorder writes: one line, nothing changed
+    write_recording(edited, [CLEAN_V1])
+    conn = sqlite3.connect(edited)
+    conn.execute("UPDATE frames SET direction = 'zz' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    before = edited.read_bytes()
+    damaged = check(str(edited))
+    assert damaged.returncode == 1 and damaged.stdout == ""
+    assert damaged.stderr == (
+        "Error: the recording is damaged: connection 1, frame #2: a direction neither c2a "
+        "nor a2c\n"
+    )
+    assert edited.read_bytes() == before
     usage = check()
     assert usage.returncode == 2 and "missing argument DB" in usage.stderr
 

@@ -66,7 +66,19 @@ _FORGOTTEN: Any = object()
 """:meth:`ConnectionChecker.feed_rows`' last session id when no chunk was taken in line."""
 
 
-__all__ = ["MAX_LINE_BYTES", "ConnectionChecker", "Finding", "FrameTimes", "frames_text"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "ConnectionChecker",
+    "DamagedFrame",
+    "Finding",
+    "FrameTimes",
+    "frames_text",
+]
+
+
+class DamagedFrame(ValueError):
+    """A row no recorder writes (a recording edited or damaged by hand): the message names
+    the frame."""
 
 
 class ConnectionChecker(FramingChecks):
@@ -269,7 +281,7 @@ class ConnectionChecker(FramingChecks):
                 seq = bits >> shift
                 value = UNPARSED
             if bits & KEY_OTHER:
-                raise ValueError(f"frame #{seq}: a direction neither c2a nor a2c")
+                raise DamagedFrame(f"frame #{seq}: a direction neither c2a nor a2c")
             direction = C2A if bits & KEY_C2A else A2C
             self._sender = "client" if direction == C2A else "agent"
             self.frames = frames

@@ -203,8 +203,7 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     damaged = check(str(edited))
     assert damaged.returncode == 1 and damaged.stdout == ""
     assert damaged.stderr == (
-        "Error: the recording is damaged: connection 1, frame #2: a direction neither c2a "
-        "nor a2c\n"
+        "Error: the recording is damaged: connection 1, frame #2: a direction neither c2a nor a2c\n"
     )
     assert edited.read_bytes() == before
     usage = check()

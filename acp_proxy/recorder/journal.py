@@ -462,18 +462,15 @@ class Journal:
         until = time.monotonic() + BURST_HOLD_SECONDS
         self._wake_bytes = cap  # producers do not wake the consumer for each item meanwhile
         try:
-            while not self._stop and not self._urgent and self._queued_bytes < cap:
+            while not (self._stop or self._urgent):
                 left = until - time.monotonic()
-                if left <= 0:
-                    break
+                if left <= 0 or self._queued_bytes >= cap:
+                    self._may_hold = False  # held as long as allowed: take the rest as it comes
+                    return
                 seen = self._queued_bytes
                 self._cond.wait(min(BURST_END_SECONDS, left))
                 if self._queued_bytes == seen:
                     return  # it paused: the burst is over
-            else:
-                if self._stop or self._urgent:
-                    return
-            self._may_hold = False  # held as long as allowed: take the rest as it comes
         finally:
             self._wake_bytes = self.batch_bytes
 

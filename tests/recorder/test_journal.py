@@ -166,3 +166,18 @@ def test_a_burst_is_recorded_whole_while_its_connection_stays_open(tmp_path: Pat
     assert recorded[0] == ("c2a", request)
     assert recorded[1:] == [("a2c", line) for line in received]
     assert len(received) == 20000 and received[-1].startswith(b'{"jsonrpc":"2.0","method"')
+
+
+def test_a_burst_is_held_for_at_most_its_bytes(monkeypatch: Any) -> None:
+    """A burst that reaches BURST_HOLD_BYTES is taken then, pause or not (memory bound)."""
+    journal = _burst_journal(monkeypatch, end=3600, hold=3600)
+    monkeypatch.setattr(journal_module, "BURST_HOLD_BYTES", 2 << 20)
+    journal.open("c", {})
+    journal.take()
+    sent = _produce(journal, 48, 64 * 1024, 0)  # 3 MiB, more than the 2 MiB held at most
+    taken: list[Any] = []
+    taker = threading.Thread(target=lambda: taken.append(journal.take()))
+    taker.start()
+    taker.join(30)
+    assert not taker.is_alive() and taken[0] == sent[:16]
+    journal.stop()

@@ -167,7 +167,7 @@ class ConnectionChecker(FramingChecks):
         """Check frames given as ``(key, raw)`` rows (``key``: the frame's
         :func:`~acp_proxy.wire.frame.wire_key`; a reader's cursor: no :class:`Frame` built per
         frame); return the findings they produced. A direction neither ``c2a`` nor ``a2c``
-        raises :class:`ValueError`.
+        raises :class:`DamagedFrame`.
 
         The same findings as :meth:`feed` frame by frame. Each frame is parsed once. The bulk
         of a recording, the agent's ``session/update`` notifications, takes a short path (no

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from acp_proxy.recorder.writer.rows import ControlOp, Op, RowsOp, RowState
 from acp_proxy.recorder.writer.switches import LIVE_CHECK_ENV
 from acp_proxy.recorder.writer.timings import Timings
-from acp_proxy.wire.frame import A2C, wire_key
+from acp_proxy.wire.frame import wire_key
 
 if TYPE_CHECKING:  # imported when the live check starts (not at the proxy's start-up)
     from acp_proxy.acp.conformance import ConnectionChecker, Finding
@@ -71,16 +71,9 @@ class LiveFindings:
     def rows(self, conn: RowState, rows: list[tuple[Any, ...]]) -> None:
         """Check one connection's frame rows, in order."""
         checker = self._checker(conn)
-        # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows; the
-        # agent's text frames (most) get wire_key's value in line: seq itself. No
+        # (cid, seq, ts, mono_ns, direction, raw, size, binary, ...) -> feed_rows' rows. No
         # times: findings are only counted here (a finding's text names none without them)
-        found = checker.feed_rows(
-            (
-                r[1] if r[4] == A2C and not r[7] else wire_key(r[1], r[4], r[7]),
-                bytes(r[5]),
-            )
-            for r in rows
-        )
+        found = checker.feed_rows((wire_key(r[1], r[4], r[7]), bytes(r[5])) for r in rows)
         if found:
             self._count(found)
 
